@@ -1,0 +1,165 @@
+"""The population: starts and retires user actors as the availability model says.
+
+The population is the simulator's model of the world, not a party: it decides (from seeded generators)
+who is online, who crashes in a round and how long each user computes. Users themselves announce what
+they do: a joining user attaches to the network and sends `Join` to the server, a leaving user sends
+`Leave` and detaches. A crash is silence: the user detaches after it received the round's request and
+never replies; it recovers (attaches and announces a join) at the next round boundary.
+
+A user that leaves keeps its actor object -- and so its private state -- and resumes with it when it
+rejoins; only its task is retired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+import trio
+
+from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, Transition
+from ..network.network import Network
+from ..network.party import Party
+from .user import User
+
+
+class Population:
+    """The users of a run and their comings and goings.
+
+    Args:
+        network: the network users attach to.
+        users: every user actor of the run, online or not, by party.
+        churn: who is online initially, between rounds and over virtual time.
+        dropout: who crashes mid-round.
+        compute: the per-round local compute time (stragglers).
+        seed: the run seed the availability models derive their generators from.
+        horizon_s: the virtual time after which no user waits any longer (every wait has a deadline).
+    """
+
+    def __init__(
+        self,
+        network: Network,
+        users: Mapping[Party, User],
+        *,
+        churn: Churn,
+        dropout: MidRoundDropout | None = None,
+        compute: ComputeTime | None = None,
+        seed: int,
+        horizon_s: float,
+    ) -> None:
+        self.network = network
+        self.users = dict(sorted(users.items()))
+        for user in self.users.values():
+            user.horizon_s = horizon_s
+        self.parties = list(self.users)
+        self.churn = churn
+        self.dropout = dropout
+        self.compute = compute if compute is not None else NoComputeDelay()
+        self.seed = seed
+        self.horizon_s = horizon_s
+        self._online: set[Party] = set()
+        self._scopes: dict[Party, trio.CancelScope] = {}
+        self._nursery: trio.Nursery | None = None
+        self.joins = 0
+        self.leaves = 0
+        self.crashes = 0
+
+    @property
+    def online(self) -> frozenset[Party]:
+        """Who is online now, as the simulator knows it (a user that crashed this round is not)."""
+        return frozenset(party for party in self._online if self.network.is_attached(party))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Population]:
+        """Bring the initial users online and follow the churn timeline for the duration of the block."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            for party in sorted(self.churn.initial_online(self.seed, self.parties)):
+                self._join(party, count=False)
+            timeline = self.churn.timeline(self.seed, self.parties, self.horizon_s)
+            if timeline:
+                nursery.start_soon(self._follow, timeline)
+            try:
+                yield self
+            finally:
+                nursery.cancel_scope.cancel()
+                self._nursery = None
+
+    async def _follow(self, timeline: list[Transition]) -> None:
+        for transition in timeline:
+            await trio.sleep_until(transition.time_s)
+            if transition.online and transition.party not in self._online:
+                self._join(transition.party)
+            elif not transition.online and transition.party in self._online:
+                self._leave(transition.party)
+
+    async def _live(self, user: User, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            self._scopes[user.party] = scope
+            task_status.started()
+            await user.run()  # type: ignore[attr-defined]
+
+    def _start(self, party: Party) -> None:
+        if self._nursery is None:
+            raise RuntimeError("the population is not open")
+        previous = self._scopes.pop(party, None)
+        if previous is not None:
+            previous.cancel()
+        self._nursery.start_soon(self._live, self.users[party])
+
+    def _retire(self, party: Party) -> None:
+        scope = self._scopes.pop(party, None)
+        if scope is not None:
+            scope.cancel()
+
+    def _join(self, party: Party, count: bool = True) -> None:
+        self.network.attach(party)
+        self._online.add(party)
+        self.users[party].announce_join()
+        self._start(party)
+        if count:
+            self.joins += 1
+
+    def _leave(self, party: Party) -> None:
+        self._online.discard(party)
+        if self.network.is_attached(party):
+            self.users[party].announce_leave()
+        self.network.detach(party)
+        self._retire(party)
+        self.leaves += 1
+
+    # ------------------------------------------------------------------ rounds
+
+    def begin_round(self, round_index: int) -> None:
+        """Draw this round's crashes and compute times for the users online now."""
+        online = sorted(self.online)
+        crashing = self.dropout.crashes(self.seed, round_index, online) if self.dropout is not None else frozenset()
+        delays = self.compute.delays(self.seed, round_index, online)
+        for party, delay in zip(online, delays):
+            user = self.users[party]
+            user.crash_round = round_index if party in crashing else None
+            user.compute_delay_s = float(delay)
+        self.network.ledger.begin_round(round_index, len(online))
+
+    def end_round(self, round_index: int) -> None:
+        """Recover the users that crashed in this round, then apply between-round churn."""
+        for party in sorted(self._online):
+            user = self.users[party]
+            if user.crash_round == round_index and not self.network.is_attached(party):
+                self.crashes += 1
+                self.network.attach(party)
+                user.announce_join()
+                self._start(party)
+            user.crash_round = None
+        joined, left = self.churn.between_rounds(self.seed, round_index, self.parties, frozenset(self._online))
+        for party in sorted(left):
+            if party in self._online:
+                self._leave(party)
+        for party in sorted(joined):
+            if party not in self._online:
+                self._join(party)
+
+
+__all__ = ["Population"]

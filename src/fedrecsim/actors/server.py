@@ -1,0 +1,31 @@
+"""The server (recommender) role: it learns who is online only from join and leave messages."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..network.party import Party, Role
+from .actor import Actor
+from .membership import Join, Leave
+
+
+class Server(Actor):
+    """Generic server behaviour: the membership view built from the join/leave messages it received."""
+
+    role: ClassVar[Role] = Role.SERVER
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.members: set[Party] = set()
+
+    def update_membership(self) -> None:
+        """Apply every join and leave delivered so far, in delivery order."""
+        mailbox = self.network.mailbox(self.party)
+        events = [(envelope, True) for envelope in mailbox.take_all(Join.KIND)]  # type: ignore[attr-defined]
+        events += [(envelope, False) for envelope in mailbox.take_all(Leave.KIND)]  # type: ignore[attr-defined]
+        events.sort(key=lambda event: event[0].sent_at)
+        for envelope, joined in events:
+            if joined:
+                self.members.add(envelope.src)
+            else:
+                self.members.discard(envelope.src)

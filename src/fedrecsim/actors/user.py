@@ -1,0 +1,46 @@
+"""The user role: a party holding its own ratings, which may churn, crash mid-round or straggle."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import trio
+
+from ..network.party import SERVER, Party, Role
+from .actor import Actor
+from .membership import Join, Leave
+
+
+class User(Actor):
+    """Generic user behaviour shared by every protocol.
+
+    The population (the simulator's model of the world, not a party) sets ``horizon_s`` (the deadline of
+    a user's every wait) once, and ``crash_round`` and ``compute_delay_s`` at the start of each round; a protocol's user code calls ``crashes_in`` right
+    after it received the round's request and ``compute`` before it replies.
+    """
+
+    role: ClassVar[Role] = Role.USER
+
+    horizon_s: float = math.inf
+    crash_round: int | None = None
+    compute_delay_s: float = 0.0
+    server: Party = SERVER
+
+    def announce_join(self) -> None:
+        self.send(self.server, Join())
+
+    def announce_leave(self) -> None:
+        self.send(self.server, Leave())
+
+    def crashes_in(self, round_index: int) -> bool:
+        """True if this user is to crash in ``round_index``; it then goes silent (detached) for the round."""
+        if self.crash_round != round_index:
+            return False
+        self.network.detach(self.party)
+        return True
+
+    async def compute(self) -> None:
+        """Spend this round's local compute time (the straggler model) in virtual time."""
+        if self.compute_delay_s > 0:
+            await trio.sleep(self.compute_delay_s)

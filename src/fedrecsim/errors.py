@@ -1,0 +1,60 @@
+"""The exception hierarchy of fedrecsim.
+
+Every error the simulator raises on purpose derives from `SimulationError`. Where a built-in exception
+has the same meaning, the subclass derives from it too, so callers can catch either: a bad scenario key
+is both a `ConfigError` and a `ValueError`; a party that did not answer in time is both a `PartyTimeout`
+and a `trio.TooSlowError`.
+"""
+
+from __future__ import annotations
+
+import trio
+
+
+class SimulationError(Exception):
+    """Root of every error fedrecsim raises deliberately."""
+
+
+class ConfigError(SimulationError, ValueError):
+    """A scenario or protocol configuration value is missing, unknown, mistyped or out of range.
+
+    The message names the key path (e.g. ``availability.p_join``) and what would have been accepted.
+    """
+
+    def __init__(self, key_path: str, problem: str) -> None:
+        self.key_path = key_path
+        self.problem = problem
+        super().__init__(f"{key_path}: {problem}" if key_path else problem)
+
+
+class DatasetError(SimulationError, ValueError):
+    """A dataset file is missing or malformed; the message names the file and, where known, the line."""
+
+    def __init__(self, path: object, problem: str, line: int | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+class WireError(SimulationError, ValueError):
+    """Bytes that do not decode to a registered message, or a message that cannot be encoded."""
+
+
+class ProtocolViolation(SimulationError):
+    """A party met a message or stage it did not expect; the message names party, expected and received."""
+
+
+class PartyTimeout(SimulationError, trio.TooSlowError):
+    """A party waited past its virtual deadline for a message that never came."""
+
+
+__all__ = [
+    "ConfigError",
+    "DatasetError",
+    "PartyTimeout",
+    "ProtocolViolation",
+    "SimulationError",
+    "WireError",
+]

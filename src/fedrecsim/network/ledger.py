@@ -1,0 +1,169 @@
+"""Byte and message accounting, and the transcript hash.
+
+Every message the network accepts is counted exactly once as sent (by its sender) and, later, exactly
+once as either received (by its destination) or dropped (on its sender's account: lost on the link,
+addressed to an offline party, or still in flight when the run ended). So at every quiescent point::
+
+    sum(sent_msgs) == sum(recv_msgs) + sum(dropped_msgs)
+
+and byte counts are the lengths of the encoded messages, nothing estimated.
+
+The transcript hash is SHA-256 over ``(deliver time, src, dst, kind, bytes)`` of every delivered message
+in delivery order; delivery order is itself deterministic (delay-line ties break by send sequence), so the
+hash identifies a run bit for bit.
+"""
+
+from __future__ import annotations
+
+import csv
+import enum
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .party import Party
+
+_SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
+_COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
+
+
+class DropReason(enum.StrEnum):
+    """Why a message that was sent never arrived."""
+
+    LOST = "lost"
+    OFFLINE = "offline"
+    UNFINISHED = "unfinished"
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptRow:
+    """One message's fate: delivered at ``time`` or dropped (``status`` names the reason)."""
+
+    time: float
+    src: Party
+    dst: Party
+    kind: str
+    nbytes: int
+    status: str
+
+
+class Ledger:
+    """Counters per party, per message kind and per round; optionally the full transcript.
+
+    Args:
+        record_transcript: keep one `TranscriptRow` per message (memory grows with the run).
+    """
+
+    def __init__(self, record_transcript: bool = False) -> None:
+        self._parties: dict[Party, list[int]] = {}
+        self._kinds: dict[str, list[int]] = {}
+        self._rounds: dict[int, list[int]] = {}
+        self._online: dict[int, int] = {}
+        self._dropped_by_reason: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
+        self._hash = hashlib.sha256()
+        self.round = 0
+        self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
+
+    def _counters(self, party: Party) -> list[int]:
+        counters = self._parties.get(party)
+        if counters is None:
+            counters = self._parties[party] = [0, 0, 0, 0, 0]
+        return counters
+
+    def begin_round(self, round_index: int, online: int) -> None:
+        """Attribute subsequent sends to ``round_index``, which starts with ``online`` parties online."""
+        self.round = round_index
+        self._online[round_index] = online
+        self._rounds.setdefault(round_index, [0, 0])
+
+    def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
+        counters = self._counters(src)
+        counters[_SENT_BYTES] += nbytes
+        counters[_SENT_MSGS] += 1
+        per_kind = self._kinds.get(kind)
+        if per_kind is None:
+            per_kind = self._kinds[kind] = [0, 0]
+        per_kind[0] += 1
+        per_kind[1] += nbytes
+        per_round = self._rounds.get(self.round)
+        if per_round is None:
+            per_round = self._rounds[self.round] = [0, 0]
+        per_round[0] += nbytes
+        per_round[1] += 1
+
+    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes) -> None:
+        counters = self._counters(dst)
+        counters[_RECV_BYTES] += len(data)
+        counters[_RECV_MSGS] += 1
+        self._hash.update(f"{time:.9f}|{src}|{dst}|{kind}|{len(data)}|".encode())
+        self._hash.update(data)
+        if self.transcript is not None:
+            self.transcript.append(TranscriptRow(time, src, dst, kind, len(data), "delivered"))
+
+    def record_dropped(self, time: float, src: Party, dst: Party, kind: str, nbytes: int, reason: DropReason) -> None:
+        self._counters(src)[_DROPPED_MSGS] += 1
+        self._dropped_by_reason[reason] += 1
+        if self.transcript is not None:
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, f"dropped:{reason.value}"))
+
+    # ------------------------------------------------------------------ read-outs
+
+    @property
+    def transcript_sha256(self) -> str:
+        return self._hash.copy().hexdigest()
+
+    def party(self, party: Party) -> dict[str, int]:
+        """The five counters of one party (zeros for a party that never sent nor received)."""
+        return dict(zip(_COUNTER_NAMES, self._parties.get(party, [0, 0, 0, 0, 0])))
+
+    def parties(self) -> list[Party]:
+        return sorted(self._parties)
+
+    @property
+    def dropped_by_reason(self) -> dict[str, int]:
+        return {reason.value: count for reason, count in self._dropped_by_reason.items()}
+
+    def totals(self) -> dict[str, int]:
+        totals = [0, 0, 0, 0, 0]
+        for counters in self._parties.values():
+            for position, value in enumerate(counters):
+                totals[position] += value
+        return dict(zip(_COUNTER_NAMES, totals))
+
+    def summary(self) -> dict[str, Any]:
+        """The ``ledger`` section of result.json (see DESIGN.md), keys in a stable order."""
+        parties = {str(party): self.party(party) for party in self.parties()}
+        roles: dict[str, dict[str, int]] = {}
+        for party in self.parties():
+            role = roles.setdefault(party.role.value, {name: 0 for name in (*_COUNTER_NAMES, "parties")})
+            for name, value in zip(_COUNTER_NAMES, self._parties[party]):
+                role[name] += value
+            role["parties"] += 1
+        kinds = {kind: {"msgs": counts[0], "bytes": counts[1]} for kind, counts in sorted(self._kinds.items())}
+        per_round = [
+            {"round": index, "bytes": counts[0], "msgs": counts[1], "online": self._online.get(index, 0)}
+            for index, counts in sorted(self._rounds.items())
+        ]
+        return {"parties": parties, "roles": dict(sorted(roles.items())), "kinds": kinds, "per_round": per_round}
+
+    def write_csv(self, path: Path) -> None:
+        """Per-party counters as CSV: ``party, role, sent_bytes, recv_bytes, sent_msgs, recv_msgs, dropped_msgs``."""
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(("party", "role", *_COUNTER_NAMES))
+            for party in self.parties():
+                writer.writerow((str(party), party.role.value, *self._parties[party]))
+
+    def write_transcript_csv(self, path: Path) -> None:
+        """The transcript as CSV (requires ``record_transcript=True``)."""
+        if self.transcript is None:
+            raise ValueError("this ledger did not record a transcript")
+        with open(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status"))
+            for row in self.transcript:
+                writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status))
+
+
+__all__ = ["DropReason", "Ledger", "TranscriptRow"]

@@ -1,0 +1,410 @@
+"""Link policies: when a message sent now arrives at its destination, or whether it is lost.
+
+A link is *directed*: ``(src, dst)``. Its behaviour is a `LinkSpec` (a latency model, a bandwidth and a
+loss probability) chosen by the role pair of its two ends, or the default. `Links` keeps one small state
+per directed link: its own random generator and the time until which its sender side is busy
+transmitting.
+
+Determinism: a link's generator is derived from the run seed and the ids of both ends
+(``generator(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)``), and it is the only
+generator that link draws from. The draws a message makes therefore depend only on the messages sent
+earlier *on the same link*, never on which links were used first or on how trio schedules the senders.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+import os
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import ConfigError, DatasetError
+from ..seeding import Stream, generator
+from .party import Party, Role
+
+_LATENCY_KEY = "network.latency"
+
+
+def _number(value: object, key_path: str) -> float:
+    """``value`` as a finite float; booleans are refused because TOML ``true`` is never a duration."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(key_path, f"must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ConfigError(key_path, f"must be finite, got {value!r}")
+    return number
+
+
+def _seconds(value: object, key_path: str) -> float:
+    number = _number(value, key_path)
+    if number < 0:
+        raise ConfigError(key_path, f"must be >= 0 seconds, got {value!r}")
+    return number
+
+
+class Latency(abc.ABC):
+    """A one-way propagation delay model: how long a message is in flight once it is on the wire.
+
+    Implementations are frozen dataclasses validated on construction, so a `Latency` that exists is
+    valid and `sample` never checks anything.
+    """
+
+    model: ClassVar[str]
+    """The ``model`` name in a scenario table (``network.latency.model``)."""
+
+    @abc.abstractmethod
+    def sample(self, rng: np.random.Generator) -> float:
+        """One delay in seconds (>= 0), drawn from ``rng``."""
+
+    @abc.abstractmethod
+    def to_table(self) -> dict[str, object]:
+        """The scenario table that `latency_from_table` turns back into an equal model."""
+
+    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
+        """`sample` bound to ``rng``, specialised so that the hot path in `Links.transit` is one call."""
+        return lambda: self.sample(rng)
+
+
+@dataclass(frozen=True)
+class Constant(Latency):
+    """Every message takes exactly ``seconds``; draws nothing."""
+
+    model: ClassVar[str] = "constant"
+    seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seconds", _seconds(self.seconds, f"{_LATENCY_KEY}.seconds"))
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self.seconds
+
+    def to_table(self) -> dict[str, object]:
+        return {"model": self.model, "seconds": self.seconds}
+
+
+@dataclass(frozen=True)
+class Uniform(Latency):
+    """Delays uniform on ``[low_s, high_s)``; one ``rng.random()`` per message."""
+
+    model: ClassVar[str] = "uniform"
+    low_s: float
+    high_s: float
+
+    def __post_init__(self) -> None:
+        low = _seconds(self.low_s, f"{_LATENCY_KEY}.low_s")
+        high = _seconds(self.high_s, f"{_LATENCY_KEY}.high_s")
+        if high < low:
+            raise ConfigError(f"{_LATENCY_KEY}.high_s", f"must be >= low_s = {low!r}, got {high!r}")
+        object.__setattr__(self, "low_s", low)
+        object.__setattr__(self, "high_s", high)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self.low_s + (self.high_s - self.low_s) * rng.random()
+
+    def to_table(self) -> dict[str, object]:
+        return {"model": self.model, "low_s": self.low_s, "high_s": self.high_s}
+
+    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
+        low, width, uniform = self.low_s, self.high_s - self.low_s, rng.random
+        return lambda: low + width * uniform()
+
+
+@dataclass(frozen=True)
+class LogNormal(Latency):
+    """Log-normal delays: ``median_s * exp(sigma * Z)`` with Z standard normal.
+
+    ``median_s`` is ``exp(mu)`` of the underlying normal, which is the quantity network measurements
+    report; ``sigma`` is the standard deviation of ``log(delay)``. One ``rng.standard_normal()`` per
+    message.
+    """
+
+    model: ClassVar[str] = "lognormal"
+    median_s: float
+    sigma: float
+
+    def __post_init__(self) -> None:
+        median = _seconds(self.median_s, f"{_LATENCY_KEY}.median_s")
+        if median == 0:
+            raise ConfigError(
+                f"{_LATENCY_KEY}.median_s",
+                'must be > 0 (log(0) is undefined; use model = "constant" for zero latency)',
+            )
+        sigma = _number(self.sigma, f"{_LATENCY_KEY}.sigma")
+        if sigma < 0:
+            raise ConfigError(f"{_LATENCY_KEY}.sigma", f"must be >= 0, got {self.sigma!r}")
+        object.__setattr__(self, "median_s", median)
+        object.__setattr__(self, "sigma", sigma)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self.median_s * math.exp(self.sigma * rng.standard_normal())
+
+    def to_table(self) -> dict[str, object]:
+        return {"model": self.model, "median_s": self.median_s, "sigma": self.sigma}
+
+    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
+        median, sigma, normal, exp = self.median_s, self.sigma, rng.standard_normal, math.exp
+        return lambda: median * exp(sigma * normal())
+
+
+@dataclass(frozen=True)
+class Empirical(Latency):
+    """Delays resampled uniformly from measured ``samples_s`` (e.g. a ping trace).
+
+    One ``rng.random()`` per message picks the index: ``floor(u * n)`` is uniform on ``0..n-1`` and
+    several times cheaper than ``rng.integers(n)``.
+    """
+
+    model: ClassVar[str] = "empirical"
+    samples_s: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        key = f"{_LATENCY_KEY}.samples_s"
+        if isinstance(self.samples_s, (str, bytes)) or not hasattr(self.samples_s, "__iter__"):
+            raise ConfigError(key, f"must be a list of numbers, got {self.samples_s!r}")
+        samples = tuple(_seconds(value, key) for value in self.samples_s)
+        if not samples:
+            raise ConfigError(key, "must hold at least one sample")
+        object.__setattr__(self, "samples_s", samples)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return self.samples_s[int(rng.random() * len(self.samples_s))]
+
+    def to_table(self) -> dict[str, object]:
+        return {"model": self.model, "samples_s": list(self.samples_s)}
+
+    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
+        samples, count, uniform = self.samples_s, len(self.samples_s), rng.random
+        return lambda: samples[int(uniform() * count)]
+
+
+_LATENCY_MODELS: dict[str, tuple[type[Latency], tuple[str, ...]]] = {
+    "constant": (Constant, ("seconds",)),
+    "uniform": (Uniform, ("low_s", "high_s")),
+    "lognormal": (LogNormal, ("median_s", "sigma")),
+    "empirical": (Empirical, ("samples_s",)),
+}
+
+
+def latency_from_table(
+    table: Mapping[str, object], key_path: str, *, base_dir: str | os.PathLike[str] | None = None
+) -> Latency:
+    """Build a latency model from a scenario table such as ``{"model": "lognormal", "median_s": 0.05,
+    "sigma": 0.5}``.
+
+    Accepted tables: ``constant`` (``seconds``), ``uniform`` (``low_s``, ``high_s``), ``lognormal``
+    (``median_s``, ``sigma``) and ``empirical`` with either ``samples_s`` (a list of seconds) or ``file``
+    (a text file of one delay in seconds per line; blank lines are skipped).
+
+    Args:
+        table: the table as parsed from TOML.
+        key_path: where the table sits in the scenario (e.g. ``"network.latency"``); every error names
+            the offending key under it.
+        base_dir: the directory a relative ``file`` is resolved against (the scenario file's folder);
+            the current directory when omitted.
+
+    Raises:
+        ConfigError: not a table, unknown model, unknown, missing or mistyped key, value out of range.
+        DatasetError: the ``file`` cannot be read or has a line that is not a delay (names file and line).
+    """
+    if not isinstance(table, Mapping):
+        raise ConfigError(key_path, f'must be a table like {{ model = "constant", seconds = 0.0 }}, got {table!r}')
+    model = table.get("model")
+    if not isinstance(model, str) or model not in _LATENCY_MODELS:
+        allowed = ", ".join(f'"{name}"' for name in _LATENCY_MODELS)
+        problem = "is missing" if model is None else f"is {model!r}"
+        raise ConfigError(f"{key_path}.model", f"{problem}; allowed models: {allowed}")
+    cls, required = _LATENCY_MODELS[model]
+    optional = ("file",) if cls is Empirical else ()
+    allowed_keys = ", ".join(("model", *required, *optional))
+    values = {key: value for key, value in table.items() if key != "model"}
+    for key in values:
+        if key not in required and key not in optional:
+            raise ConfigError(f"{key_path}.{key}", f'unknown key for model "{model}"; allowed keys: {allowed_keys}')
+    if "file" in values:
+        if "samples_s" in values:
+            raise ConfigError(f"{key_path}.file", "give either samples_s or file, not both")
+        values["samples_s"] = _read_samples(values.pop("file"), f"{key_path}.file", base_dir)
+    for key in required:
+        if key not in values:
+            raise ConfigError(f"{key_path}.{key}", f'is required for model "{model}" (allowed keys: {allowed_keys})')
+    try:
+        return cls(**values)
+    except ConfigError as err:
+        # The dataclass names its field under the default "network.latency"; re-anchor it at this table.
+        field = err.key_path.rpartition(".")[2]
+        raise ConfigError(f"{key_path}.{field}", err.problem) from err
+
+
+def _read_samples(file: object, key_path: str, base_dir: str | os.PathLike[str] | None) -> tuple[float, ...]:
+    if not isinstance(file, str) or not file:
+        raise ConfigError(key_path, f"must be a file path (a non-empty string), got {file!r}")
+    path = Path(file)
+    if base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DatasetError(path, f"cannot read latency samples: {err}") from err
+    samples = []
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        field = line.strip()
+        if not field:
+            continue
+        try:
+            value = float(field)
+        except ValueError:
+            raise DatasetError(path, f"expected one delay in seconds, got {field!r}", line=line_number) from None
+        if not math.isfinite(value) or value < 0:
+            raise DatasetError(path, f"a delay must be finite and >= 0 seconds, got {field!r}", line=line_number)
+        samples.append(value)
+    if not samples:
+        raise DatasetError(path, "holds no latency samples (expected one delay in seconds per line)")
+    return tuple(samples)
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """How one directed link behaves.
+
+    Attributes:
+        latency: the propagation delay of each message.
+        bandwidth_bps: the sender side's capacity in bits per second; ``0`` means unlimited. A message of
+            ``n`` bytes occupies the link for ``8 * n / bandwidth_bps`` seconds and messages on one link are
+            transmitted one after another, first sent first.
+        loss: the probability that a message is lost in flight, in ``[0, 1)``; each message independently.
+    """
+
+    latency: Latency = Constant(0.0)
+    bandwidth_bps: float = 0.0
+    loss: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.latency, Latency):
+            raise ConfigError(_LATENCY_KEY, f"must be a latency model (Constant, Uniform, ...), got {self.latency!r}")
+        bandwidth = _number(self.bandwidth_bps, "network.bandwidth_bps")
+        if bandwidth < 0:
+            raise ConfigError(
+                "network.bandwidth_bps", f"must be >= 0 bits per second (0 = unlimited), got {bandwidth!r}"
+            )
+        loss = _number(self.loss, "network.loss")
+        if not 0 <= loss < 1:
+            raise ConfigError("network.loss", f"must be in [0, 1), got {loss!r}")
+        object.__setattr__(self, "bandwidth_bps", bandwidth)
+        object.__setattr__(self, "loss", loss)
+
+
+class _Link:
+    """The mutable state of one directed link; built once, then read on every message."""
+
+    __slots__ = ("busy_until", "draw_latency", "fixed_latency", "loss", "seconds_per_byte", "uniform")
+
+    def __init__(self, spec: LinkSpec, rng: np.random.Generator | None) -> None:
+        self.busy_until = -math.inf
+        self.seconds_per_byte = 8.0 / spec.bandwidth_bps if spec.bandwidth_bps else 0.0
+        self.loss = spec.loss
+        self.uniform = rng.random if spec.loss else None
+        if isinstance(spec.latency, Constant):
+            self.fixed_latency: float | None = spec.latency.seconds
+            self.draw_latency: Callable[[], float] | None = None
+        else:
+            self.fixed_latency = None
+            self.draw_latency = spec.latency._draw_with(rng)
+
+
+_NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
+
+
+class Links:
+    """The links of one run: per directed link, a `LinkSpec`, a generator and a transmit queue.
+
+    Args:
+        seed: the run seed.
+        default: the spec of every link whose role pair has no entry in ``by_roles``.
+        by_roles: specs for directed role pairs ``(src_role, dst_role)``; ``(USER, SERVER)`` does not
+            cover ``(SERVER, USER)``, so a symmetric setting lists both directions.
+    """
+
+    def __init__(
+        self, seed: int, default: LinkSpec, by_roles: Mapping[tuple[Role, Role], LinkSpec] = _NO_OVERRIDES
+    ) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise TypeError(f"seed must be a non-negative integer, got {seed!r}")
+        if not isinstance(default, LinkSpec):
+            raise TypeError(f"default must be a LinkSpec, got {default!r}")
+        for pair, spec in by_roles.items():
+            if not (
+                isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(role, Role) for role in pair)
+            ):
+                raise TypeError(f"by_roles keys must be (Role, Role) pairs, got {pair!r}")
+            if not isinstance(spec, LinkSpec):
+                raise TypeError(f"by_roles[{pair!r}] must be a LinkSpec, got {spec!r}")
+        self._seed = int(seed)
+        self._default = default
+        self._by_roles = dict(by_roles)
+        self._links: dict[tuple[Party, Party], _Link] = {}
+
+    def spec(self, src_role: Role, dst_role: Role) -> LinkSpec:
+        """The spec that governs links from ``src_role`` parties to ``dst_role`` parties."""
+        return self._by_roles.get((src_role, dst_role), self._default)
+
+    def transit(self, src: Party, dst: Party, nbytes: int, now: float) -> float | None:
+        """Put a message of ``nbytes`` on the link ``src -> dst`` at time ``now``; return its arrival time.
+
+        The message starts transmitting when the link is free (``max(now, busy_until)``), occupies it for
+        ``8 * nbytes / bandwidth_bps`` seconds, then travels for one latency draw. A lost message still
+        occupied the link (it was sent; it vanished in flight), so it delays the messages behind it.
+
+        Draw order on a link's generator, per message: first one uniform for loss (only if ``loss > 0``),
+        then, if the message is not lost, the latency model's draws (none for `Constant`). A link with
+        constant latency and no loss never creates a generator.
+
+        Args:
+            src, dst: the ends of the directed link.
+            nbytes: the encoded size of the message (>= 0, not checked: this is the per-message hot path).
+            now: the current virtual time in seconds; calls on one link come in non-decreasing ``now``.
+
+        Returns:
+            The arrival time in seconds, or ``None`` if the message is lost.
+        """
+        link = self._links.get((src, dst))
+        if link is None:
+            link = self._open(src, dst)
+        lost = link.loss and link.uniform() < link.loss
+        if link.seconds_per_byte:
+            start = now if now > link.busy_until else link.busy_until
+            now = link.busy_until = start + nbytes * link.seconds_per_byte
+        if lost:
+            return None
+        if link.draw_latency is None:
+            return now + link.fixed_latency
+        return now + link.draw_latency()
+
+    def _open(self, src: Party, dst: Party) -> _Link:
+        spec = self.spec(src.role, dst.role)
+        needs_rng = bool(spec.loss) or not isinstance(spec.latency, Constant)
+        rng = (
+            generator(self._seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)
+            if needs_rng
+            else None
+        )
+        link = self._links[(src, dst)] = _Link(spec, rng)
+        return link
+
+
+__all__ = [
+    "Constant",
+    "Empirical",
+    "Latency",
+    "LinkSpec",
+    "Links",
+    "LogNormal",
+    "Uniform",
+    "latency_from_table",
+]

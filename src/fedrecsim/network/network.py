@@ -1,0 +1,234 @@
+"""The network: attach and detach parties, one delay line, delivery into draining mailboxes.
+
+``send`` is synchronous: it encodes the message once (`wire.encode`), records the bytes in the ledger,
+asks the link policy for the arrival time (latency + size / bandwidth, or loss) and pushes
+``(deliver_at, seq, ...)`` on a heap. A single task -- owned by ``async with network.open():`` -- sleeps
+until the earliest deadline and delivers every due message in one pass, decoding each exactly once into
+the destination's mailbox. Arrival times are rounded *up* to the network's resolution so that messages
+due together are delivered together; ties break by send sequence, so delivery order never depends on
+trio's scheduling.
+
+A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
+messages still in flight when the network closes are counted as `DropReason.UNFINISHED`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from ..errors import ProtocolViolation
+from .ledger import DropReason, Ledger
+from .links import Links
+from .party import Party
+from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode, encode
+
+
+class Mailbox:
+    """The delivered, not yet taken messages of one party, queued per kind in delivery order.
+
+    Receivers park on the mailbox and are woken by every delivery; a woken receiver takes everything
+    already delivered that it wants before it waits again (mailboxes drain).
+    """
+
+    __slots__ = ("party", "view", "_by_kind", "_lot")
+
+    def __init__(self, party: Party, record_view: bool = False) -> None:
+        self.party = party
+        self.view: list[Envelope] | None = [] if record_view else None
+        self._by_kind: dict[str, deque[Envelope]] = {}
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def put(self, envelope: Envelope) -> None:
+        queue = self._by_kind.get(envelope.kind)
+        if queue is None:
+            queue = self._by_kind[envelope.kind] = deque()
+        queue.append(envelope)
+        if self.view is not None:
+            self.view.append(envelope)
+        if self._lot:
+            self._lot.unpark_all()
+
+    def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
+        """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
+        queue = self._by_kind.get(kind)
+        if not queue:
+            return None
+        if sender is None:
+            return queue.popleft()
+        for position, envelope in enumerate(queue):
+            if envelope.src == sender:
+                del queue[position]
+                return envelope
+        return None
+
+    def take_all(self, kind: str) -> list[Envelope]:
+        """Remove and return every delivered message of ``kind``, oldest first."""
+        queue = self._by_kind.get(kind)
+        if not queue:
+            return []
+        taken = list(queue)
+        queue.clear()
+        return taken
+
+    def clear(self) -> None:
+        self._by_kind.clear()
+
+    async def wait(self, deadline: float) -> bool:
+        """Park until the next delivery; False if the virtual deadline passed first."""
+        with trio.move_on_at(deadline):
+            await self._lot.park()
+            return True
+        return False
+
+
+class Network:
+    """Carries encoded messages between attached parties in virtual time.
+
+    Args:
+        links: the link policy (latency, bandwidth, loss), drawing from per-link seeded generators.
+        ledger: where every byte is counted.
+        resolution_s: delivery times are rounded up to a multiple of this (0 = exact times).
+        max_message_bytes: larger messages are refused by the wire.
+        record_views: parties whose mailboxes keep a copy of everything they received.
+    """
+
+    def __init__(
+        self,
+        links: Links,
+        ledger: Ledger,
+        *,
+        resolution_s: float = 0.001,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        record_views: Iterable[Party] = (),
+    ) -> None:
+        if not (resolution_s >= 0 and math.isfinite(resolution_s)):
+            raise ValueError(f"resolution_s must be a finite number >= 0, got {resolution_s}")
+        self.links = links
+        self.ledger = ledger
+        self.resolution_s = resolution_s
+        self.max_message_bytes = max_message_bytes
+        self._record_views = frozenset(record_views)
+        self._mailboxes: dict[Party, Mailbox] = {}
+        self._attached: set[Party] = set()
+        self._heap: list[tuple[float, int, Party, Party, str, bytes]] = []
+        self._seq = 0
+        self._sleep: trio.CancelScope | None = None
+        self._open = False
+
+    # ------------------------------------------------------------------ membership
+
+    def attach(self, party: Party) -> Mailbox:
+        """Bring ``party`` online; returns its (emptied) mailbox. Attaching twice is a no-op."""
+        mailbox = self._mailboxes.get(party)
+        if mailbox is None:
+            mailbox = self._mailboxes[party] = Mailbox(party, party in self._record_views)
+        if party not in self._attached:
+            mailbox.clear()
+            self._attached.add(party)
+        return mailbox
+
+    def detach(self, party: Party) -> None:
+        """Take ``party`` offline: messages to it are dropped until it attaches again."""
+        self._attached.discard(party)
+
+    def is_attached(self, party: Party) -> bool:
+        return party in self._attached
+
+    @property
+    def attached(self) -> frozenset[Party]:
+        return frozenset(self._attached)
+
+    def mailbox(self, party: Party) -> Mailbox:
+        """The mailbox of a party that has been attached at least once."""
+        try:
+            return self._mailboxes[party]
+        except KeyError:
+            raise ProtocolViolation(f"{party} was never attached to the network") from None
+
+    def view(self, party: Party) -> list[Envelope]:
+        """Everything ``party`` received, if the network was asked to record its view."""
+        mailbox = self._mailboxes.get(party)
+        if mailbox is None or mailbox.view is None:
+            raise ValueError(f"the view of {party} was not recorded (pass it in record_views)")
+        return mailbox.view
+
+    # ------------------------------------------------------------------ sending and delivery
+
+    def send(self, src: Party, dst: Party, body: Any) -> int:
+        """Encode ``body`` and put it on the wire from ``src`` to ``dst``; returns its size in bytes."""
+        if src not in self._attached:
+            raise ProtocolViolation(f"{src} is offline and cannot send {type(body).__qualname__} to {dst}")
+        now = trio.current_time()
+        data = encode(src, dst, now, body, self.max_message_bytes)
+        kind = body.KIND
+        nbytes = len(data)
+        self.ledger.record_sent(src, kind, nbytes)
+        arrival = self.links.transit(src, dst, nbytes, now)
+        if arrival is None:
+            self.ledger.record_dropped(now, src, dst, kind, nbytes, DropReason.LOST)
+            return nbytes
+        if self.resolution_s > 0:
+            arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
+        self._seq += 1
+        heapq.heappush(self._heap, (arrival, self._seq, src, dst, kind, data))
+        sleeper = self._sleep
+        if sleeper is not None and arrival < sleeper.deadline:
+            sleeper.deadline = arrival
+        return nbytes
+
+    def _deliver_due(self) -> None:
+        heap = self._heap
+        now = trio.current_time()
+        ledger = self.ledger
+        while heap and heap[0][0] <= now:
+            arrival, _, src, dst, kind, data = heapq.heappop(heap)
+            if dst not in self._attached:
+                ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
+                continue
+            envelope = decode(data, self.max_message_bytes)
+            ledger.record_delivered(arrival, src, dst, kind, data)
+            self._mailboxes[dst].put(envelope)
+
+    async def _delay_line(self) -> None:
+        while True:
+            deadline = self._heap[0][0] if self._heap else math.inf
+            with trio.CancelScope(deadline=deadline) as scope:
+                self._sleep = scope
+                await trio.sleep_forever()
+            self._sleep = None
+            self._deliver_due()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._heap)
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Network]:
+        """Run the delay line for the duration of the block; undelivered messages are counted at exit."""
+        if self._open:
+            raise ProtocolViolation("this network is already open")
+        self._open = True
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._delay_line)
+                try:
+                    yield self
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._open = False
+            self._sleep = None
+            now = trio.current_time()
+            for _, _, src, dst, kind, data in sorted(self._heap):
+                self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
+            self._heap.clear()
+
+
+__all__ = ["Mailbox", "Network"]

@@ -1,0 +1,443 @@
+"""The wire: the one place where messages become bytes and bytes become messages.
+
+A message is a frozen dataclass registered under a kind tag with `message`. Its fields are declared with
+ordinary annotations; the supported field types are ``int``, ``float``, ``bool``, ``str``, ``bytes``,
+`Party`, numpy arrays declared with `Array` (dtype, optional ndim/shape, NaN policy), ``tuple[T, ...]``
+of a supported type, and ``T | None``.
+
+An envelope is encoded as one msgpack array::
+
+    [kind, src_role, src_index, dst_role, dst_index, sent_at, field_1, ..., field_n]
+
+Fields travel positionally in declaration order. An ndarray travels as msgpack ext type 1 whose payload
+is a fixed header -- ``uint8`` dtype code, ``uint8`` ndim, ``ndim`` x ``uint32`` shape, all little-endian
+-- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed.
+
+Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
+ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
+The byte count of a message is ``len(encode(...))``: the ledger counts exactly what this module emits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import struct
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+import msgpack
+import numpy as np
+
+from ..errors import WireError
+from .party import Party, Role
+
+#: Messages larger than this are refused by both encoder and decoder (a run can raise it).
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+_NDARRAY_EXT = 1
+_HEADER = struct.Struct("<BB")
+_DTYPES: tuple[np.dtype, ...] = tuple(
+    np.dtype(name).newbyteorder("<")
+    for name in (
+        "int8", "int16", "int32", "int64",
+        "uint8", "uint16", "uint32", "uint64",
+        "float32", "float64", "bool",
+    )
+)
+_DTYPE_CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
+_DTYPE_BY_NAME = {dtype.name: dtype for dtype in _DTYPES}
+_ENVELOPE_HEADER_LEN = 6
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """What an ndarray field accepts.
+
+    Attributes:
+        dtype: the exact dtype name (``"float64"``, ``"uint64"``, ...); no implicit casting on decode.
+        ndim: the required number of dimensions, or None for any.
+        shape: per-dimension required lengths (None = any length); implies ndim.
+        allow_nan: whether NaN/Inf may appear (float dtypes only).
+    """
+
+    dtype: str
+    ndim: int | None = None
+    shape: tuple[int | None, ...] | None = None
+    allow_nan: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPE_BY_NAME:
+            raise ValueError(f"unsupported array dtype {self.dtype!r}; supported: {sorted(_DTYPE_BY_NAME)}")
+        if self.shape is not None:
+            if self.ndim is not None and self.ndim != len(self.shape):
+                raise ValueError(f"ndim {self.ndim} contradicts shape {self.shape}")
+            object.__setattr__(self, "ndim", len(self.shape))
+
+
+def Array(  # noqa: N802 -- reads as a type in annotations
+    dtype: str,
+    ndim: int | None = None,
+    shape: tuple[int | None, ...] | None = None,
+    allow_nan: bool = False,
+) -> Any:
+    """Annotation for an ndarray field, e.g. ``vectors: Array("float64", ndim=2)``."""
+    return Annotated[np.ndarray, ArraySpec(dtype, ndim, shape, allow_nan)]
+
+
+# --------------------------------------------------------------------------- ndarray ext payload
+
+
+def _pack_array(array: np.ndarray) -> msgpack.ExtType:
+    dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+    if dtype.byteorder == "=" and dtype.itemsize > 1:
+        dtype = dtype.newbyteorder("<")
+    code = _DTYPE_CODES.get(dtype)
+    if code is None:
+        raise WireError(f"cannot encode an array of dtype {array.dtype}; supported: {sorted(_DTYPE_BY_NAME)}")
+    if array.ndim > 255:
+        raise WireError(f"cannot encode an array of {array.ndim} dimensions")
+    header = _HEADER.pack(code, array.ndim) + struct.pack(f"<{array.ndim}I", *array.shape)
+    data = np.ascontiguousarray(array, dtype=dtype).tobytes()
+    return msgpack.ExtType(_NDARRAY_EXT, header + data)
+
+
+def _unpack_array(payload: bytes) -> np.ndarray:
+    if len(payload) < _HEADER.size:
+        raise WireError("ndarray payload shorter than its header")
+    code, ndim = _HEADER.unpack_from(payload)
+    if code >= len(_DTYPES):
+        raise WireError(f"ndarray payload has unknown dtype code {code}")
+    dtype = _DTYPES[code]
+    start = _HEADER.size + 4 * ndim
+    if len(payload) < start:
+        raise WireError("ndarray payload shorter than its shape header")
+    shape = struct.unpack_from(f"<{ndim}I", payload, _HEADER.size)
+    count = math.prod(shape)
+    if count * dtype.itemsize != len(payload) - start:
+        raise WireError(
+            f"ndarray payload holds {len(payload) - start} bytes, shape {shape} of {dtype.name} needs "
+            f"{count * dtype.itemsize}"
+        )
+    array = np.frombuffer(payload, dtype=dtype, count=count, offset=start).reshape(shape)
+    # A private, writable, native-order copy: the receiver never shares memory with the wire buffer.
+    return array.astype(dtype.newbyteorder("="), copy=True)
+
+
+def _ext_hook(code: int, payload: bytes) -> Any:
+    if code != _NDARRAY_EXT:
+        raise WireError(f"unknown msgpack ext type {code}")
+    return _unpack_array(payload)
+
+
+# --------------------------------------------------------------------------- field codecs
+
+
+class _Field:
+    """Encoder and strict decoder of one field type.
+
+    ``pack`` turns a Python value into something msgpack can pack; ``unpack`` validates a freshly decoded
+    value and returns the Python value, raising `WireError` with a message naming ``where``.
+    """
+
+    def __init__(self, describe: str, pack: Callable[[Any], Any], unpack: Callable[[Any, str], Any]) -> None:
+        self.describe = describe
+        self.pack = pack
+        self.unpack = unpack
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _scalar_field(kind: type) -> _Field:
+    if kind is bool:
+        def unpack(value: Any, where: str) -> Any:
+            if type(value) is not bool:
+                raise WireError(f"{where}: expected bool, got {type(value).__name__}")
+            return value
+        return _Field("bool", bool, unpack)
+    if kind is int:
+        def unpack(value: Any, where: str) -> Any:
+            if type(value) is not int:
+                raise WireError(f"{where}: expected int, got {type(value).__name__}")
+            return value
+        return _Field("int", _pack_int, unpack)
+    if kind is float:
+        def unpack(value: Any, where: str) -> Any:
+            if type(value) is not float:
+                raise WireError(f"{where}: expected float, got {type(value).__name__}")
+            if not math.isfinite(value):
+                raise WireError(f"{where}: non-finite float {value}")
+            return value
+        return _Field("float", _pack_float, unpack)
+    if kind is str:
+        def unpack(value: Any, where: str) -> Any:
+            if type(value) is not str:
+                raise WireError(f"{where}: expected str, got {type(value).__name__}")
+            return value
+        return _Field("str", _identity, unpack)
+    if kind is bytes:
+        def unpack(value: Any, where: str) -> Any:
+            if type(value) is not bytes:
+                raise WireError(f"{where}: expected bytes, got {type(value).__name__}")
+            return value
+        return _Field("bytes", bytes, unpack)
+    if kind is Party:
+        return _Field("Party", _pack_party, _unpack_party)
+    raise TypeError(f"unsupported message field type {kind!r}")
+
+
+def _pack_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise WireError(f"expected int, got {type(value).__name__}")
+    return int(value)
+
+
+def _pack_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise WireError(f"expected float, got {type(value).__name__}")
+    return float(value)
+
+
+def _pack_party(value: Any) -> list[int]:
+    if not isinstance(value, Party):
+        raise WireError(f"expected Party, got {type(value).__name__}")
+    return [value.role.code, value.index]
+
+
+def _unpack_party(value: Any, where: str) -> Party:
+    if type(value) is not list or len(value) != 2:
+        raise WireError(f"{where}: expected a party [role, index]")
+    return _decode_party(value[0], value[1], where)
+
+
+def _decode_party(role_code: Any, index: Any, where: str) -> Party:
+    if type(role_code) is not int or type(index) is not int or index < 0:
+        raise WireError(f"{where}: malformed party ({role_code!r}, {index!r})")
+    try:
+        return Party(Role.from_code(role_code), index)
+    except ValueError as exc:
+        raise WireError(f"{where}: {exc}") from exc
+
+
+def _array_field(spec: ArraySpec) -> _Field:
+    check_finite = np.dtype(spec.dtype).kind == "f" and not spec.allow_nan
+
+    def check(array: np.ndarray, where: str) -> None:
+        if array.dtype.name != spec.dtype:
+            raise WireError(f"{where}: expected dtype {spec.dtype}, got {array.dtype.name}")
+        if spec.ndim is not None and array.ndim != spec.ndim:
+            raise WireError(f"{where}: expected {spec.ndim} dimensions, got shape {array.shape}")
+        if spec.shape is not None:
+            for axis, (want, got) in enumerate(zip(spec.shape, array.shape)):
+                if want is not None and want != got:
+                    raise WireError(f"{where}: expected length {want} on axis {axis}, got shape {array.shape}")
+        if check_finite and not np.isfinite(array).all():
+            raise WireError(f"{where}: array holds NaN or Inf")
+
+    def pack(value: Any) -> msgpack.ExtType:
+        if not isinstance(value, np.ndarray):
+            raise WireError(f"expected ndarray of {spec.dtype}, got {type(value).__name__}")
+        check(value, "encode")
+        return _pack_array(value)
+
+    def unpack(value: Any, where: str) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            raise WireError(f"{where}: expected ndarray of {spec.dtype}, got {type(value).__name__}")
+        check(value, where)
+        return value
+
+    return _Field(f"ndarray[{spec.dtype}]", pack, unpack)
+
+
+def _tuple_field(item: _Field) -> _Field:
+    def pack(value: Any) -> list[Any]:
+        if not isinstance(value, (tuple, list)):
+            raise WireError(f"expected a tuple of {item.describe}, got {type(value).__name__}")
+        return [item.pack(element) for element in value]
+
+    def unpack(value: Any, where: str) -> tuple[Any, ...]:
+        if type(value) is not list:
+            raise WireError(f"{where}: expected a sequence of {item.describe}, got {type(value).__name__}")
+        return tuple(item.unpack(element, f"{where}[{position}]") for position, element in enumerate(value))
+
+    return _Field(f"tuple[{item.describe}, ...]", pack, unpack)
+
+
+def _optional_field(item: _Field) -> _Field:
+    def pack(value: Any) -> Any:
+        return None if value is None else item.pack(value)
+
+    def unpack(value: Any, where: str) -> Any:
+        return None if value is None else item.unpack(value, where)
+
+    return _Field(f"{item.describe} | None", pack, unpack)
+
+
+def _field_for(annotation: Any, where: str) -> _Field:
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        base, *extras = typing.get_args(annotation)
+        specs = [extra for extra in extras if isinstance(extra, ArraySpec)]
+        if base is not np.ndarray or len(specs) != 1:
+            raise TypeError(f"{where}: Annotated fields must be Array(...) declarations")
+        return _array_field(specs[0])
+    if origin is tuple:
+        args = typing.get_args(annotation)
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"{where}: only homogeneous tuple[T, ...] fields are supported")
+        return _tuple_field(_field_for(args[0], where))
+    if origin in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(args) != 1 or len(typing.get_args(annotation)) != 2:
+            raise TypeError(f"{where}: only `T | None` unions are supported")
+        return _optional_field(_field_for(args[0], where))
+    if annotation is np.ndarray:
+        raise TypeError(f"{where}: declare arrays with Array(dtype, ...), not a bare np.ndarray")
+    return _scalar_field(annotation)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class _Codec:
+    kind: str
+    cls: type
+    names: tuple[str, ...]
+    fields: tuple[_Field, ...]
+
+
+_BY_KIND: dict[str, _Codec] = {}
+_BY_CLASS: dict[type, _Codec] = {}
+
+M = TypeVar("M")
+
+
+def message(kind: str) -> Callable[[type[M]], type[M]]:
+    """Class decorator registering a frozen dataclass as the message ``kind`` (e.g. ``"fcf.item_request"``).
+
+    A message may define ``validate(self)`` to check relations between fields (e.g. equal lengths); the
+    decoder calls it and turns any ValueError it raises into a `WireError`.
+    """
+
+    def register(cls: type[M]) -> type[M]:
+        if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            raise TypeError(f"message {kind!r}: {cls.__name__} must be a frozen dataclass")
+        existing = _BY_KIND.get(kind)
+        if existing is not None and existing.cls.__qualname__ != cls.__qualname__:
+            raise ValueError(f"message kind {kind!r} is already registered to {existing.cls.__qualname__}")
+        hints = typing.get_type_hints(cls, include_extras=True)
+        names = tuple(field.name for field in dataclasses.fields(cls))
+        fields = tuple(_field_for(hints[name], f"{kind}.{name}") for name in names)
+        codec = _Codec(kind, cls, names, fields)
+        if existing is not None:
+            _BY_CLASS.pop(existing.cls, None)
+        _BY_KIND[kind] = codec
+        _BY_CLASS[cls] = codec
+        cls.KIND = kind  # type: ignore[attr-defined]
+        return cls
+
+    return register
+
+
+def kind_of(message_type: type) -> str:
+    """The registered kind tag of a message class; raises WireError for an unregistered class."""
+    codec = _BY_CLASS.get(message_type)
+    if codec is None:
+        raise WireError(f"{message_type.__qualname__} is not a registered message type")
+    return codec.kind
+
+
+def registered_kinds() -> tuple[str, ...]:
+    return tuple(sorted(_BY_KIND))
+
+
+# --------------------------------------------------------------------------- envelopes
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A message in transit: what the receiver sees. ``src`` is whoever sent these bytes."""
+
+    kind: str
+    src: Party
+    dst: Party
+    sent_at: float
+    body: Any
+
+
+def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
+    """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
+    codec = _BY_CLASS.get(type(body))
+    if codec is None:
+        raise WireError(f"{type(body).__qualname__} is not a registered message type")
+    frame: list[Any] = [codec.kind, src.role.code, src.index, dst.role.code, dst.index, float(sent_at)]
+    for name, field in zip(codec.names, codec.fields):
+        try:
+            frame.append(field.pack(getattr(body, name)))
+        except WireError as exc:
+            raise WireError(f"{codec.kind}.{name}: {exc}") from None
+    data = msgpack.packb(frame, use_bin_type=True)
+    if len(data) > max_bytes:
+        raise WireError(f"{codec.kind}: encoded message of {len(data)} bytes exceeds the limit of {max_bytes}")
+    return data
+
+
+def decode(data: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
+    """Decode one envelope strictly. Raises WireError, and only WireError, on any malformed input."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireError(f"expected bytes, got {type(data).__name__}")
+    if len(data) > max_bytes:
+        raise WireError(f"message of {len(data)} bytes exceeds the limit of {max_bytes}")
+    try:
+        frame = msgpack.unpackb(
+            data, raw=False, use_list=True, ext_hook=_ext_hook, strict_map_key=True
+        )
+    except WireError:
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as exc:
+        raise WireError(f"malformed message bytes: {exc}") from exc
+    if type(frame) is not list or len(frame) < _ENVELOPE_HEADER_LEN:
+        raise WireError("malformed envelope: expected an array [kind, src, dst, sent_at, fields...]")
+    kind = frame[0]
+    codec = _BY_KIND.get(kind) if type(kind) is str else None
+    if codec is None:
+        raise WireError(f"unknown message kind {kind!r}")
+    src = _decode_party(frame[1], frame[2], f"{kind} src")
+    dst = _decode_party(frame[3], frame[4], f"{kind} dst")
+    sent_at = frame[5]
+    if type(sent_at) is not float or not math.isfinite(sent_at):
+        raise WireError(f"{kind}: malformed sent_at {sent_at!r}")
+    values = frame[_ENVELOPE_HEADER_LEN:]
+    if len(values) != len(codec.fields):
+        raise WireError(f"{kind}: expected {len(codec.fields)} fields {codec.names}, got {len(values)}")
+    kwargs = {
+        name: field.unpack(value, f"{kind}.{name}")
+        for name, field, value in zip(codec.names, codec.fields, values)
+    }
+    try:
+        body = codec.cls(**kwargs)
+        validate = getattr(body, "validate", None)
+        if validate is not None:
+            validate()
+    except (ValueError, TypeError) as exc:
+        raise WireError(f"{kind}: {exc}") from exc
+    return Envelope(kind, src, dst, sent_at, body)
+
+
+__all__ = [
+    "Array",
+    "ArraySpec",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Envelope",
+    "decode",
+    "encode",
+    "kind_of",
+    "message",
+    "registered_kinds",
+]

@@ -1,0 +1,252 @@
+"""Scenario files: TOML in, a typed and validated `Scenario` out.
+
+A scenario has the tables ``[run]``, ``[data]``, ``[network]``, ``[availability]`` and ``[protocol]``.
+Every key has a default except ``run.protocol``; ``[protocol]`` is validated by the chosen protocol's own
+config class. Overrides (``--set key.path=value`` on the command line) are applied to the raw tables
+before validation, values parsed as TOML literals, so an override is checked exactly like the file.
+Any problem raises `ConfigError` naming the key path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .config import build, param, to_table
+from .errors import ConfigError
+from .network.availability import (
+    AlwaysOnline,
+    BernoulliChurn,
+    Churn,
+    ComputeTime,
+    LogNormalCompute,
+    MarkovChurn,
+    MidRoundDropout,
+    NoComputeDelay,
+    Trace,
+)
+from .network.links import LinkSpec, Links, latency_from_table
+from .network.party import Role
+from .protocols import protocol_spec
+
+_TABLES = ("run", "data", "network", "availability", "protocol")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    protocol: str = param(doc="fcf | dpmf | prototypes | ldp_implicit | fedvae | privirec")
+    name: str = param("run", doc="a label for the run and its result folder")
+    seed: int = param(0, ge=0, doc="every random stream of the run derives from this")
+    rounds: int = param(100, ge=1, doc="the protocol's unit: iterations, epochs or rounds")
+    round_gap_s: float = param(1.0, ge=0, doc="virtual seconds between rounds (joins and leaves land here)")
+    round_timeout_s: float = param(60.0, gt=0, doc="how long a round waits for replies before it goes on")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: Literal["synthetic", "movielens-100k", "movielens-1m", "npz"] = param("synthetic")
+    path: str = param("", doc="the file or folder a loader reads")
+    feedback: Literal["explicit", "implicit"] = param("explicit")
+    users: int = param(943, ge=1, doc="synthetic: number of users")
+    items: int = param(1682, ge=1, doc="synthetic: number of items")
+    ratings: int = param(100_000, ge=1, doc="synthetic: number of observed ratings or interactions")
+    rank: int = param(10, ge=1, doc="synthetic: rank of the latent preference matrix")
+    noise: float = param(0.5, ge=0, doc="synthetic: standard deviation of the rating noise")
+    split: Literal["random", "per_user", "leave_one_out"] = param("random")
+    test_fraction: float = param(0.1, gt=0, lt=1)
+    binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
+    min_user_interactions: int = param(0, ge=0)
+    min_item_interactions: int = param(0, ge=0)
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    latency: dict[str, Any] = field(default_factory=lambda: {"model": "constant", "seconds": 0.0})
+    bandwidth_bps: float = param(0.0, ge=0, doc="bits per second per directed link; 0 = unlimited")
+    loss: float = param(0.0, ge=0, lt=1)
+    resolution_s: float = param(0.001, ge=0, doc="delivery times are rounded up to this; 0 = exact")
+    max_message_mb: float = param(256.0, gt=0)
+    links: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={"doc": 'per role pair: "user-server" (both directions) or "user->server" (one)'},
+    )
+
+    def __post_init__(self) -> None:
+        self.link_policy(seed=0)
+
+    def link_policy(self, seed: int) -> Links:
+        """The seeded link policy this section describes."""
+        default = LinkSpec(latency_from_table(self.latency, "network.latency"), self.bandwidth_bps, self.loss)
+        by_roles: dict[tuple[Role, Role], LinkSpec] = {}
+        for key, table in self.links.items():
+            key_path = f"network.links.{key}"
+            pairs = _role_pairs(key, key_path)
+            if not isinstance(table, Mapping):
+                raise ConfigError(key_path, "expected a table with latency, bandwidth_bps and/or loss")
+            spec = build(_LinkTable, table, key_path)
+            latency = latency_from_table(spec.latency, f"{key_path}.latency") if spec.latency else default.latency
+            bandwidth = default.bandwidth_bps if spec.bandwidth_bps is None else spec.bandwidth_bps
+            loss = default.loss if spec.loss is None else spec.loss
+            for pair in pairs:
+                by_roles[pair] = LinkSpec(latency, bandwidth, loss)
+        return Links(seed, default, by_roles)
+
+
+@dataclass(frozen=True)
+class _LinkTable:
+    latency: dict[str, Any] = field(default_factory=dict)
+    bandwidth_bps: float | None = param(None, ge=0)
+    loss: float | None = param(None, ge=0, lt=1)
+
+
+def _role_pairs(key: str, key_path: str) -> list[tuple[Role, Role]]:
+    directed = "->" in key
+    left, sep, right = key.partition("->" if directed else "-")
+    roles = {role.value: role for role in Role}
+    if not sep or left not in roles or right not in roles:
+        raise ConfigError(
+            key_path, f"expected ROLE-ROLE or ROLE->ROLE with roles among {', '.join(sorted(roles))}"
+        )
+    pair = (roles[left], roles[right])
+    return [pair] if directed else [pair, (pair[1], pair[0])]
+
+
+@dataclass(frozen=True)
+class AvailabilityConfig:
+    model: Literal["always", "bernoulli", "markov", "trace"] = param("always")
+    p_join: float = param(0.005, ge=0, le=1, doc="bernoulli: chance an offline user joins between rounds")
+    p_leave: float = param(0.01, ge=0, le=1, doc="bernoulli: chance an online user leaves between rounds")
+    initial_online: float = param(1.0, ge=0, le=1, doc="bernoulli: fraction online at the start")
+    mean_on_s: float = param(3600.0, gt=0, doc="markov: mean online period")
+    mean_off_s: float = param(3600.0, gt=0, doc="markov: mean offline period")
+    trace: str = param("", doc="trace: CSV with party,online_from_s,online_until_s")
+    dropout: float = param(0.0, ge=0, le=1, doc="chance an online user crashes mid-round")
+    compute_median_s: float = param(0.0, ge=0, doc="median local compute time per round (0 = none)")
+    compute_sigma: float = param(0.5, ge=0)
+    slow_fraction: float = param(0.0, ge=0, le=1, doc="fraction of users that are stragglers")
+    slow_factor: float = param(10.0, ge=1)
+
+    def __post_init__(self) -> None:
+        if self.model == "trace" and not self.trace:
+            raise ConfigError("availability.trace", "model = 'trace' needs the path of a trace CSV")
+
+    def churn(self) -> Churn:
+        if self.model == "bernoulli":
+            return BernoulliChurn(self.p_join, self.p_leave, self.initial_online)
+        if self.model == "markov":
+            return MarkovChurn(self.mean_on_s, self.mean_off_s)
+        if self.model == "trace":
+            return Trace.from_csv(Path(self.trace))
+        return AlwaysOnline()
+
+    def mid_round_dropout(self) -> MidRoundDropout | None:
+        return MidRoundDropout(self.dropout) if self.dropout > 0 else None
+
+    def compute_time(self) -> ComputeTime:
+        if self.compute_median_s > 0:
+            return LogNormalCompute(self.compute_median_s, self.compute_sigma, self.slow_fraction, self.slow_factor)
+        return NoComputeDelay()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario: the four common sections and the protocol's own config object."""
+
+    run: RunConfig
+    data: DataConfig
+    network: NetworkConfig
+    availability: AvailabilityConfig
+    protocol: Any
+
+    def to_table(self) -> dict[str, Any]:
+        return {name: to_table(getattr(self, name)) for name in _TABLES}
+
+    def with_seed(self, seed: int) -> Scenario:
+        table = self.to_table()
+        table["run"]["seed"] = seed
+        return parse_scenario(table)
+
+
+def parse_scenario(tables: Mapping[str, Any]) -> Scenario:
+    """Validate raw tables (as read from TOML) into a `Scenario`."""
+    if not isinstance(tables, Mapping):
+        raise ConfigError("", "a scenario must be a table of tables")
+    unknown = sorted(set(tables) - set(_TABLES))
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown table; allowed tables: {', '.join(_TABLES)}")
+    run_table = tables.get("run", {})
+    if not isinstance(run_table, Mapping) or "protocol" not in run_table:
+        raise ConfigError("run.protocol", "is required (one of the registered protocols)")
+    run = build(RunConfig, run_table, "run")
+    spec = protocol_spec(run.protocol)
+    return Scenario(
+        run=run,
+        data=build(DataConfig, tables.get("data", {}), "data"),
+        network=build(NetworkConfig, tables.get("network", {}), "network"),
+        availability=build(AvailabilityConfig, tables.get("availability", {}), "availability"),
+        protocol=build(spec.config, tables.get("protocol", {}), "protocol"),
+    )
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Split ``key.path=value`` into the key path and the value parsed as a TOML literal.
+
+    A value that is not a TOML literal is taken as a bare string, so ``--set run.name=study`` works.
+    """
+    key, sep, raw = text.partition("=")
+    keys = key.strip().split(".")
+    if not sep or not all(keys) or len(keys) < 2:
+        raise ConfigError(key.strip(), f"an override must look like table.key=value, got {text!r}")
+    try:
+        value = tomllib.loads(f"value = {raw.strip()}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return keys, value
+
+
+def apply_overrides(tables: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides to raw scenario tables (in place; returned for chaining)."""
+    for text in overrides:
+        keys, value = parse_override(text)
+        target = tables
+        for position, key in enumerate(keys[:-1]):
+            node = target.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(".".join(keys[: position + 1]), "is a value, not a table; cannot set a key in it")
+            target = node
+        target[keys[-1]] = value
+    return tables
+
+
+def read_tables(path: str | Path) -> dict[str, Any]:
+    """Read a scenario TOML file into raw tables; ConfigError on a missing or malformed file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError("", f"scenario file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("", f"{path} is not valid TOML: {exc}") from exc
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file."""
+    return parse_scenario(apply_overrides(read_tables(path), overrides))
+
+
+__all__ = [
+    "AvailabilityConfig",
+    "DataConfig",
+    "NetworkConfig",
+    "RunConfig",
+    "Scenario",
+    "apply_overrides",
+    "load_scenario",
+    "parse_override",
+    "parse_scenario",
+    "read_tables",
+]

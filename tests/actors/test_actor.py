@@ -1,0 +1,118 @@
+"""The actor vocabulary: recv and gather with virtual deadlines, stale replies, protocol violations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import trio
+
+from fedrecsim.actors.actor import Actor
+from fedrecsim.actors.server import Server
+from fedrecsim.errors import PartyTimeout, ProtocolViolation
+from fedrecsim.network.ledger import Ledger
+from fedrecsim.network.links import Constant, LinkSpec, Links
+from fedrecsim.network.network import Network
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import message
+from fedrecsim.seeding import Stream, generator
+
+
+@message("test.actor_ping")
+@dataclass(frozen=True)
+class Ping:
+    round: int
+
+
+class Peer(Actor):
+    role: ClassVar[Role] = Role.USER
+
+
+def _setup(n_users: int = 3, latency_s: float = 0.1) -> tuple[Network, Server, list[Peer]]:
+    network = Network(Links(0, LinkSpec(Constant(latency_s))), Ledger())
+    server = Server(SERVER, network, generator(0, Stream.ACTOR, 2, 0))
+    network.attach(SERVER)
+    users = []
+    for index in range(n_users):
+        party = Party(Role.USER, index)
+        network.attach(party)
+        users.append(Peer(party, network, generator(0, Stream.ACTOR, 0, index)))
+    return network, server, users
+
+
+async def test_gather_collects_everyone_and_returns_as_soon_as_all_answered(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        start = trio.current_time()
+        for user in users:
+            user.send(SERVER, Ping(1))
+        replies = await server.gather(Ping, [user.party for user in users], deadline=start + 100)
+        assert trio.current_time() - start == pytest.approx(0.1)
+    assert list(replies.by_party) == [user.party for user in users]
+    assert replies.missing == []
+
+
+async def test_gather_reports_the_silent_as_missing_at_the_deadline(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        start = trio.current_time()
+        users[1].send(SERVER, Ping(1))
+        replies = await server.gather(Ping, [user.party for user in users], deadline=start + 5)
+        assert trio.current_time() - start == pytest.approx(5)
+    assert list(replies.by_party) == [users[1].party]
+    assert replies.missing == [users[0].party, users[2].party]
+
+
+async def test_gather_discards_replies_that_accept_rejects(autojump_clock) -> None:
+    network, server, users = _setup(n_users=1)
+    async with network.open():
+        users[0].send(SERVER, Ping(1))
+        await trio.sleep(0.05)
+        users[0].send(SERVER, Ping(2))
+        replies = await server.gather(
+            Ping, [users[0].party], deadline=trio.current_time() + 5, accept=lambda ping: ping.round == 2
+        )
+    assert replies.by_party[users[0].party].round == 2
+
+
+async def test_gather_refuses_a_reply_from_a_party_it_did_not_select(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        users[2].send(SERVER, Ping(1))
+        with pytest.raises(ProtocolViolation, match="received it from user:2"):
+            await server.gather(Ping, [users[0].party], deadline=trio.current_time() + 5)
+
+
+async def test_recv_times_out_in_virtual_time(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        start = trio.current_time()
+        with pytest.raises(PartyTimeout, match="test.actor_ping"):
+            await users[0].recv(Ping, deadline=start + 3600)
+        assert trio.current_time() - start == pytest.approx(3600)
+
+
+async def test_recv_from_a_named_sender_leaves_the_others_queued(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        users[0].send(users[2].party, Ping(10))
+        users[1].send(users[2].party, Ping(11))
+        envelope = await users[2].recv(Ping, sender=users[1].party, deadline=trio.current_time() + 1)
+        assert envelope.body.round == 11
+        assert [env.body.round for env in users[2].drain(Ping)] == [10]
+
+
+async def test_actor_rng_is_its_own() -> None:
+    _, _, users = _setup()
+    draws = [user.rng.random() for user in users]
+    assert len(set(draws)) == 3
+    again = generator(0, Stream.ACTOR, 0, 1).random()
+    assert again == draws[1]
+
+
+def test_an_actor_refuses_the_wrong_role() -> None:
+    network, _, _ = _setup()
+    with pytest.raises(ValueError, match="plays user"):
+        Peer(SERVER, network, np.random.default_rng(0))

@@ -1,0 +1,114 @@
+"""The population: churn follows the availability model, join/leave are counted, crashes are silence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import trio
+
+from fedrecsim.actors.population import Population
+from fedrecsim.actors.server import Server
+from fedrecsim.actors.user import User
+from fedrecsim.network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
+from fedrecsim.network.ledger import Ledger
+from fedrecsim.network.links import Constant, LinkSpec, Links
+from fedrecsim.network.network import Network
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import message
+from fedrecsim.seeding import Stream, generator
+
+
+@message("test.pop_request")
+@dataclass(frozen=True)
+class Request:
+    round: int
+
+
+@message("test.pop_reply")
+@dataclass(frozen=True)
+class Reply:
+    round: int
+
+
+class EchoUser(User):
+    async def run(self) -> None:
+        while True:
+            request = (await self.recv(Request, deadline=self.horizon_s)).body
+            if self.crashes_in(request.round):
+                return
+            await self.compute()
+            self.send(self.server, Reply(request.round))
+
+
+def _world(n: int, churn, dropout=None, latency_s: float = 0.01):  # type: ignore[no-untyped-def]
+    network = Network(Links(5, LinkSpec(Constant(latency_s))), Ledger())
+    network.attach(SERVER)
+    server = Server(SERVER, network, generator(5, Stream.ACTOR, 2, 0))
+    users = {Party(Role.USER, i): EchoUser(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(n)}
+    population = Population(network, users, churn=churn, dropout=dropout, seed=5, horizon_s=1e7)
+    return network, server, population
+
+
+async def _rounds(network, server, population, rounds: int, gap_s: float = 1.0, trials=None):  # type: ignore[no-untyped-def]
+    missing_per_round = []
+    async with network.open(), population.open():
+        await trio.sleep(gap_s)
+        for round_index in range(1, rounds + 1):
+            population.begin_round(round_index)
+            server.update_membership()
+            selected = sorted(server.members)
+            for party in selected:
+                server.send(party, Request(round_index))
+            replies = await server.gather(
+                Reply, selected, deadline=trio.current_time() + 10, accept=lambda reply: reply.round == round_index
+            )
+            missing_per_round.append((len(selected), replies.missing))
+            online_before = len(population.online)
+            joins, leaves = population.joins, population.leaves
+            population.end_round(round_index)
+            if trials is not None:
+                trials.append((online_before, population.joins - joins, population.leaves - leaves))
+            await trio.sleep(gap_s)
+    return missing_per_round
+
+
+async def test_bernoulli_churn_rates_match_p_join_and_p_leave(autojump_clock) -> None:
+    n, p_join, p_leave = 200, 0.05, 0.1
+    network, server, population = _world(n, BernoulliChurn(p_join, p_leave, initial_online=0.5))
+    initially_online = len(population.churn.initial_online(5, population.parties))
+    trials: list[tuple[int, int, int]] = []
+    await _rounds(network, server, population, 60, trials=trials)
+    leave_trials = sum(online for online, _, _ in trials)
+    join_trials = sum(n - online for online, _, _ in trials)
+    joins = sum(joined for _, joined, _ in trials)
+    leaves = sum(left for _, _, left in trials)
+    # Binomial counts; 4 standard deviations of tolerance each.
+    assert abs(joins - p_join * join_trials) <= 4 * np.sqrt(join_trials * p_join * (1 - p_join))
+    assert abs(leaves - p_leave * leave_trials) <= 4 * np.sqrt(leave_trials * p_leave * (1 - p_leave))
+    kinds = network.ledger.summary()["kinds"]
+    assert kinds["core.join"]["msgs"] == initially_online + population.joins
+    assert kinds["core.leave"]["msgs"] == population.leaves
+
+
+async def test_dropout_users_show_up_in_missing_and_the_run_does_not_hang(autojump_clock) -> None:
+    network, server, population = _world(50, AlwaysOnline(), dropout=MidRoundDropout(0.2))
+    start = trio.current_time()
+    result = await _rounds(network, server, population, 30)
+    total_selected = sum(selected for selected, _ in result)
+    total_missing = sum(len(missing) for _, missing in result)
+    # Binomial(1500, 0.2): mean 300, sd ~15.5; 4 sd tolerance.
+    assert abs(total_missing - 0.2 * total_selected) <= 4 * np.sqrt(total_selected * 0.2 * 0.8)
+    assert population.crashes == total_missing
+    # Every round either completes when all answered or at its 10 s deadline.
+    assert trio.current_time() - start <= 30 * (10 + 1) + 1
+
+
+async def test_a_user_that_leaves_keeps_its_state_and_resumes_it(autojump_clock) -> None:
+    network, server, population = _world(1, BernoulliChurn(0.0, 1.0))
+    user = population.users[Party(Role.USER, 0)]
+    user.secret = 42  # type: ignore[attr-defined]
+    await _rounds(network, server, population, 1)
+    assert not network.is_attached(user.party)
+    assert population.users[user.party] is user and user.secret == 42  # type: ignore[attr-defined]
+    assert network.ledger.summary()["kinds"]["core.leave"]["msgs"] == 1

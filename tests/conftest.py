@@ -1,0 +1,22 @@
+"""Shared fixtures: small synthetic data sets and scenario tables at test size."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+TINY_FCF: dict[str, Any] = {
+    "run": {"protocol": "fcf", "name": "tiny", "seed": 3, "rounds": 5},
+    "data": {"source": "synthetic", "users": 40, "items": 60, "ratings": 1200},
+    "network": {"latency": {"model": "constant", "seconds": 0.0}},
+    "availability": {"model": "always"},
+    "protocol": {"d": 8},
+}
+
+
+@pytest.fixture
+def tiny_fcf() -> dict[str, Any]:
+    """A fresh copy of a small FCF scenario (mutate freely)."""
+    return copy.deepcopy(TINY_FCF)

@@ -1,0 +1,113 @@
+"""Amplification by shuffling (Feldman, McMillan, Talwar 2021, Theorem 3.1) and basic composition."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fedrecsim.errors import ConfigError
+from fedrecsim.mechanisms import ShuffleBound, compose_approximate, compose_pure, shuffle_epsilon
+
+
+def closed_form(epsilon0: float, n: int, delta: float) -> float:
+    """The theorem's bound written out literally, as the reference for the implementation."""
+    e = math.exp(epsilon0)
+    return math.log(
+        1 + (e - 1) / (e + 1) * (8 * math.sqrt(e * math.log(4 / delta)) / math.sqrt(n) + 8 * e / n)
+    )
+
+
+def smallest_applicable_n(epsilon0: float, delta: float) -> int:
+    return math.ceil(16 * math.log(2 / delta) * math.exp(epsilon0))
+
+
+def test_the_bound_is_the_closed_form_of_theorem_3_1() -> None:
+    bound = shuffle_epsilon(1.0, 10_000, 1e-6)
+    assert bound.applicable
+    assert bound.epsilon == pytest.approx(closed_form(1.0, 10_000, 1e-6), rel=1e-12)
+    assert bound.delta == 1e-6
+    assert bound.epsilon < 1.0
+
+
+def test_more_users_give_more_privacy() -> None:
+    epsilon0, delta = 2.0, 1e-8
+    start = smallest_applicable_n(epsilon0, delta)
+    bounds = [shuffle_epsilon(epsilon0, start * 2**i, delta) for i in range(12)]
+    assert all(b.applicable for b in bounds)
+    epsilons = [b.epsilon for b in bounds]
+    assert all(later < earlier for earlier, later in zip(epsilons, epsilons[1:]))
+    assert epsilons[0] < epsilon0
+    # Deep in the regime the bound shrinks like 1/sqrt(n): 4x the users, about half the epsilon.
+    assert epsilons[-1] / epsilons[-3] == pytest.approx(0.5, rel=0.02)
+
+
+def test_the_condition_boundary() -> None:
+    epsilon0, delta = 2.0, 1e-6
+    n = smallest_applicable_n(epsilon0, delta)
+    inside = shuffle_epsilon(epsilon0, n, delta)
+    outside = shuffle_epsilon(epsilon0, n - 1, delta)
+    assert inside.applicable and inside.epsilon < epsilon0 and inside.delta == delta
+    assert "<=" in inside.condition and f"n = {n}" in inside.condition
+    assert outside == ShuffleBound(epsilon0, 0.0, False, outside.condition)
+    assert ">" in outside.condition and f"n = {n - 1}" in outside.condition
+
+
+def test_no_amplification_falls_back_to_the_local_guarantee() -> None:
+    """Near the boundary with a small epsilon0 the closed form exceeds epsilon0; (epsilon0, 0) is reported."""
+    epsilon0, delta = 0.01, 0.5
+    n = smallest_applicable_n(epsilon0, delta)
+    assert closed_form(epsilon0, n, delta) > epsilon0
+    bound = shuffle_epsilon(epsilon0, n, delta)
+    assert bound.applicable
+    assert (bound.epsilon, bound.delta) == (epsilon0, 0.0)
+    assert "does not improve" in bound.condition
+
+
+@given(
+    st.floats(1e-3, 12.0),
+    st.integers(1, 10**9),
+    st.floats(1e-15, 0.9),
+)
+def test_the_reported_guarantee_never_exceeds_the_local_one(
+    epsilon0: float, n: int, delta: float
+) -> None:
+    bound = shuffle_epsilon(epsilon0, n, delta)
+    assert 0 < bound.epsilon <= epsilon0
+    assert bound.delta in (0.0, delta)
+    if bound.delta > 0:
+        assert bound.applicable and bound.epsilon < epsilon0
+        assert bound.epsilon == pytest.approx(closed_form(epsilon0, n, delta), rel=1e-9)
+    applicable = epsilon0 <= math.log(n / (16 * math.log(2 / delta)))
+    assert bound.applicable == applicable
+
+
+def test_basic_composition() -> None:
+    assert compose_pure(0.5, 4) == 2.0
+    assert compose_pure(0.5, 0) == 0.0
+    assert compose_approximate(0.25, 1e-6, 8) == (2.0, pytest.approx(8e-6))
+    assert compose_approximate(0.1, 0.3, 5) == (pytest.approx(0.5), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("call", "key"),
+    [
+        (lambda: shuffle_epsilon(0.0, 100, 1e-6), "shuffle_epsilon(epsilon0)"),
+        (lambda: shuffle_epsilon(math.inf, 100, 1e-6), "shuffle_epsilon(epsilon0)"),
+        (lambda: shuffle_epsilon(1.0, 0, 1e-6), "shuffle_epsilon(n)"),
+        (lambda: shuffle_epsilon(1.0, 100.0, 1e-6), "shuffle_epsilon(n)"),
+        (lambda: shuffle_epsilon(1.0, 100, 0.0), "shuffle_epsilon(delta)"),
+        (lambda: shuffle_epsilon(1.0, 100, 1.0), "shuffle_epsilon(delta)"),
+        (lambda: compose_pure(-0.1, 3), "compose_pure(epsilon)"),
+        (lambda: compose_pure(0.1, -1), "compose_pure(times)"),
+        (lambda: compose_approximate(0.1, 1.5, 2), "compose_approximate(delta)"),
+        (lambda: compose_approximate(0.1, -0.5, 2), "compose_approximate(delta)"),
+        (lambda: compose_approximate(0.1, 0.1, 2.0), "compose_approximate(times)"),
+    ],
+)
+def test_bad_parameters_are_config_errors(call, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        call()
+    assert info.value.key_path == key

@@ -1,0 +1,157 @@
+"""The network: exact byte accounting, virtual-time delivery, quantization, offline drops."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import trio
+
+from fedrecsim.network.ledger import DropReason, Ledger
+from fedrecsim.network.links import Constant, LinkSpec, Links
+from fedrecsim.network.network import Network
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import Array, decode, encode, message
+
+ALICE = Party(Role.USER, 0)
+BOB = Party(Role.USER, 1)
+
+
+@message("test.net_payload")
+@dataclass(frozen=True)
+class Payload:
+    seq: int
+    values: Array("float64", ndim=1)
+
+
+def _network(latency_s: float = 0.0, bandwidth_bps: float = 0.0, resolution_s: float = 0.001, loss: float = 0.0,
+             transcript: bool = False) -> Network:
+    links = Links(1, LinkSpec(Constant(latency_s), bandwidth_bps, loss))
+    return Network(links, Ledger(record_transcript=transcript), resolution_s=resolution_s)
+
+
+async def test_ledger_bytes_equal_the_encoded_sizes_and_sent_equals_received_plus_dropped(autojump_clock) -> None:
+    network = _network(latency_s=0.01, transcript=True)
+    for party in (ALICE, BOB, SERVER):
+        network.attach(party)
+    expected_sent = {ALICE: 0, BOB: 0, SERVER: 0}
+    async with network.open():
+        for seq in range(5):
+            for src, dst in ((ALICE, SERVER), (SERVER, BOB), (BOB, ALICE)):
+                body = Payload(seq, np.arange(seq + 1, dtype=np.float64))
+                size = len(encode(src, dst, trio.current_time(), body))
+                assert network.send(src, dst, body) == size
+                expected_sent[src] += size
+        network.detach(BOB)
+        await trio.sleep(1.0)
+    ledger = network.ledger
+    for party, sent in expected_sent.items():
+        assert ledger.party(party)["sent_bytes"] == sent
+    totals = ledger.totals()
+    assert totals["sent_msgs"] == 15
+    assert totals["sent_msgs"] == totals["recv_msgs"] + totals["dropped_msgs"]
+    assert totals["dropped_msgs"] == 5  # BOB went offline before the messages addressed to him arrived
+    assert ledger.dropped_by_reason[DropReason.OFFLINE.value] == 5
+    delivered = [row for row in ledger.transcript if row.status == "delivered"]
+    assert sum(row.nbytes for row in delivered) == totals["recv_bytes"]
+
+
+async def test_a_one_hour_latency_run_takes_virtual_not_wall_time(autojump_clock) -> None:
+    network = _network(latency_s=3600.0)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    wall = time.perf_counter()
+    async with network.open():
+        start = trio.current_time()
+        for seq in range(20):
+            network.send(ALICE, SERVER, Payload(seq, np.zeros(3)))
+            await trio.sleep(3600.0)
+        assert trio.current_time() - start == 20 * 3600.0
+        await trio.sleep(1.0)  # the last message is due exactly when the loop ends
+    assert time.perf_counter() - wall < 1.0
+    assert len(mailbox.take_all(Payload.KIND)) == 20
+
+
+async def test_delivery_respects_latency_plus_size_over_bandwidth_to_the_resolution(autojump_clock) -> None:
+    bandwidth = 80_000.0  # bits per second: 10 bytes per millisecond
+    network = _network(latency_s=0.0505, bandwidth_bps=bandwidth, resolution_s=0.001)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    async with network.open():
+        start = trio.current_time()
+        body = Payload(0, np.zeros(100))
+        size = network.send(ALICE, SERVER, body)
+        arrivals = []
+        while len(arrivals) < 1:
+            await mailbox.wait(start + 60)
+            arrivals += [(trio.current_time(), env) for env in mailbox.take_all(Payload.KIND)]
+    arrived_at, envelope = arrivals[0]
+    exact = 0.0505 + 8 * size / bandwidth
+    assert exact <= arrived_at - start < exact + 0.001 + 1e-9
+    assert math.isclose(envelope.sent_at, start)
+
+
+async def test_messages_due_in_one_tick_arrive_together_in_send_order(autojump_clock) -> None:
+    network = Network(Links(1, LinkSpec(Constant(0.0))), Ledger(), resolution_s=0.01)
+    for index in range(5):
+        network.attach(Party(Role.USER, index))
+    mailbox = network.attach(SERVER)
+    async with network.open():
+        start = trio.current_time()
+        for index in range(5):
+            network.send(Party(Role.USER, index), SERVER, Payload(index, np.zeros(1)))
+            await trio.sleep(0.001)
+        assert await mailbox.wait(start + 1)
+        batch = mailbox.take_all(Payload.KIND)
+    assert [envelope.body.seq for envelope in batch] == [0, 1, 2, 3, 4]
+
+
+async def test_loss_drops_and_counts(autojump_clock) -> None:
+    network = _network(loss=0.5)
+    network.attach(ALICE)
+    network.attach(SERVER)
+    async with network.open():
+        for seq in range(400):
+            network.send(ALICE, SERVER, Payload(seq, np.zeros(1)))
+        await trio.sleep(1)
+    lost = network.ledger.dropped_by_reason["lost"]
+    # Binomial(400, 0.5): 4 standard deviations is 40.
+    assert abs(lost - 200) <= 40
+    assert network.ledger.party(SERVER)["recv_msgs"] == 400 - lost
+
+
+async def test_messages_in_flight_at_close_are_counted_unfinished(autojump_clock) -> None:
+    network = _network(latency_s=10.0)
+    network.attach(ALICE)
+    network.attach(SERVER)
+    async with network.open():
+        network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+    assert network.ledger.dropped_by_reason["unfinished"] == 1
+    assert network.in_flight == 0
+
+
+async def test_an_offline_party_cannot_send(autojump_clock) -> None:
+    from fedrecsim.errors import ProtocolViolation
+
+    network = _network()
+    network.attach(SERVER)
+    async with network.open():
+        with pytest.raises(ProtocolViolation, match="offline"):
+            network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+
+
+async def test_the_receiver_gets_a_decoded_copy(autojump_clock) -> None:
+    network = _network()
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    values = np.arange(3.0)
+    async with network.open():
+        network.send(ALICE, SERVER, Payload(0, values))
+        values[:] = -1
+        assert await mailbox.wait(trio.current_time() + 1)
+        received = mailbox.take(Payload.KIND).body.values
+    np.testing.assert_array_equal(received, [0.0, 1.0, 2.0])
+    assert decode(encode(ALICE, SERVER, 0.0, Payload(0, received))).body.seq == 0

@@ -1,0 +1,177 @@
+"""The wire: every supported dtype round-trips, arbitrary bytes fail only with WireError."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from fedrecsim.errors import WireError
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import Array, decode, encode, message
+
+DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
+USER = Party(Role.USER, 7)
+
+
+@message("test.anyarray")
+@dataclass(frozen=True)
+class AnyArray:
+    values: Array("float64", allow_nan=True)
+
+
+def _array_message(dtype: str) -> type:
+    holder = dataclasses.make_dataclass(f"Holder_{dtype}", [("values", Array(dtype, allow_nan=True))], frozen=True)
+    return message(f"test.array_{dtype}")(holder)
+
+
+HOLDERS = {dtype: _array_message(dtype) for dtype in DTYPES}
+
+
+@message("test.scalars")
+@dataclass(frozen=True)
+class Scalars:
+    round: int
+    weight: float
+    flag: bool
+    label: str
+    blob: bytes
+    who: Party
+    many: tuple[int, ...]
+    maybe: float | None
+
+
+@message("test.vectors")
+@dataclass(frozen=True)
+class Vectors:
+    items: Array("int64", ndim=1)
+    rows: Array("float64", shape=(None, 3))
+
+    def validate(self) -> None:
+        if self.items.shape[0] != self.rows.shape[0]:
+            raise ValueError("one row per item")
+
+
+class Unregistered:
+    pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+def test_every_dtype_and_shape_round_trips(data: st.DataObject, dtype: str) -> None:
+    array = data.draw(hnp.arrays(np.dtype(dtype), hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5)))
+    raw = encode(USER, SERVER, 1.5, HOLDERS[dtype](array))
+    envelope = decode(raw)
+    got = envelope.body.values
+    assert got.dtype == array.dtype and got.shape == array.shape
+    np.testing.assert_array_equal(got, array)
+    assert got.flags.writeable and not np.shares_memory(got, array)
+    assert (envelope.src, envelope.dst, envelope.sent_at, envelope.kind) == (USER, SERVER, 1.5, f"test.array_{dtype}")
+
+
+def test_big_endian_and_non_contiguous_arrays_travel_as_little_endian_values() -> None:
+    array = np.arange(12, dtype=">i4").reshape(3, 4)[:, ::2]
+    body = decode(encode(USER, SERVER, 0.0, HOLDERS["int32"](array))).body
+    np.testing.assert_array_equal(body.values, array)
+
+
+def test_scalar_fields_round_trip() -> None:
+    message_in = Scalars(3, 0.25, True, "ü", b"\x00\x01", Party(Role.THIRD_PARTY, 0), (1, 2, 3), None)
+    assert decode(encode(USER, SERVER, 2.0, message_in)).body == message_in
+
+
+def test_reported_size_is_the_encoded_length() -> None:
+    data = encode(USER, SERVER, 0.0, Vectors(np.arange(4), np.zeros((4, 3))))
+    # 4 int64 + 12 float64 payload bytes dominate; the count is exactly what goes on the wire.
+    assert len(data) == len(msgpack.packb(msgpack.unpackb(data, raw=False), use_bin_type=True))
+    assert len(data) > 4 * 8 + 12 * 8
+
+
+def test_unregistered_type_is_refused() -> None:
+    with pytest.raises(WireError, match="not a registered message"):
+        encode(USER, SERVER, 0.0, Unregistered())
+
+
+def test_wrong_dtype_or_shape_is_refused_on_encode_and_decode() -> None:
+    with pytest.raises(WireError, match="dtype"):
+        encode(USER, SERVER, 0.0, Vectors(np.arange(4, dtype=np.int32), np.zeros((4, 3))))
+    with pytest.raises(WireError, match="axis 1"):
+        encode(USER, SERVER, 0.0, Vectors(np.arange(4), np.zeros((4, 2))))
+    forged = msgpack.packb(["test.vectors", 0, 7, 2, 0, 0.0, msgpack.ExtType(1, b"\x03\x01\x02\x00\x00\x00" + b"\x00" * 16), msgpack.ExtType(1, b"\x09\x02\x02\x00\x00\x00\x02\x00\x00\x00" + b"\x00" * 32)])
+    with pytest.raises(WireError, match="axis 1"):
+        decode(forged)
+
+
+def test_cross_field_validation_runs_on_decode() -> None:
+    forged = msgpack.packb(["test.vectors", 0, 7, 2, 0, 0.0, msgpack.ExtType(1, b"\x03\x01\x01\x00\x00\x00" + b"\x00" * 8), msgpack.ExtType(1, b"\x09\x02\x02\x00\x00\x00\x03\x00\x00\x00" + b"\x00" * 48)])
+    with pytest.raises(WireError, match="one row per item"):
+        decode(forged)
+
+
+def test_nan_is_refused_unless_the_field_allows_it() -> None:
+    with pytest.raises(WireError, match="NaN"):
+        encode(USER, SERVER, 0.0, Vectors(np.arange(1), np.array([[0.0, np.nan, 1.0]])))
+    assert np.isnan(decode(encode(USER, SERVER, 0.0, AnyArray(np.array([np.nan])))).body.values[0])
+    with pytest.raises(WireError, match="non-finite"):
+        decode(msgpack.packb(["test.scalars", 0, 7, 2, 0, 0.0, 1, float("nan"), True, "", b"", [0, 0], [], None]))
+
+
+@pytest.mark.parametrize(
+    "frame, problem",
+    [
+        (["test.nope", 0, 7, 2, 0, 0.0], "unknown message kind"),
+        (["test.scalars", 0, 7, 2, 0, 0.0, 1], "expected 8 fields"),
+        (["test.scalars", 0, 7, 2, 0, 0.0, 1, 0.5, True, "", b"", [0, 0], [], None, "extra"], "expected 8 fields"),
+        (["test.scalars", 0, 7, 2, 0, 0.0, "1", 0.5, True, "", b"", [0, 0], [], None], "expected int"),
+        (["test.scalars", 0, 7, 2, 0, 0.0, 1, 0.5, 1, "", b"", [0, 0], [], None], "expected bool"),
+        (["test.scalars", 0, 7, 2, 0, 0.0, 1, 0.5, True, "", b"", [99, 0], [], None], "unknown role code"),
+        (["test.scalars", 9, 7, 2, 0, 0.0, 1, 0.5, True, "", b"", [0, 0], [], None], "unknown role code"),
+        (["test.scalars", 0, -1, 2, 0, 0.0, 1, 0.5, True, "", b"", [0, 0], [], None], "malformed party"),
+        (["test.scalars", 0, 7, 2, 0, "t", 1, 0.5, True, "", b"", [0, 0], [], None], "sent_at"),
+        ({"kind": "test.scalars"}, "malformed envelope"),
+    ],
+)
+def test_malformed_frames_name_the_problem(frame: object, problem: str) -> None:
+    with pytest.raises(WireError, match=problem):
+        decode(msgpack.packb(frame, use_bin_type=True))
+
+
+def test_truncated_array_payload_is_refused() -> None:
+    data = encode(USER, SERVER, 0.0, AnyArray(np.arange(10.0)))
+    with pytest.raises(WireError):
+        decode(data[:-3])
+
+
+def test_oversized_messages_are_refused_both_ways() -> None:
+    data = encode(USER, SERVER, 0.0, AnyArray(np.zeros(100)))
+    with pytest.raises(WireError, match="exceeds the limit"):
+        decode(data, max_bytes=100)
+    with pytest.raises(WireError, match="exceeds the limit"):
+        encode(USER, SERVER, 0.0, AnyArray(np.zeros(100)), max_bytes=100)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_raise_only_wire_error(data: bytes) -> None:
+    try:
+        decode(data)
+    except WireError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(min_size=1, max_size=40), st.integers(min_value=0, max_value=200))
+def test_corrupted_valid_messages_raise_only_wire_error(noise: bytes, position: int) -> None:
+    data = bytearray(encode(USER, SERVER, 0.0, Vectors(np.arange(3), np.ones((3, 3)))))
+    position %= len(data)
+    data[position : position + len(noise)] = noise
+    try:
+        decode(bytes(data))
+    except WireError:
+        pass
