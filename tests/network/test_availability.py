@@ -368,3 +368,10 @@ def test_bad_round_index_and_horizon_are_refused():
         BernoulliChurn(0.1, 0.1).between_rounds(1, 1.5, USERS[:3], frozenset())
     with pytest.raises(ValueError, match="horizon_s"):
         MarkovChurn(1.0, 1.0).timeline(1, USERS[:3], math.inf)
+
+
+def test_a_set_of_parties_is_taken_in_sorted_order():
+    chosen = {user(5), user(1), user(3)}
+    assert MidRoundDropout(0.5).crashes(2, 1, chosen) == MidRoundDropout(0.5).crashes(2, 1, sorted(chosen))
+    compute = LogNormalCompute(1.0, 0.5)
+    np.testing.assert_array_equal(compute.delays(2, 1, chosen), compute.delays(2, 1, sorted(chosen)))

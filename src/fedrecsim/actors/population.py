@@ -95,19 +95,18 @@ class Population:
             elif not transition.online and transition.party in self._online:
                 self._leave(transition.party)
 
-    async def _live(self, user: User, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        with trio.CancelScope() as scope:
-            self._scopes[user.party] = scope
-            task_status.started()
+    async def _live(self, user: User, scope: trio.CancelScope) -> None:
+        with scope:
+            # A user retired before its task first ran must not act: the checkpoint delivers the cancel.
+            await trio.lowlevel.checkpoint()
             await user.run()  # type: ignore[attr-defined]
 
     def _start(self, party: Party) -> None:
         if self._nursery is None:
             raise RuntimeError("the population is not open")
-        previous = self._scopes.pop(party, None)
-        if previous is not None:
-            previous.cancel()
-        self._nursery.start_soon(self._live, self.users[party])
+        self._retire(party)
+        scope = self._scopes[party] = trio.CancelScope()
+        self._nursery.start_soon(self._live, self.users[party], scope)
 
     def _retire(self, party: Party) -> None:
         scope = self._scopes.pop(party, None)

@@ -8,8 +8,8 @@ where unsigned numpy integers wrap around for free.
 
 Encoding is two's complement: a real x becomes round(x * 2^f) mod 2^b, and a ring element u decodes
 to its signed representative in [-2^(b-1), 2^(b-1)) times 2^-f. Sums of encoded values therefore
-decode to the sum of the reals as long as the true sum stays in the signed range; beyond it the sum
-wraps, which is why `encode` counts overflow instead of hiding it and `fits` lets callers check
+decode to the sum of the (rounded) reals as long as the sum of the encoded integers stays in the
+signed range; beyond it the sum wraps, which is why `encode` counts overflow instead of hiding it and `fits` lets callers check
 headroom before they add.
 """
 

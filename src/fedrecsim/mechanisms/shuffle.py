@@ -65,7 +65,7 @@ def shuffle_epsilon(epsilon0: float, n: int, delta: float) -> ShuffleBound:
     eps0 = _checks.positive(epsilon0, "shuffle_epsilon(epsilon0)")
     users = _checks.integer(n, "shuffle_epsilon(n)", 1)
     dp_delta = _checks.open_unit(delta, "shuffle_epsilon(delta)")
-    threshold = math.log(users / (16.0 * math.log(4.0 / dp_delta)))
+    threshold = math.log(users / (16.0 * math.log(2.0 / dp_delta)))
     applicable = eps0 <= threshold
     condition = (
         f"epsilon0 = {eps0:.6g} {'<=' if applicable else '>'} "

@@ -481,7 +481,7 @@ class ComputeTime(abc.ABC):
     @abc.abstractmethod
     def delays(self, seed: int, round_index: int, parties: Sequence[Party]) -> np.ndarray:
         """Seconds of local compute in round ``round_index``: a float64 array, ``delays[k]`` for
-        ``parties[k]``, every entry >= 0."""
+        ``parties[k]`` (for a set: the k-th party in sorted order), every entry >= 0."""
 
 
 @dataclass(frozen=True)
@@ -527,10 +527,12 @@ class LogNormalCompute(ComputeTime):
         """Which listed parties are slow (a bool array aligned with ``parties``); the same in every round."""
         if self.slow_fraction == 0.0:
             return np.zeros(len(parties), dtype=bool)
+        parties = _listed(parties)
         return _uniforms(seed, Stream.STRAGGLER, (_INITIAL,), parties) < self.slow_fraction
 
     def delays(self, seed: int, round_index: int, parties: Sequence[Party]) -> np.ndarray:
         round_index = _round(round_index)
+        parties = _listed(parties)
         if self.sigma == 0.0:
             times = np.full(len(parties), self.median_s)
         else:

@@ -377,14 +377,15 @@ class Links:
         if link is None:
             link = self._open(src, dst)
         lost = link.loss and link.uniform() < link.loss
+        sent = now  # when the last bit has left the sender
         if link.seconds_per_byte:
             start = now if now > link.busy_until else link.busy_until
-            now = link.busy_until = start + nbytes * link.seconds_per_byte
+            sent = link.busy_until = start + nbytes * link.seconds_per_byte
         if lost:
             return None
         if link.draw_latency is None:
-            return now + link.fixed_latency
-        return now + link.draw_latency()
+            return sent + link.fixed_latency
+        return sent + link.draw_latency()
 
     def _open(self, src: Party, dst: Party) -> _Link:
         spec = self.spec(src.role, dst.role)

@@ -2,11 +2,13 @@
 
 ``send`` is synchronous: it encodes the message once (`wire.encode`), records the bytes in the ledger,
 asks the link policy for the arrival time (latency + size / bandwidth, or loss) and pushes
-``(deliver_at, seq, ...)`` on a heap. A single task -- owned by ``async with network.open():`` -- sleeps
-until the earliest deadline and delivers every due message in one pass, decoding each exactly once into
-the destination's mailbox. Arrival times are rounded *up* to the network's resolution so that messages
-due together are delivered together; ties break by send sequence, so delivery order never depends on
-trio's scheduling.
+``(deliver_at, src, dst, link_seq, ...)`` on a heap. A single task -- owned by ``async with
+network.open():`` -- sleeps until the earliest deadline and delivers every due message in one pass,
+decoding each exactly once into the destination's mailbox. Arrival times are rounded *up* to the
+network's resolution so that messages due together are delivered together. Ties break by sender, then
+receiver, then the message's sequence number on its link -- never by the global order of sends, which
+depends on trio's (deliberately non-deterministic) scheduling of concurrent senders -- so delivery
+order, and with it the transcript hash, is a function of the seed alone.
 
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
 messages still in flight when the network closes are counted as `DropReason.UNFINISHED`.
@@ -117,8 +119,8 @@ class Network:
         self._record_views = frozenset(record_views)
         self._mailboxes: dict[Party, Mailbox] = {}
         self._attached: set[Party] = set()
-        self._heap: list[tuple[float, int, Party, Party, str, bytes]] = []
-        self._seq = 0
+        self._heap: list[tuple[float, Party, Party, int, str, bytes]] = []
+        self._link_seq: dict[tuple[Party, Party], int] = {}
         self._sleep: trio.CancelScope | None = None
         self._open = False
 
@@ -176,8 +178,9 @@ class Network:
             return nbytes
         if self.resolution_s > 0:
             arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
-        self._seq += 1
-        heapq.heappush(self._heap, (arrival, self._seq, src, dst, kind, data))
+        link = (src, dst)
+        seq = self._link_seq[link] = self._link_seq.get(link, 0) + 1
+        heapq.heappush(self._heap, (arrival, src, dst, seq, kind, data))
         sleeper = self._sleep
         if sleeper is not None and arrival < sleeper.deadline:
             sleeper.deadline = arrival
@@ -188,7 +191,7 @@ class Network:
         now = trio.current_time()
         ledger = self.ledger
         while heap and heap[0][0] <= now:
-            arrival, _, src, dst, kind, data = heapq.heappop(heap)
+            arrival, src, dst, _, kind, data = heapq.heappop(heap)
             if dst not in self._attached:
                 ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
                 continue
@@ -226,7 +229,7 @@ class Network:
             self._open = False
             self._sleep = None
             now = trio.current_time()
-            for _, _, src, dst, kind, data in sorted(self._heap):
+            for _, src, dst, _, kind, data in sorted(self._heap):
                 self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
             self._heap.clear()
 

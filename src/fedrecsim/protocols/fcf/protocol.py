@@ -27,6 +27,7 @@ import trio
 
 from ...actors.population import Population
 from ...config import param
+from ...errors import ConfigError
 from ...data.metrics import hit_rate_at_k, mae, rmse
 from ...data.ratings import Ratings
 from ...models.implicit_mf import ImplicitHyper
@@ -35,6 +36,9 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .roles import ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
+
+
+_NEGATIVES = 99
 
 
 @dataclass(frozen=True)
@@ -88,11 +92,24 @@ def _implicit_metrics(ctx: RunContext, users: dict[Party, ImplicitUser], item_fa
     if not len(ctx.test):
         return {}
     scores = np.stack([user.x for user in users.values()]) @ item_factors.T
-    return hit_rate_at_k(scores, ctx.test, ctx.train, (2, 5, 10), rng=ctx.rng(Stream.EVALUATION))
+    return hit_rate_at_k(scores, ctx.test, ctx.train, (2, 5, 10), n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
+
+
+def _check_evaluable(ctx: RunContext) -> None:
+    """Leave-one-out HR@K samples 99 non-interacted items per user: refuse data too small for that."""
+    interacted = ctx.train.user_counts() + np.bincount(ctx.test.users, minlength=ctx.train.n_users)
+    if len(ctx.test) and ctx.train.n_items - interacted.max() < _NEGATIVES:
+        raise ConfigError(
+            "data.items",
+            f"implicit evaluation ranks each held-out item among {_NEGATIVES} items the user never touched; "
+            f"a user here touched {interacted.max()} of {ctx.train.n_items} items",
+        )
 
 
 async def run(ctx: RunContext) -> Outcome:
     config: FCFConfig = ctx.config
+    if config.feedback == "implicit":
+        _check_evaluable(ctx)
     users, server = _parties(ctx, config)
     initial_item_factors = server.item_factors.copy()
     initial_user_factors = np.stack([user.u for user in users.values()]) if config.feedback == "explicit" else None

@@ -1,0 +1,320 @@
+"""W1: one server, many users, request/reply rounds -- fedrecsim against SimPy in the same process.
+
+Each round the server sends every user a `W1Request` carrying a float32[50] vector, every user answers
+with a `W1Reply` carrying one, and the server waits for all replies before the next round. Latency is
+log-normal (median 50 ms, sigma 0.5) on each directed link, arrival times rounded up to 1 ms. The
+standard size is 1,000 users for 100 rounds; the scale line runs 100,000 users for 3 rounds on fedrecsim
+alone, in a fresh interpreter so that its peak RSS is its own.
+
+Both simulations do the same work for every message: one `wire.encode` at the sender, one latency draw
+through the same `Links` (the same per-link generators, so both see identical delays and end at the same
+virtual time -- checked on every run), one delivery into the receiver's mailbox and one `wire.decode` at
+the receiver; one trio task / SimPy process per user and one for the server. The SimPy peer is written
+the fast way SimPy allows: a `simpy.Store` per party as its mailbox and a bare ``env.timeout`` whose
+callback puts the bytes into it (no process per message). On top of that, fedrecsim counts every byte per
+party in its `Ledger` (with the transcript hash) and bounds every wait with a virtual deadline; the peer
+only sums the bytes it sent.
+
+Timing: each side runs the whole workload -- building its parties and running every round -- timed
+with ``time.perf_counter`` after a garbage collection; the sides alternate, 3 repetitions each (1 with
+``--quick``), and the best of each side is reported. ``ratio`` is fedrecsim's rounds per second over
+SimPy's (>= 1.0 means fedrecsim is at least as fast).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+import trio
+import trio.testing
+
+from fedrecsim.actors import Replies, Server, User
+from fedrecsim.errors import ConfigError, SimulationError
+from fedrecsim.network import SERVER, Array, Ledger, LinkSpec, Links, LogNormal, Network, Party, Role, message
+from fedrecsim.network.wire import decode, encode
+from fedrecsim.seeding import Stream, generator
+
+from .common import Options, run_isolated, timed
+
+VECTOR_LENGTH = 50
+
+
+@message("bench.w1_request")
+@dataclass(frozen=True)
+class W1Request:
+    """Server to user, round ``round``: the server's current vector."""
+
+    round: int
+    vector: Array("float32", shape=(VECTOR_LENGTH,))
+
+
+@message("bench.w1_reply")
+@dataclass(frozen=True)
+class W1Reply:
+    """User to server, round ``round``: the user's vector."""
+
+    round: int
+    vector: Array("float32", shape=(VECTOR_LENGTH,))
+
+
+@dataclass(frozen=True)
+class W1Config:
+    """The size and the network of one W1 run.
+
+    Attributes:
+        users: number of users (>= 1).
+        rounds: number of rounds (>= 1).
+        seed: the run seed (links, actors, the server's vector).
+        median_s, sigma: the log-normal one-way latency of every link.
+        resolution_s: arrival times are rounded up to a multiple of this.
+        round_timeout_s: the server's virtual deadline for a round's replies; far above any latency
+            the log-normal can plausibly draw, so a healthy run never hits it.
+    """
+
+    users: int = 1000
+    rounds: int = 100
+    seed: int = 0
+    median_s: float = 0.05
+    sigma: float = 0.5
+    resolution_s: float = 0.001
+    round_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for key in ("users", "rounds"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"w1.{key}", f"must be an integer >= 1, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError("w1.seed", f"must be an integer >= 0, got {self.seed!r}")
+        if not (self.round_timeout_s > 0 and math.isfinite(self.round_timeout_s)):
+            raise ConfigError("w1.round_timeout_s", f"must be a finite number > 0, got {self.round_timeout_s!r}")
+
+    def links(self) -> Links:
+        return Links(self.seed, LinkSpec(latency=LogNormal(self.median_s, self.sigma)))
+
+    def server_vector(self) -> np.ndarray:
+        return generator(self.seed, Stream.PROTOCOL).standard_normal(VECTOR_LENGTH).astype(np.float32)
+
+
+STANDARD = W1Config(users=1000, rounds=100)
+QUICK = W1Config(users=100, rounds=10)
+SCALE_USERS, SCALE_ROUNDS = 100_000, 3
+QUICK_SCALE_USERS, QUICK_SCALE_ROUNDS = 2_000, 2
+
+
+@dataclass(frozen=True)
+class W1Outcome:
+    """What one simulation of W1 did.
+
+    Attributes:
+        replies: per round, how many distinct users' replies the server received for that round.
+        virtual_time_s: virtual time from the first request to the last reply of the last round.
+        messages, bytes: everything sent, both directions (bytes are encoded lengths).
+        round_wall_s: per round, the wall-clock seconds the server spent in it (fedrecsim only).
+        ledger: fedrecsim's ledger of the run; None for the SimPy peer.
+    """
+
+    replies: tuple[int, ...]
+    virtual_time_s: float
+    messages: int
+    bytes: int
+    round_wall_s: tuple[float, ...] = ()
+    ledger: Ledger | None = None
+
+
+def _quantize(arrival: float, resolution_s: float) -> float:
+    """Round ``arrival`` up to the resolution exactly as `Network.send` does, so both sides agree."""
+    if resolution_s <= 0:
+        return arrival
+    return math.ceil(arrival / resolution_s - 1e-9) * resolution_s
+
+
+# --------------------------------------------------------------------------- fedrecsim
+
+
+class W1User(User):
+    """Answers each round's request with a vector of its own: here, the one it received."""
+
+    async def run(self, rounds: int) -> None:
+        for _ in range(rounds):
+            request: W1Request = (await self.recv(W1Request, deadline=self.horizon_s)).body
+            self.send(self.server, W1Reply(request.round, request.vector))
+
+
+class W1Server(Server):
+    """Sends its vector to every user and gathers one reply per user, by a virtual deadline."""
+
+    def __init__(self, party, network, rng, vector: np.ndarray, round_timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.vector = vector
+        self.round_timeout_s = round_timeout_s
+
+    async def play_round(self, round_index: int, users: list[Party]) -> Replies[W1Reply]:
+        request = W1Request(round_index, self.vector)
+        for party in users:
+            self.send(party, request)
+        return await self.gather(
+            W1Reply,
+            users,
+            deadline=self.now + self.round_timeout_s,
+            accept=lambda reply: reply.round == round_index,
+        )
+
+
+def run_fedrecsim(config: W1Config) -> W1Outcome:
+    """Run W1 on fedrecsim under a mock clock: real messages, network, ledger and one task per user."""
+    ledger = Ledger()
+    network = Network(config.links(), ledger, resolution_s=config.resolution_s)
+    server = W1Server(
+        SERVER,
+        network,
+        generator(config.seed, Stream.ACTOR, Role.SERVER.code, SERVER.index),
+        config.server_vector(),
+        config.round_timeout_s,
+    )
+    users = [
+        W1User(Party(Role.USER, index), network, generator(config.seed, Stream.ACTOR, Role.USER.code, index))
+        for index in range(config.users)
+    ]
+    parties = [actor.party for actor in users]
+    for party in (SERVER, *parties):
+        network.attach(party)
+
+    async def main() -> W1Outcome:
+        start = trio.current_time()
+        # Every user's wait ends at the latest when the server would have given up on every round.
+        horizon = start + (config.rounds + 1) * config.round_timeout_s
+        replies: list[int] = []
+        round_wall: list[float] = []
+        async with network.open(), trio.open_nursery() as nursery:
+            for actor in users:
+                actor.horizon_s = horizon
+                nursery.start_soon(actor.run, config.rounds)
+            for round_index in range(config.rounds):
+                ledger.begin_round(round_index, len(parties) + 1)
+                wall_start = time.perf_counter()
+                answered = await server.play_round(round_index, parties)
+                round_wall.append(time.perf_counter() - wall_start)
+                replies.append(len(answered))
+            end = trio.current_time()
+        totals = ledger.totals()
+        return W1Outcome(
+            tuple(replies), end - start, totals["sent_msgs"], totals["sent_bytes"], tuple(round_wall), ledger
+        )
+
+    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+# --------------------------------------------------------------------------- SimPy peer
+
+
+def run_simpy(config: W1Config) -> W1Outcome:
+    """Run W1 on SimPy: a Store per party, a timeout callback per message, a process per party."""
+    env = simpy.Environment()
+    links = config.links()
+    resolution_s = config.resolution_s
+    vector = config.server_vector()
+    parties = [Party(Role.USER, index) for index in range(config.users)]
+    user_boxes = [simpy.Store(env) for _ in parties]
+    server_box = simpy.Store(env)
+    sent = [0, 0]
+    replies: list[int] = []
+
+    def transmit(src: Party, dst: Party, box: simpy.Store, body: object) -> None:
+        now = env.now
+        data = encode(src, dst, now, body)
+        sent[0] += 1
+        sent[1] += len(data)
+        arrival = _quantize(links.transit(src, dst, len(data), now), resolution_s)
+        env.timeout(arrival - now, data).callbacks.append(lambda event: box.put(event.value))
+
+    def user_process(party: Party, box: simpy.Store):  # type: ignore[no-untyped-def]
+        for _ in range(config.rounds):
+            request: W1Request = decode((yield box.get())).body
+            transmit(party, SERVER, server_box, W1Reply(request.round, request.vector))
+
+    def server_process():  # type: ignore[no-untyped-def]
+        expected = set(parties)
+        for round_index in range(config.rounds):
+            request = W1Request(round_index, vector)
+            for party, box in zip(parties, user_boxes):
+                transmit(SERVER, party, box, request)
+            replied: set[Party] = set()
+            while len(replied) < len(expected):
+                envelope = decode((yield server_box.get()))
+                if envelope.body.round == round_index and envelope.src in expected:
+                    replied.add(envelope.src)
+            replies.append(len(replied))
+
+    for party, box in zip(parties, user_boxes):
+        env.process(user_process(party, box))
+    env.process(server_process())
+    env.run()
+    return W1Outcome(tuple(replies), env.now, sent[0], sent[1])
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def _check_same_work(config: W1Config, ours: W1Outcome, peer: W1Outcome) -> None:
+    """Refuse to report a number unless both sides completed every round with every user, alike."""
+    complete = (config.users,) * config.rounds
+    if ours.replies != complete or peer.replies != complete:
+        raise SimulationError(
+            f"W1 did not complete: fedrecsim replies per round {ours.replies}, SimPy {peer.replies}, "
+            f"expected {config.users} in each of {config.rounds} rounds"
+        )
+    if (ours.messages, ours.bytes) != (peer.messages, peer.bytes):
+        raise SimulationError(
+            f"W1 sides did different work: fedrecsim sent {ours.messages} messages / {ours.bytes} bytes, "
+            f"SimPy {peer.messages} / {peer.bytes}"
+        )
+    if not math.isclose(ours.virtual_time_s, peer.virtual_time_s, rel_tol=1e-9, abs_tol=1e-6):
+        raise SimulationError(
+            f"W1 sides saw different delays: fedrecsim ended at t={ours.virtual_time_s}s, "
+            f"SimPy at t={peer.virtual_time_s}s"
+        )
+
+
+def compare(config: W1Config, repeats: int) -> tuple[float, float]:
+    """Best wall seconds of fedrecsim and of SimPy over ``repeats`` alternating runs of ``config``."""
+    best_ours = best_peer = math.inf
+    for _ in range(repeats):
+        ours, ours_s = timed(lambda: run_fedrecsim(config))
+        peer, peer_s = timed(lambda: run_simpy(config))
+        _check_same_work(config, ours, peer)
+        best_ours, best_peer = min(best_ours, ours_s), min(best_peer, peer_s)
+    return best_ours, best_peer
+
+
+def scale(users: int, rounds: int, seed: int = 0) -> dict[str, object]:
+    """W1 at ``users`` on fedrecsim alone; mean wall seconds per round (excluding building the parties)."""
+    config = W1Config(users=users, rounds=rounds, seed=seed)
+    outcome = run_fedrecsim(config)
+    if outcome.replies != (users,) * rounds:
+        raise SimulationError(f"W1-scale did not complete: replies per round {outcome.replies}")
+    return {"users": users, "wall_s_per_round": sum(outcome.round_wall_s) / rounds}
+
+
+def run(options: Options) -> Iterator[str]:
+    """The W1 comparison line, then the W1-scale line."""
+    config = QUICK if options.quick else STANDARD
+    repeats = options.repeats or (1 if options.quick else 3)
+    ours_s, peer_s = compare(config, repeats)
+    ours_rate, peer_rate = config.rounds / ours_s, config.rounds / peer_s
+    yield f"W1 fedrecsim rounds_per_s={ours_rate:.1f} simpy rounds_per_s={peer_rate:.1f} ratio={ours_rate / peer_rate:.2f}"
+    users, rounds = (QUICK_SCALE_USERS, QUICK_SCALE_ROUNDS) if options.quick else (SCALE_USERS, SCALE_ROUNDS)
+    result = run_isolated(__name__, "scale", users=users, rounds=rounds, seed=config.seed)
+    yield (
+        f"W1-scale users={result['users']} wall_s_per_round={result['wall_s_per_round']:.3f} "
+        f"peak_rss_mb={result['peak_rss_mb']:.0f}"
+    )
+
+
+__all__ = ["QUICK", "STANDARD", "W1Config", "W1Outcome", "W1Reply", "W1Request", "compare", "run",
+           "run_fedrecsim", "run_simpy", "scale"]
