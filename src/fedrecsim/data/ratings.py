@@ -100,7 +100,7 @@ class Ratings:
         if outside.size:
             first = outside[0]
             raise DatasetError(
-                _WHERE, f"values[{first}] = {values[first]!r} is outside rating_range [{low}, {high}]"
+                _WHERE, f"values[{first}] = {float(values[first])} is outside rating_range [{low}, {high}]"
             )
         users, items, values = _canonical(users, items, values, n_items)
         for name, array in (("users", users), ("items", items), ("values", values)):
@@ -236,7 +236,7 @@ def _values(raw: object) -> FloatArray:
     values = np.array(array, dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
-        raise DatasetError(_WHERE, f"values[{bad[0]}] = {values[bad[0]]!r} is not finite")
+        raise DatasetError(_WHERE, f"values[{bad[0]}] = {float(values[bad[0]])} is not finite")
     return values
 
 

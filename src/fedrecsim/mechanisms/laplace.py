@@ -153,7 +153,8 @@ def laplace_piece(
     if (shared < 0.0).any():
         index = tuple(int(i) for i in np.argwhere(shared < 0.0)[0])
         raise ConfigError(
-            "laplace_piece(h)", f"must be >= 0 (an Exp(1) draw), got {float(shared[index])!r} at index {index}"
+            "laplace_piece(h)",
+            f"must be >= 0 (an Exp(1) draw), got {float(shared[index])!r} at index {index}",
         )
     raters = _checks.integer(k, "laplace_piece(k)", 1)
     b = _checks.positive(scale, "laplace_piece(scale)")

@@ -39,9 +39,10 @@ All three arrays have shape (n_users, k); row u belongs to user u.
 
 
 def bit_probability(g: object, epsilon: float) -> np.ndarray:
-    """P[β = +1 | g] = (g·(e^ε − 1) + e^ε + 1) / (2e^ε + 2) with g clipped to [−1, 1] (Algorithm 1, l. 5).
+    """P[β = +1 | g] = (g·(e^ε − 1) + e^ε + 1) / (2e^ε + 2), g clipped to [−1, 1] (Alg. 1, l. 5).
 
-    Equivalently 1/2 + (g/2)·tanh(ε/2); it lies in [1/(e^ε + 1), e^ε/(e^ε + 1)], and E[β] = g·tanh(ε/2).
+    Equivalently 1/2 + (g/2)·tanh(ε/2); it lies in [1/(e^ε + 1), e^ε/(e^ε + 1)], and
+    E[β] = g·tanh(ε/2).
 
     Args:
         g: Gradient entries, any shape; values outside [−1, 1] are clipped (the projection of l. 3).

@@ -9,8 +9,8 @@ where unsigned numpy integers wrap around for free.
 Encoding is two's complement: a real x becomes round(x * 2^f) mod 2^b, and a ring element u decodes
 to its signed representative in [-2^(b-1), 2^(b-1)) times 2^-f. Sums of encoded values therefore
 decode to the sum of the (rounded) reals as long as the sum of the encoded integers stays in the
-signed range; beyond it the sum wraps, which is why `encode` counts overflow instead of hiding it and `fits` lets callers check
-headroom before they add.
+signed range; beyond it the sum wraps, which is why `encode` counts overflow instead of hiding it
+and `fits` lets callers check headroom before they add.
 """
 
 from __future__ import annotations
@@ -146,7 +146,9 @@ class Ring:
             ConfigError: ``u`` is not an array of `dtype`.
         """
         elements = self._elements(u, "decode(u)")
-        return np.ldexp(elements.view(_SIGNED[self.bits]).astype(np.float64), -self.frac_bits)
+        values = elements.view(_SIGNED[self.bits]).astype(np.float64)
+        values *= self.resolution  # a power of two: exact, and in place on the fresh array
+        return values
 
     def add(self, a: object, b: object) -> np.ndarray:
         """``(a + b) mod 2^b``, elementwise with numpy broadcasting."""

@@ -8,10 +8,10 @@ arXiv:2012.12803), Theorem 3.1, show that for n users each applying an ε0-DP lo
 
     ε <= log(1 + (e^ε0 − 1)/(e^ε0 + 1) · (8·sqrt(e^ε0·log(4/δ)) / sqrt(n) + 8·e^ε0 / n)).
 
-The ε expression agrees with the closed-form analysis in the authors' companion code
-(github.com/apple/ml-shuffling-amplification, ``closedformanalysis``); that code checks the slightly
-stricter precondition ε0 <= log(n / (16·log(4/δ))). The theorem's own text could not be consulted when
-this module was written; the precondition above is the one the theorem is quoted with.
+The ε expression was checked against the closed-form analysis in the authors' companion code
+(github.com/apple/ml-shuffling-amplification, ``closedformanalysis``). That code tests the slightly
+stricter precondition ε0 <= log(n / (16·log(4/δ))); the log(2/δ) form used here is the theorem as it
+is quoted, and the theorem's text itself was not available to check it against.
 
 The theorem counts one report per user. With k reports per user per epoch, a conservative account
 treats the epoch as k shuffles of n reports and composes them (`compose_approximate`).
@@ -86,8 +86,8 @@ def shuffle_epsilon(epsilon0: float, n: int, delta: float) -> ShuffleBound:
 def compose_pure(epsilon: float, times: int) -> float:
     """Basic composition of ``times`` ε-DP releases: ``times·ε``-DP.
 
-    Minto et al. use it twice: k reports per user per epoch give kε-LDP (Sec. 3.2), and T epochs
-    give T·k·ε.
+    Minto et al. use it twice: k reports per user per epoch give kε-LDP (Theorem 3 and the
+    paragraph after it), and T epochs give T·k·ε.
 
     Raises:
         ConfigError: ``epsilon`` < 0 or ``times`` < 0.

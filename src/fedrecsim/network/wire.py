@@ -225,10 +225,12 @@ def _decode_party(role_code: Any, index: Any, where: str) -> Party:
 
 
 def _array_field(spec: ArraySpec) -> _Field:
-    check_finite = np.dtype(spec.dtype).kind == "f" and not spec.allow_nan
+    expected = np.dtype(spec.dtype)
+    check_finite = expected.kind == "f" and not spec.allow_nan
 
     def check(array: np.ndarray, where: str) -> None:
-        if array.dtype.name != spec.dtype:
+        # Comparing dtype objects is cheap; `dtype.name` is computed in Python on every access.
+        if array.dtype != expected and array.dtype.newbyteorder("<") != expected:
             raise WireError(f"{where}: expected dtype {spec.dtype}, got {array.dtype.name}")
         if spec.ndim is not None and array.ndim != spec.ndim:
             raise WireError(f"{where}: expected {spec.ndim} dimensions, got shape {array.shape}")

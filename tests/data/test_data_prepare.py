@@ -1,0 +1,76 @@
+"""prepare_data: a scenario's [data] table and a seed to a reproducible train/test split."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedrecsim.data import prepare_data
+from fedrecsim.errors import ConfigError, DatasetError
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    source: str = "synthetic"
+    path: str = ""
+    feedback: str = "explicit"
+    users: int = 80
+    items: int = 60
+    ratings: int = 1500
+    rank: int = 5
+    noise: float = 0.5
+    split: str = "random"
+    test_fraction: float = 0.2
+    binarize: bool = False
+    min_user_interactions: int = 0
+    min_item_interactions: int = 0
+
+
+def test_synthetic_explicit_random_split() -> None:
+    train, test = prepare_data(Spec(), seed=3)
+    assert len(train) + len(test) == 1500 and len(test) == 300
+    assert (train.n_users, train.n_items) == (80, 60)
+
+
+def test_same_seed_same_split_and_split_does_not_change_the_data() -> None:
+    a_train, a_test = prepare_data(Spec(), seed=3)
+    b_train, b_test = prepare_data(Spec(), seed=3)
+    assert np.array_equal(a_test.pair_keys(), b_test.pair_keys()) and np.array_equal(a_train.values, b_train.values)
+    c_train, c_test = prepare_data(Spec(split="per_user"), seed=3)
+    whole = np.sort(np.concatenate([a_train.pair_keys(), a_test.pair_keys()]))
+    assert np.array_equal(whole, np.sort(np.concatenate([c_train.pair_keys(), c_test.pair_keys()])))
+    other_train, _ = prepare_data(Spec(), seed=4)
+    assert not np.array_equal(other_train.pair_keys(), a_train.pair_keys())
+
+
+def test_implicit_leave_one_out() -> None:
+    train, test = prepare_data(Spec(feedback="implicit", split="leave_one_out"), seed=0)
+    assert np.all(test.user_counts() == 1)
+    assert np.all(train.values == 1.0)
+
+
+def test_loaded_binarized_and_filtered(tmp_path: Path) -> None:
+    lines = [f"{u}\t{i}\t{1 + (u + i) % 5}\t0" for u in range(1, 21) for i in range(1, 16) if (u * i) % 4]
+    (tmp_path / "u.data").write_text("\n".join(lines) + "\n")
+    spec = Spec(source="movielens-100k", path=str(tmp_path), binarize=True, min_user_interactions=12, split="per_user")
+    train, test = prepare_data(spec, seed=0)
+    assert np.all(train.values == 1.0) and train.rating_range == (0.0, 1.0)
+    assert np.all((train.user_counts() + test.user_counts()) >= 12)
+    assert train.n_users < 20
+
+
+def test_errors_surface_typed() -> None:
+    with pytest.raises(DatasetError):
+        prepare_data(Spec(source="movielens-100k", path="/nonexistent/ml-100k"), seed=0)
+    with pytest.raises(ConfigError) as caught:
+        prepare_data(Spec(ratings=10**6), seed=0)
+    assert caught.value.key_path == "data.ratings"
+    with pytest.raises(ConfigError) as caught:
+        prepare_data(Spec(split="by_time"), seed=0)
+    assert caught.value.key_path == "data.split"
+    with pytest.raises(ConfigError) as caught:
+        prepare_data(Spec(min_user_interactions=1000), seed=0)
+    assert caught.value.key_path == "data"
