@@ -112,3 +112,35 @@ async def test_a_user_that_leaves_keeps_its_state_and_resumes_it(autojump_clock)
     assert not network.is_attached(user.party)
     assert population.users[user.party] is user and user.secret == 42  # type: ignore[attr-defined]
     assert network.ledger.summary()["kinds"]["core.leave"]["msgs"] == 1
+
+
+async def test_trace_availability_brings_users_on_and_off_in_virtual_time(autojump_clock, tmp_path) -> None:
+    from fedrecsim.network.availability import Trace
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("party,online_from_s,online_until_s\nuser:0,0,10\nuser:1,5,inf\nuser:2,20,30\n")
+    network, server, population = _world(3, Trace.from_csv(trace))
+    seen = {}
+    async with network.open(), population.open():
+        start = trio.current_time()
+        for t in (1, 7, 12, 25, 35):
+            await trio.sleep_until(start + t)
+            server.update_membership()
+            seen[t] = sorted(party.index for party in server.members)
+    # Join/leave messages take 10 ms to reach the server.
+    assert seen == {1: [0], 7: [0, 1], 12: [1], 25: [1, 2], 35: [1]}
+    assert population.joins == 2 and population.leaves == 2
+
+
+async def test_markov_churn_keeps_about_the_stationary_fraction_online(autojump_clock) -> None:
+    from fedrecsim.network.availability import MarkovChurn
+
+    network, server, population = _world(300, MarkovChurn(mean_on_s=100.0, mean_off_s=300.0))
+    fractions = []
+    async with network.open(), population.open():
+        start = trio.current_time()
+        for t in range(200, 2000, 200):
+            await trio.sleep_until(start + t)
+            fractions.append(len(population.online) / 300)
+    # Stationary fraction 0.25; each snapshot is ~Binomial(300, 0.25) (sd 0.025), nine snapshots averaged.
+    assert abs(np.mean(fractions) - 0.25) < 0.05

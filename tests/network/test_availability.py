@@ -46,7 +46,7 @@ def test_always_online_keeps_everyone_and_never_changes():
     churn = AlwaysOnline()
     assert churn.initial_online(1, USERS[:5]) == frozenset(USERS[:5])
     assert churn.between_rounds(1, 3, USERS[:5], frozenset(USERS[:5])) == (frozenset(), frozenset())
-    assert churn.timeline(1, USERS[:5], 100.0) == []
+    assert list(churn.timeline(1, USERS[:5], 100.0)) == []
 
 
 # ------------------------------------------------------------------ BernoulliChurn
@@ -127,7 +127,7 @@ def test_markov_starts_stationary_and_spends_the_stationary_fraction_online():
     assert within_binomial(len(online), len(USERS), 0.75)
 
     horizon = 2000.0
-    timeline = churn.timeline(5, USERS, horizon)
+    timeline = list(churn.timeline(5, USERS, horizon))
     state = {party: party in online for party in USERS}
     since = dict.fromkeys(USERS, 0.0)
     time_in = {True: 0.0, False: 0.0}
@@ -151,18 +151,18 @@ def test_markov_starts_stationary_and_spends_the_stationary_fraction_online():
 
 def test_markov_timeline_is_sorted_bounded_and_extends_as_a_prefix():
     churn = MarkovChurn(50.0, 20.0)
-    short = churn.timeline(8, USERS[:100], 500.0)
-    long = churn.timeline(8, USERS[:100], 5000.0)
+    short = list(churn.timeline(8, USERS[:100], 500.0))
+    long = list(churn.timeline(8, USERS[:100], 5000.0))
     assert short == sorted(short, key=lambda t: (t.time_s, t.party))
     assert all(0 < t.time_s < 500.0 for t in short)
     assert short == [t for t in long if t.time_s < 500.0]
-    assert churn.timeline(8, USERS[:100], 0.0) == []
+    assert list(churn.timeline(8, USERS[:100], 0.0)) == []
 
 
 def test_markov_party_process_does_not_depend_on_who_else_is_listed():
     churn = MarkovChurn(50.0, 20.0)
-    everyone = churn.timeline(2, USERS[:40], 1000.0)
-    alone = churn.timeline(2, [user(17)], 1000.0)
+    everyone = list(churn.timeline(2, USERS[:40], 1000.0))
+    alone = list(churn.timeline(2, [user(17)], 1000.0))
     assert alone == [t for t in everyone if t.party == user(17)]
     assert churn.initial_online(2, [user(17)]) == churn.initial_online(2, USERS[:40]) & {user(17)}
 
@@ -195,13 +195,13 @@ def test_trace_merges_sessions_and_replays_them(tmp_path):
     assert trace.parties == {user(0), user(1), SERVER}
     listed = [user(0), user(1), user(2), user(3)]
     assert trace.initial_online(0, listed) == {user(0)}
-    assert trace.timeline(0, listed, 1000.0) == [
+    assert list(trace.timeline(0, listed, 1000.0)) == [
         Transition(10.0, user(1), True),
         Transition(20.0, user(1), False),
         Transition(200.0, user(0), False),
         Transition(300.0, user(0), True),
     ]
-    assert trace.timeline(0, listed, 250.0) == trace.timeline(0, listed, 1000.0)[:3]
+    assert list(trace.timeline(0, listed, 250.0)) == list(trace.timeline(0, listed, 1000.0))[:3]
     assert trace == Trace([(user(0), 0.0, 200.0), (user(0), 300.0, math.inf), (user(1), 10, 20), (SERVER, 0, 1000)])
 
 
@@ -257,7 +257,7 @@ def test_merged_trace_is_online_exactly_when_some_session_covers_the_time(rows):
     trace = Trace(rows)
     parties = [user(index) for index in range(4)]
     state = {party: party in trace.initial_online(0, parties) for party in parties}
-    timeline = trace.timeline(0, parties, 100.0)
+    timeline = list(trace.timeline(0, parties, 100.0))
     for step in range(0, 200):  # half-second grid, including every integer boundary
         time_s = step / 2
         for transition in timeline:
@@ -367,7 +367,7 @@ def test_bad_round_index_and_horizon_are_refused():
     with pytest.raises(ValueError, match="round_index"):
         BernoulliChurn(0.1, 0.1).between_rounds(1, 1.5, USERS[:3], frozenset())
     with pytest.raises(ValueError, match="horizon_s"):
-        MarkovChurn(1.0, 1.0).timeline(1, USERS[:3], math.inf)
+        list(MarkovChurn(1.0, 1.0).timeline(1, USERS[:3], math.inf))
 
 
 def test_a_set_of_parties_is_taken_in_sorted_order():

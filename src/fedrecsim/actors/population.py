@@ -12,7 +12,7 @@ rejoins; only its task is retired.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 
 import trio
@@ -78,16 +78,14 @@ class Population:
             self._nursery = nursery
             for party in sorted(self.churn.initial_online(self.seed, self.parties)):
                 self._join(party, count=False)
-            timeline = self.churn.timeline(self.seed, self.parties, self.horizon_s)
-            if timeline:
-                nursery.start_soon(self._follow, timeline)
+            nursery.start_soon(self._follow, self.churn.timeline(self.seed, self.parties, self.horizon_s))
             try:
                 yield self
             finally:
                 nursery.cancel_scope.cancel()
                 self._nursery = None
 
-    async def _follow(self, timeline: list[Transition]) -> None:
+    async def _follow(self, timeline: Iterator[Transition]) -> None:
         for transition in timeline:
             await trio.sleep_until(transition.time_s)
             if transition.online and transition.party not in self._online:

@@ -184,9 +184,9 @@ class CentralizedMF:
         items = index.items[positions]
         rows = np.repeat(np.arange(users.size), lengths)
         U_s = U[users]
-        errors = index.values[positions] - predict(U_s, V, rows, items)
         indptr = np.zeros(users.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
+        errors = index.values[positions] - predict(U_s, V, rows, items)
         E = scipy.sparse.csr_matrix((errors, items, indptr), shape=(users.size, ratings.n_items))
         grad_u = -2.0 * (E @ V)
         if self.hyper.normalize:

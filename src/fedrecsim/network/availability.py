@@ -4,7 +4,7 @@ Three independent concerns, each a small policy object that the population and t
 
 - `Churn` decides membership: who is online at the start (`Churn.initial_online`), who joins and leaves
   between rounds (`Churn.between_rounds`, e.g. `BernoulliChurn`), and, for models in continuous virtual
-  time, the list of changes up to a horizon (`Churn.timeline`, e.g. `MarkovChurn`, `Trace`).
+  time, the lazily generated changes up to a horizon (`Churn.timeline`, e.g. `MarkovChurn`, `Trace`).
 - `MidRoundDropout` decides which online parties crash in a round after receiving its request.
 - `ComputeTime` gives each party's local compute time in a round (stragglers).
 
@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import abc
 import csv
+import heapq
 import math
 import numbers
 import operator
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -155,10 +156,13 @@ class Churn(abc.ABC):
         """
         return frozenset(), frozenset()
 
-    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> list[Transition]:
-        """Every change of membership at virtual times ``0 < time_s < horizon_s``, sorted by
-        ``(time_s, party)``; each party's transitions alternate, starting from its initial state."""
-        return []
+    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> Iterator[Transition]:
+        """Every change of membership at virtual times ``0 < time_s < horizon_s``, lazily, sorted by
+        ``(time_s, party)``; each party's transitions alternate, starting from its initial state.
+
+        The iterator holds O(parties) state however long the horizon: a run follows it as virtual time
+        passes instead of materializing every change up front."""
+        return iter(())
 
 
 @dataclass(frozen=True)
@@ -278,28 +282,26 @@ class MarkovChurn(Churn):
     def initial_online(self, seed: int, parties: Sequence[Party]) -> frozenset[Party]:
         return frozenset(party for party in parties if self._start(seed, party)[1])
 
-    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> list[Transition]:
+    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> Iterator[Transition]:
         horizon_s = _horizon(horizon_s)
-        cycle_s = self.mean_on_s + self.mean_off_s
-        # Enough periods to pass the horizon in most cases; more are drawn if not. Drawing in chunks gives
-        # the same numbers as drawing one at a time, so the chunk size never changes a timeline; the chunk
-        # is even, so the same `means` keeps alternating on/off across chunks.
-        chunk = 2 * int(horizon_s / cycle_s) + 8
-        transitions: list[Transition] = []
-        for party in parties:
-            rng, online = self._start(seed, party)
-            pair = (self.mean_on_s, self.mean_off_s) if online else (self.mean_off_s, self.mean_on_s)
-            means = np.resize(pair, chunk)
-            times = np.cumsum(rng.standard_exponential(chunk) * means)
-            while times[-1] < horizon_s:
-                times = np.concatenate((times, times[-1] + np.cumsum(rng.standard_exponential(chunk) * means)))
-            changes = times[times < horizon_s].tolist()
-            # The k-th change (k = 0, 1, ...) leaves the initial state when k is even.
-            transitions.extend(
-                Transition(time_s, party, online == bool(k % 2)) for k, time_s in enumerate(changes)
-            )
-        transitions.sort(key=_time_then_party)
-        return transitions
+        return heapq.merge(*(self._changes(seed, party, horizon_s) for party in parties), key=_time_then_party)
+
+    def _changes(self, seed: int, party: Party, horizon_s: float) -> Iterator[Transition]:
+        rng, online = self._start(seed, party)
+        # Periods are drawn in even-sized chunks: drawing in chunks gives the same numbers as drawing one at
+        # a time, so the chunk size never changes a timeline, and an even chunk keeps the on/off alternation.
+        means = np.resize((self.mean_on_s, self.mean_off_s) if online else (self.mean_off_s, self.mean_on_s), 16)
+        elapsed = 0.0
+        changes = 0
+        while True:
+            times = elapsed + np.cumsum(rng.standard_exponential(means.size) * means)
+            for time_s in times.tolist():
+                if time_s >= horizon_s:
+                    return
+                # The k-th change (k = 0, 1, ...) leaves the initial state when k is even.
+                yield Transition(time_s, party, online == bool(changes % 2))
+                changes += 1
+            elapsed = float(times[-1])
 
 
 def _time_then_party(transition: Transition) -> tuple[float, Party]:
@@ -407,7 +409,7 @@ class Trace(Churn):
         spans = self._intervals.get(party, ())
         return bool(spans) and spans[0][0] == 0.0
 
-    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> list[Transition]:
+    def timeline(self, seed: int, parties: Sequence[Party], horizon_s: float) -> Iterator[Transition]:
         horizon_s = _horizon(horizon_s)
         transitions = [
             Transition(time_s, party, online)
@@ -417,7 +419,7 @@ class Trace(Churn):
             if 0.0 < time_s < horizon_s
         ]
         transitions.sort(key=_time_then_party)
-        return transitions
+        return iter(transitions)
 
 
 def _merged(spans: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
