@@ -12,7 +12,7 @@ from fedrecsim.data import Ratings, error_summary, hit_rate_at_k, mae, ndcg_at_k
 
 
 def ratings(users: list[int], items: list[int], n_users: int, n_items: int) -> Ratings:
-    return Ratings(np.array(users, dtype=np.int64), np.array(items, dtype=np.int64), np.ones(len(users)), n_users, n_items, (0.0, 1.0))
+    return Ratings(np.array(users), np.array(items, dtype=np.int64), np.ones(len(users)), n_users, n_items, (0.0, 1.0))
 
 
 def test_rmse_and_mae() -> None:
@@ -70,7 +70,7 @@ def test_constant_scorer_breaks_ties_at_random() -> None:
 def test_negatives_are_distinct_unseen_and_uniform() -> None:
     # Every user saw items 0-4 (4 in test); negatives must come from items 5-29, uniformly.
     n_users, n_items, n_negatives = 2000, 30, 10
-    train = ratings([u for u in range(n_users) for _ in range(4)], [i for _ in range(n_users) for i in range(4)], n_users, n_items)
+    train = ratings(list(np.repeat(np.arange(n_users), 4)), list(np.tile(np.arange(4), n_users)), n_users, n_items)
     test = ratings(list(range(n_users)), [4] * n_users, n_users, n_items)
     seen: list[np.ndarray] = []
 
@@ -93,7 +93,8 @@ def test_matrix_and_function_scores_agree() -> None:
     train, test = loo_data()
     matrix = np.random.default_rng(3).random((train.n_users, train.n_items))
     from_matrix = hit_rate_at_k(matrix, test, train, [5, 10], rng=np.random.default_rng(4))
-    from_function = hit_rate_at_k(lambda u, i: matrix[u[:, None], i], test, train, [5, 10], rng=np.random.default_rng(4))
+    function = lambda u, i: matrix[u[:, None], i]  # noqa: E731
+    from_function = hit_rate_at_k(function, test, train, [5, 10], rng=np.random.default_rng(4))
     assert from_matrix == from_function
 
 
@@ -136,7 +137,7 @@ def test_ndcg_by_hand() -> None:
 def test_recall_by_hand() -> None:
     scores, train, test = ranking_case()
     result = recall_at_k(scores, test, train, [1, 2, 4])
-    assert result == {"recall@1": pytest.approx(0.0), "recall@2": pytest.approx((0.5 + 1.0) / 2), "recall@4": pytest.approx(1.0)}
+    assert result == pytest.approx({"recall@1": 0.0, "recall@2": (0.5 + 1.0) / 2, "recall@4": 1.0})
 
 
 def test_full_ranking_function_scores() -> None:

@@ -62,7 +62,8 @@ def test_counts() -> None:
 
 
 def test_subset_keeps_the_index_space_and_mappings() -> None:
-    r = Ratings(np.array([0, 1]), np.array([1, 0]), np.array([1.0, 2.0]), 2, 2, (1.0, 5.0), np.array([10, 20]), np.array([7, 9]))
+    ids = {"user_ids": np.array([10, 20]), "item_ids": np.array([7, 9])}
+    r = Ratings(np.array([0, 1]), np.array([1, 0]), np.array([1.0, 2.0]), 2, 2, (1.0, 5.0), **ids)
     s = r.subset(np.array([False, True]))
     assert (s.n_users, s.n_items, len(s)) == (2, 2, 1)
     assert s.user_ids.tolist() == [10, 20] and s.item_ids.tolist() == [7, 9]
@@ -86,7 +87,10 @@ def test_binarize_keeps_positive_entries_as_ones() -> None:
         ({"values": np.array([1.0, np.nan])}, r"values\[1\] = nan is not finite"),
         ({"values": np.array([1.0, 6.0])}, r"values\[1\] = 6.0 is outside rating_range"),
         ({"users": np.array([0.0, 1.0])}, "must be integers"),
-        ({"users": np.array([1, 1]), "items": np.array([2, 2])}, r"duplicate \(user, item\) pair \(1, 2\) at entries 0 and 1"),
+        (
+            {"users": np.array([1, 1]), "items": np.array([2, 2])},
+            r"duplicate \(user, item\) pair \(1, 2\) at entries 0 and 1",
+        ),
         ({"n_users": -1}, "n_users must be a non-negative integer"),
         ({"rating_range": (5.0, 1.0)}, "min <= max"),
         ({"rating_range": "bad"}, "pair of numbers"),

@@ -86,7 +86,8 @@ def test_server_step() -> None:
 
 
 def test_hyper_validation() -> None:
-    for kwargs, key in [({"d": 0}, "protocol.d"), ({"gamma": -1.0}, "protocol.gamma"), ({"alpha": float("nan")}, "protocol.alpha")]:
+    cases = [({"d": 0}, "protocol.d"), ({"gamma": -1.0}, "protocol.gamma"), ({"alpha": float("nan")}, "protocol.alpha")]
+    for kwargs, key in cases:
         with pytest.raises(ConfigError) as caught:
             ImplicitHyper(**kwargs)
         assert caught.value.key_path == key
@@ -100,14 +101,18 @@ def data(seed: int = 2) -> Ratings:
     return Ratings(r.users[keep], r.items[keep], counts[keep], r.n_users, r.n_items, (0.0, 3.0))
 
 
-def loop_round(V: np.ndarray, r: Ratings, alpha: float, lam: float, gamma: float, normalize: bool, users: np.ndarray) -> np.ndarray:
+def loop_round(
+    V: np.ndarray, r: Ratings, alpha: float, lam: float, gamma: float, normalize: bool, users: np.ndarray
+) -> np.ndarray:
+    """The round as the federated parties run it: every user's gradient, summed, then the server step."""
     gram = V.T @ V
     total = np.zeros_like(V)
     for u in users:
         items, values = r.user_ratings(int(u))
         conf = confidence(values, alpha)
         total += item_gradient(V, user_factors(V, items, conf, lam, gram), items, conf)
-    return server_step(V, total, users.size, ImplicitHyper(d=V.shape[1], gamma=gamma, lam=lam, alpha=alpha, normalize=normalize))
+    hyper = ImplicitHyper(d=V.shape[1], gamma=gamma, lam=lam, alpha=alpha, normalize=normalize)
+    return server_step(V, total, users.size, hyper)
 
 
 @pytest.mark.parametrize("normalize", [True, False])

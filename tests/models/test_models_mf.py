@@ -11,7 +11,9 @@ from fedrecsim.errors import ConfigError
 from fedrecsim.models import CentralizedMF, MFHyper, item_step, predict, sequential_sgd_epoch, unit_rows, user_step
 
 
-def loop_round(U: np.ndarray, V: np.ndarray, r: Ratings, hyper: MFHyper, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def loop_round(
+    U: np.ndarray, V: np.ndarray, r: Ratings, hyper: MFHyper, users: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The round as the federated parties run it: one user_step per user, then one item_step."""
     new_U = U.copy()
     sums = np.zeros_like(V)
@@ -80,7 +82,9 @@ def test_item_step_leaves_untouched_items_alone() -> None:
 def test_centralized_round_equals_the_per_user_loop(normalize: bool) -> None:
     rng = np.random.default_rng(1)
     r = synthetic_explicit(rng, 40, 30, 500)
-    r = r.subset(r.users != 0)  # a user without ratings only shrinks by its regularizer
+    # User 0 has no ratings (it only shrinks by its regularizer) and user 1 exactly one.
+    r = r.subset((r.users != 0) & ((r.users != 1) | (r.items == r.user_items(1)[0])))
+    assert r.user_counts()[:2].tolist() == [0, 1]
     hyper = MFHyper(d=6, gamma=0.01, normalize=normalize)
     U, V = unit_rows(rng, 40, 6), unit_rows(rng, 30, 6)
     model = CentralizedMF(hyper)

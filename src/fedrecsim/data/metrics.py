@@ -185,7 +185,8 @@ def _cutoffs(k_list: Iterable[int], limit: int | None) -> list[int]:
 def _sample_negatives(test: Ratings, train: Ratings, n_negatives: int, rng: np.random.Generator) -> IntArray:
     """``int64[len(test), n_negatives]``: per test entry, distinct items its user has no entry for."""
     n_items = test.n_items
-    interacted = np.union1d(train.pair_keys(), test.pair_keys())
+    interacted = np.sort(np.concatenate([train.pair_keys(), test.pair_keys()]))
+    interacted = interacted[np.concatenate([[True], np.diff(interacted) != 0])]
     per_user = np.bincount(interacted // n_items, minlength=test.n_users)
     short = np.flatnonzero(n_items - per_user[test.users] < n_negatives)
     if short.size:
@@ -194,15 +195,26 @@ def _sample_negatives(test: Ratings, train: Ratings, n_negatives: int, rng: np.r
             f"user {user} has only {n_items - per_user[user]} items without an entry; {n_negatives} negatives needed"
         )
     result = np.empty((len(test), n_negatives), dtype=np.int64)
-    pending = np.arange(len(test))
+    rows = max(1, _CELLS_PER_BATCH // (2 * n_negatives))
+    for start in range(0, len(test), rows):
+        block = slice(start, min(start + rows, len(test)))
+        result[block] = _negatives_of(test.users[block], interacted, n_items, n_negatives, rng)
+    return result
+
+
+def _negatives_of(
+    users: IntArray, interacted: IntArray, n_items: int, n_negatives: int, rng: np.random.Generator
+) -> IntArray:
+    """One row of distinct negatives per user in ``users`` (each known to have enough to draw from)."""
+    result = np.empty((users.size, n_negatives), dtype=np.int64)
+    pending = np.arange(users.size)
     draws = 2 * n_negatives + 8
     while pending.size:
         # Draw with replacement, drop interacted items and repeats (keeping first draws), and keep the
         # first n_negatives survivors: a uniform sample without replacement of the allowed items. Rows
         # that come up short are redrawn from scratch with twice the draws.
-        users = test.users[pending]
         candidates = rng.integers(0, n_items, size=(pending.size, draws))
-        keys = users[:, None] * np.int64(n_items) + candidates
+        keys = users[pending, None] * np.int64(n_items) + candidates
         position = np.minimum(np.searchsorted(interacted, keys), interacted.size - 1)
         allowed = interacted[position] != keys
         order = np.argsort(candidates, axis=1, kind="stable")

@@ -8,10 +8,13 @@ ratings, the median user about 65, the most active 737; a few items have hundred
 one). Here each user gets a number of entries ``k_u`` (a common minimum plus a multinomial share of the
 rest, with lognormal activity weights of log-scale ``activity_skew``), and then draws ``k_u`` distinct
 items by successive sampling without replacement, with item weights lognormal of log-scale
-``popularity_skew`` (times a low-rank affinity for implicit data). Successive sampling is done for all
-users at once with exponential races: item ``j`` gets the key ``E_uj / w_uj`` with ``E_uj ~ Exp(1)``,
-and the ``k_u`` smallest keys win. That is exact, has no duplicates by construction, and gives exactly
-``sum(k_u)`` pairs.
+``popularity_skew`` (times a low-rank affinity for implicit data). The defaults (0.8 and 1.3) give
+roughly MovieLens-100k's spread (real: median user 65, median item 27, both counts with a standard
+deviation near 80-100; here medians about 80 and 30, deviations about 80).
+
+Successive sampling is done for all users at once with exponential races: item ``j`` gets the key
+``E_uj / w_uj`` with ``E_uj ~ Exp(1)``, and the ``k_u`` smallest keys win. That is exact, has no
+duplicates by construction, and gives exactly ``sum(k_u)`` pairs.
 
 What value: explicit ratings are ``center + spread * <x_u, y_j> + noise``, with ``x_u, y_j`` Gaussian of
 rank ``rank`` (so the low-rank signal has unit variance), ``center`` the middle of the scale and

@@ -115,7 +115,8 @@ def item_gradient(V: FloatArray, x_u: FloatArray, items: IntArray, conf: FloatAr
     conf = np.asarray(conf, dtype=np.float64)
     if V.ndim != 2 or x_u.shape != (V.shape[1],) or items.ndim != 1 or conf.shape != items.shape:
         raise ValueError(
-            f"item_gradient needs V[M, F], x_u[F], items[m], conf[m]; got {V.shape}, {x_u.shape}, {items.shape}, {conf.shape}"
+            "item_gradient needs V[M, F], x_u[F], items[m], conf[m]; "
+            f"got {V.shape}, {x_u.shape}, {items.shape}, {conf.shape}"
         )
     scores = V @ x_u
     coefficient = 2.0 * scores
@@ -185,7 +186,9 @@ def implicit_round(
     else:
         mask = np.asarray(participating_users_mask)
         if mask.dtype != np.bool_ or mask.shape != (ratings.n_users,):
-            raise ValueError(f"participating_users_mask must be bool[{ratings.n_users}], got {mask.dtype} {mask.shape}")
+            raise ValueError(
+                f"participating_users_mask must be bool[{ratings.n_users}], got {mask.dtype} {mask.shape}"
+            )
         users = np.flatnonzero(mask)
     X = all_user_factors(V, ratings, alpha, lam, users)
     rows, items, conf = _entries(ratings, users, alpha)

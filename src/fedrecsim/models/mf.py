@@ -176,7 +176,9 @@ class CentralizedMF:
         else:
             mask = np.asarray(participating_users_mask)
             if mask.dtype != np.bool_ or mask.shape != (ratings.n_users,):
-                raise ValueError(f"participating_users_mask must be bool[{ratings.n_users}], got {mask.dtype} {mask.shape}")
+                raise ValueError(
+                    f"participating_users_mask must be bool[{ratings.n_users}], got {mask.dtype} {mask.shape}"
+                )
             users = np.flatnonzero(mask)
         index = ratings.by_user()
         lengths = index.indptr[users + 1] - index.indptr[users]

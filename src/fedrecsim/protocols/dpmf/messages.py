@@ -1,0 +1,263 @@
+"""The DP-MF message set (Hua, Xia and Zhong, IJCAI 2015) -- the protocol's sequence diagram in code.
+
+S1, trusted recommender (Sec. 4.1)::
+
+    user        -> recommender  dpmf.ratings               on (re)joining: the user's ratings, in the clear
+
+S2, untrusted recommender, static users (Sec. 4.2)::
+
+    user        -> recommender  dpmf.item_request          "send me v_j of these items" (after joining and
+                                                           after every contribution)
+    recommender -> user         dpmf.noise_setup           once, before iteration 1: H_j ~ Exp(1)^d and k_j
+                                                           for each rated item (eq. (12))
+  each iteration t:
+    recommender -> third party  dpmf.roster                who was served in iteration t, collect until when
+    recommender -> user         dpmf.item_vectors          v_j(t) of the requested items, the masks psi (or
+                                                           a seed for them) and k'_j per item
+    user        -> third party  dpmf.contribution          phi = grad + eta-piece + rho~ + psi  (mod P)
+    third party -> recommender  dpmf.aggregate             per item: sum of phi (mod P), and who contributed
+
+S3, untrusted recommender, dynamic users ("Further Practical Consideration") -- S2's iteration, with the
+eta-pieces replaced by pieces of tau^_j that the recommender hands out, after an initialization phase::
+
+    recommender -> third party  dpmf.roster                round 0: who pre-shares noise
+    recommender -> user         dpmf.presharing_request    for the items assigned to the user: H_j, k, beta
+    user        -> third party  dpmf.presharing_share      tau = eta-piece + beta  (mod P)
+    third party -> recommender  dpmf.presharing_aggregate  tau~ = alpha + sum tau  (mod P), and who shared
+  each iteration: as S2, where item_vectors also carries the user's pieces of tau^_j and the third party
+  subtracts alpha_j before it forwards each item's sum.
+
+The ``naive`` variant of S2 (the difference attack of eq. (11)) replaces the contribution::
+
+    user        -> recommender  dpmf.naive_contribution    grad + eta-piece, unmasked, straight to the recommender
+
+Ring elements (masks, noise pieces, masked values, and the item vectors, which travel in the same fixed
+point) are carried as ``uint32`` words: an element of Z_{2^32} is one word, an element of Z_{2^64} its two
+little-endian halves, so a row of d elements is ``d * ring_bits / 32`` words. One message set thus serves
+both ring widths and a 32-bit ring really costs 4 bytes per value on the wire (the paper's communication
+figures assume 32-bit values). The ring width itself is a public parameter of the run, like d.
+
+Who learns what (the paper's design, recorded in the run's ``privacy`` section): the recommender learns
+each user's rated-item set from its item requests; the third party learns each contributor's rated-item
+set from the items of its contribution. Neither sees an unmasked per-user value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...network.party import Party
+from ...network.wire import Array, message
+
+
+def _check_items(items: np.ndarray) -> None:
+    if items.size and (items.min() < 0 or np.any(np.diff(items) <= 0)):
+        raise ValueError("items must be non-negative, sorted and unique")
+
+
+def _check_rows(name: str, array: np.ndarray, rows: int) -> None:
+    if array.shape[0] != rows:
+        raise ValueError(f"{name} has {array.shape[0]} rows for {rows} items")
+
+
+@message("dpmf.ratings")
+@dataclass(frozen=True)
+class RatingsUpload:
+    """S1: the user's ratings ``values`` of ``items`` (sorted, unique), for the trusted recommender."""
+
+    items: Array("int32", ndim=1)
+    values: Array("float64", ndim=1)
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("values", self.values, self.items.size)
+
+
+@message("dpmf.item_request")
+@dataclass(frozen=True)
+class ItemRequest:
+    """Serve me in an iteration: send the current vectors of ``items`` (my rated items, sorted, unique)."""
+
+    items: Array("int32", ndim=1)
+
+    def validate(self) -> None:
+        _check_items(self.items)
+
+
+@message("dpmf.noise_setup")
+@dataclass(frozen=True)
+class NoiseSetup:
+    """S2, before iteration 1: ``h[r]`` = H_j ~ Exp(1)^d and ``raters[r]`` = k_j for the r-th requested item."""
+
+    h: Array("float64", ndim=2)
+    raters: Array("int32", ndim=1)
+
+    def validate(self) -> None:
+        _check_rows("h", self.h, self.raters.size)
+        if np.any(self.h < 0):
+            raise ValueError("H must be >= 0 (Exp(1) draws)")
+        if np.any(self.raters < 1):
+            raise ValueError("every item has at least one rater")
+
+
+@message("dpmf.presharing_request")
+@dataclass(frozen=True)
+class PresharingRequest:
+    """S3 initialization: pre-share noise for ``items``: H_j, the number of sharers k_j, and the masks beta_j."""
+
+    items: Array("int32", ndim=1)
+    h: Array("float64", ndim=2)
+    sharers: Array("int32", ndim=1)
+    beta: Array("uint32", ndim=2)
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("h", self.h, self.items.size)
+        _check_rows("sharers", self.sharers, self.items.size)
+        _check_rows("beta", self.beta, self.items.size)
+        if np.any(self.h < 0):
+            raise ValueError("H must be >= 0 (Exp(1) draws)")
+        if np.any(self.sharers < 1):
+            raise ValueError("every item has at least one sharer")
+
+
+@message("dpmf.presharing_share")
+@dataclass(frozen=True)
+class PresharingShare:
+    """S3 initialization: tau_j = eta-piece_j + beta_j (mod P) for each of ``items``."""
+
+    items: Array("int32", ndim=1)
+    tau: Array("uint32", ndim=2)
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("tau", self.tau, self.items.size)
+
+
+@message("dpmf.roster")
+@dataclass(frozen=True)
+class Roster:
+    """The users asked to send to the third party in iteration ``round`` (0: the S3 initialization phase).
+
+    The third party forwards what it collected once every listed user answered or at ``collect_until``
+    (virtual seconds), whichever comes first.
+    """
+
+    round: int
+    parties: tuple[Party, ...]
+    collect_until: float
+
+    def validate(self) -> None:
+        if self.round < 0:
+            raise ValueError("round must be >= 0")
+        if list(self.parties) != sorted(set(self.parties)):
+            raise ValueError("parties must be sorted and unique")
+
+
+@message("dpmf.presharing_aggregate")
+@dataclass(frozen=True)
+class PresharingAggregate:
+    """S3 initialization: tau~_j = alpha_j + sum of the tau_j received (mod P); ``contributors`` sent them."""
+
+    items: Array("int32", ndim=1)
+    tau_tilde: Array("uint32", ndim=2)
+    contributors: tuple[Party, ...]
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("tau_tilde", self.tau_tilde, self.items.size)
+
+
+@message("dpmf.item_vectors")
+@dataclass(frozen=True)
+class ItemVectors:
+    """Iteration ``round``: v_j(t) (fixed point) of the requested items, row r for the r-th item.
+
+    ``raters[r]`` is k'_j, the number of users served for that item in this iteration (the rho~ pieces
+    are drawn so that k'_j of them sum to the Laplace scale). The masks psi come either explicitly
+    (``masks``) or as a 16-byte PRG key (``mask_seed``) the user expands; the naive variant has neither.
+    S3 adds the user's pieces of tau^_j (``eta_pieces``).
+    """
+
+    round: int
+    vectors: Array("uint32", ndim=2)
+    raters: Array("int32", ndim=1)
+    masks: Array("uint32", ndim=2) | None = None
+    mask_seed: bytes | None = None
+    eta_pieces: Array("uint32", ndim=2) | None = None
+
+    def validate(self) -> None:
+        rows = self.vectors.shape[0]
+        _check_rows("raters", self.raters, rows)
+        if np.any(self.raters < 1):
+            raise ValueError("every served item has at least one rater")
+        if self.masks is not None and self.mask_seed is not None:
+            raise ValueError("masks come explicitly or as a seed, not both")
+        for name in ("masks", "eta_pieces"):
+            array = getattr(self, name)
+            if array is not None and array.shape != self.vectors.shape:
+                raise ValueError(f"{name} has shape {array.shape}, the vectors {self.vectors.shape}")
+        if self.mask_seed is not None and len(self.mask_seed) != 16:
+            raise ValueError("a mask seed is 16 bytes")
+
+
+@message("dpmf.contribution")
+@dataclass(frozen=True)
+class Contribution:
+    """Iteration ``round``: phi_j = grad_j + noise_j + rho~_j + psi_j (mod P) for each of ``items``."""
+
+    round: int
+    items: Array("int32", ndim=1)
+    phi: Array("uint32", ndim=2)
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("phi", self.phi, self.items.size)
+
+
+@message("dpmf.aggregate")
+@dataclass(frozen=True)
+class Aggregate:
+    """Iteration ``round``: per item, the sum of the phi received (mod P, minus alpha_j in S3).
+
+    ``contributors`` are the users whose contribution is in the sums -- the report the recommender needs
+    to remove exactly their masks (and, in S3, to add back the noise pieces of the users that did not
+    answer).
+    """
+
+    round: int
+    items: Array("int32", ndim=1)
+    sums: Array("uint32", ndim=2)
+    contributors: tuple[Party, ...]
+
+    def validate(self) -> None:
+        _check_items(self.items)
+        _check_rows("sums", self.sums, self.items.size)
+        if list(self.contributors) != sorted(set(self.contributors)):
+            raise ValueError("contributors must be sorted and unique")
+
+
+@message("dpmf.naive_contribution")
+@dataclass(frozen=True)
+class NaiveContribution:
+    """The naive variant, iteration ``round``: grad_j + eta-piece_j (mod P), no rho~, no mask, no third party."""
+
+    round: int
+    values: Array("uint32", ndim=2)
+
+
+__all__ = [
+    "Aggregate",
+    "Contribution",
+    "ItemRequest",
+    "ItemVectors",
+    "NaiveContribution",
+    "NoiseSetup",
+    "PresharingAggregate",
+    "PresharingRequest",
+    "PresharingShare",
+    "RatingsUpload",
+    "Roster",
+]

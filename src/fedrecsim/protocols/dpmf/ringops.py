@@ -1,0 +1,97 @@
+"""Ring elements on the wire and per-item arithmetic in Z_{2^b}, vectorized across users.
+
+Everything masked in DP-MF lives in `fedrecsim.mechanisms.Ring`; this module adds what the protocol needs
+on top: packing ring rows into the ``uint32`` words that travel in messages, summing rows per item mod
+2^b (the third party's and the recommender's aggregation), splitting a per-item value into one additive
+share per row (tau^_j into the k'_j pieces of S3), and expanding a 16-byte key into masks (the
+``seeded`` mask transport).
+
+Per-item sums iterate rows in the order given; callers pass rows in sorted party order, although a sum
+mod 2^b does not depend on the order anyway -- which is the point of doing it in a ring.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ProtocolViolation
+from ...mechanisms.ring import Ring
+
+
+def words_per_element(ring: Ring) -> int:
+    """uint32 words per ring element: 1 in Z_{2^32}, 2 in Z_{2^64}."""
+    return ring.bits // 32
+
+
+def to_words(ring: Ring, elements: np.ndarray) -> np.ndarray:
+    """``uint32[rows, d * w]``: each element as its w little-endian 32-bit words (see `messages`)."""
+    little = np.ascontiguousarray(elements, dtype=np.dtype(ring.dtype).newbyteorder("<"))
+    return little.view("<u4").reshape(little.shape[0], -1)
+
+
+def from_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
+    """The ring elements ``[rows, d]`` packed in ``words``; ProtocolViolation naming ``what`` if the shape is off."""
+    if words.ndim != 2 or words.shape[1] != d * words_per_element(ring):
+        raise ProtocolViolation(f"{what}: expected {d * words_per_element(ring)} words per row, got shape {words.shape}")
+    little = np.ascontiguousarray(words, dtype="<u4").view(np.dtype(ring.dtype).newbyteorder("<"))
+    return little.astype(ring.dtype, copy=False)
+
+
+def sum_by_item(ring: Ring, items: np.ndarray, rows: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum ``rows`` (ring, ``[r, d]``) per item mod 2^b.
+
+    Args:
+        items: ``int[r]``, the item of each row.
+
+    Returns:
+        ``(present, sums)``: the items that have at least one row (ascending) and their sums.
+    """
+    if not items.size:
+        return np.empty(0, dtype=np.int64), np.empty((0, rows.shape[1]), dtype=ring.dtype)
+    order = np.argsort(items, kind="stable")
+    ordered = items[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    sums = np.add.reduceat(rows[order], starts, axis=0, dtype=ring.dtype)
+    present = ordered[starts].astype(np.int64)
+    if present[-1] >= n_items or present[0] < 0:
+        raise ProtocolViolation(f"an item index outside 0..{n_items - 1} was summed")
+    return present, sums
+
+
+def split_by_item(ring: Ring, items: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Additive shares of ``values[items[r]]``, one per row, uniform subject to summing to the value.
+
+    For every item j, the rows with ``items[r] == j`` get shares that sum to ``values[j]`` mod 2^b and of
+    which any all-but-one are jointly uniform -- `Ring.split` for every item at once (the recommender
+    dividing tau^_j among the k'_j users it serves, S3's first exception).
+
+    Args:
+        items: ``int[r]``, the item of each row.
+        values: ring ``[n_items, d]``.
+        rng: the caller's generator.
+
+    Returns:
+        ring ``[r, d]``.
+    """
+    shares = ring.uniform(rng, (items.size, values.shape[1]))
+    if not items.size:
+        return shares
+    present, sums = sum_by_item(ring, items, shares, values.shape[0])
+    # The last row of each item absorbs the difference, so its share is value - (sum of the others).
+    last = items.size - 1 - np.unique(items[::-1], return_index=True)[1]
+    shares[last] = ring.add(shares[last], ring.sub(values[present], sums))
+    return shares
+
+
+def expand_masks(ring: Ring, key: bytes, rows: int, d: int) -> np.ndarray:
+    """The masks psi that a 16-byte key stands for: ``rows x d`` uniform ring elements.
+
+    Both the recommender and the user expand the key the same way, so only the key travels. The PRG is
+    numpy's PCG64 seeded with the 128-bit key -- statistically uniform, which is all the simulation needs;
+    a deployment would use a cryptographic PRG (e.g. AES-CTR) keyed the same way.
+    """
+    generator = np.random.Generator(np.random.PCG64(int.from_bytes(key, "little")))
+    return ring.uniform(generator, (rows, d))
+
+
+__all__ = ["expand_masks", "from_words", "split_by_item", "sum_by_item", "to_words", "words_per_element"]

@@ -1,0 +1,72 @@
+"""The privacy a run of ldp_implicit spent: the paper's local guarantee and the shuffled central one.
+
+Local (Minto et al. Theorem 3 and Sec. 5.1): every report is eps-LDP, a user's k reports of an epoch
+are k*eps-LDP, and T epochs compose to T*k*eps (a worst case: a user that missed epochs spent less).
+
+Central, beyond the paper: the proxies shuffle reports, and shuffling n users' eps0-LDP reports is
+(eps, delta)-DP with the closed form of Feldman, McMillan and Talwar (`fedrecsim.mechanisms.shuffle`),
+where that theorem applies. It counts one report per user, so an epoch is accounted as k shuffles of
+one report from each of n users, composed: a proxy shuffling all n*k reports of a pool at once outputs
+a post-processing of those k shuffles (shuffle their concatenation again), so it is at least as
+private. n is the smallest anonymity set the run actually produced -- the fewest distinct users in any
+pool a proxy released -- not the configured ``min_users``, which a deadline can undercut. The
+``delta`` budget is for the whole run and is split evenly over its T*k shuffles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...mechanisms.shuffle import compose_approximate, compose_pure, shuffle_epsilon
+
+
+def privacy_report(
+    epsilon: float, k: int, epochs: int, anonymity_set: int | None, min_users: int, delta: float
+) -> dict[str, Any]:
+    """The ``privacy`` table of ``result.json``.
+
+    Args:
+        epsilon: The per-report budget.
+        k: Reports per user per epoch.
+        epochs: Epochs the run completed.
+        anonymity_set: The fewest distinct users in a released pool; None if no pool was released.
+        min_users: The configured pool threshold, reported for comparison.
+        delta: The run's total delta for the central guarantee.
+    """
+    report: dict[str, Any] = {
+        "mechanism": "randomized binary response on one gradient entry per report (Minto et al. Alg. 1)",
+        "epsilon_per_report": epsilon,
+        "reports_per_user_epoch": k,
+        "epsilon_per_user_epoch": compose_pure(epsilon, k),
+        "epochs": epochs,
+        "epsilon_per_user_total": compose_pure(epsilon, k * epochs),
+        "composition": "basic: k reports per epoch, over every epoch (worst case: a user in every epoch)",
+    }
+    shuffles = k * epochs
+    shuffle: dict[str, Any] = {
+        "bound": "Feldman, McMillan, Talwar 2021, Thm 3.1; k shuffles per epoch, basic composition",
+        "min_users_configured": min_users,
+        "anonymity_set": anonymity_set,
+        "delta_total": delta,
+    }
+    if anonymity_set is None or shuffles == 0:
+        shuffle.update(applicable=False, condition="no pool of reports was released")
+    else:
+        bound = shuffle_epsilon(epsilon, anonymity_set, delta / shuffles)
+        per_epoch = compose_approximate(bound.epsilon, bound.delta, k)
+        total = compose_approximate(bound.epsilon, bound.delta, shuffles)
+        shuffle.update(
+            applicable=bound.applicable,
+            condition=bound.condition,
+            epsilon_per_shuffle=bound.epsilon,
+            delta_per_shuffle=bound.delta,
+            epsilon_per_epoch=per_epoch[0],
+            delta_per_epoch=per_epoch[1],
+            epsilon_total=total[0],
+            delta_total_spent=total[1],
+        )
+    report["shuffle"] = shuffle
+    return report
+
+
+__all__ = ["privacy_report"]
