@@ -63,3 +63,19 @@ def test_malformed_dataset_line_exits_2_naming_file_and_line(scenario_file, tmp_
     err = capsys.readouterr().err
     assert f"{data}:2" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("bad_line", [
+    "1\t2\t5",  # a missing field
+    "1\tx\t5\t881250949",  # a non-integer item id
+    "1\t2\t9\t881250949",  # a rating off the 1-5 scale
+    "1\t1\t4\t881250949",  # a duplicate (user, item) pair
+    "0\t2\t3\t881250949",  # ids are 1-based
+])
+def test_each_malformed_movielens_line_exits_2_naming_its_line(scenario_file, tmp_path, capsys, bad_line) -> None:
+    data = tmp_path / "u.data"
+    data.write_text("1\t1\t5\t881250949\n2\t1\t3\t881250950\n" + bad_line + "\n")
+    code = main(["run", str(scenario_file), "--out", str(tmp_path / "out"), "--set", "data.source='movielens-100k'",
+                 "--set", f"data.path='{data}'"])
+    assert code == 2
+    assert f"{data}:3" in capsys.readouterr().err

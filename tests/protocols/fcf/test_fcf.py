@@ -92,3 +92,16 @@ def test_bad_protocol_keys_name_their_path(tiny_fcf, key, value, fragment) -> No
     tiny_fcf["protocol"][key] = value
     with pytest.raises(fedrecsim.ConfigError, match=fragment):
         fedrecsim.run(tiny_fcf)
+
+
+def test_stragglers_slower_than_the_round_deadline_are_missing(tiny_fcf) -> None:
+    tiny_fcf["run"].update({"rounds": 4, "round_timeout_s": 5.0})
+    tiny_fcf["availability"] = {
+        "model": "always", "compute_median_s": 0.5, "compute_sigma": 0.1, "slow_fraction": 0.25, "slow_factor": 100.0,
+    }
+    result = fedrecsim.run(tiny_fcf)
+    missing = [row["missing"] for row in result.rounds]
+    # About a quarter of the 40 users compute ~50 s and miss every 5 s deadline; the rest (~0.5 s) make it.
+    assert all(3 <= count <= 20 for count in missing)
+    assert len(set(missing)) == 1  # the slow set is fixed per party, not redrawn each round
+    assert result.result["virtual_time_s"] > 4 * 5.0

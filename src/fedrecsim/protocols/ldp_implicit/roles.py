@@ -1,0 +1,279 @@
+"""ldp_implicit role behaviours: LDP users, shuffling proxies, and the recommender server.
+
+Users (Minto et al. Sec. 3.1.1) keep their interactions and their profile ``x_u`` to themselves. Each
+epoch a user receives V from its home proxy, solves ``x_u`` in closed form (eq. (4)), computes its
+gradient with respect to all of V (eq. (5)), turns it into k eps-LDP reports with Algorithm 1
+(`fedrecsim.mechanisms.randomized_response`) and sends them, in one message, to a proxy it draws
+uniformly from its own generator for that epoch. A user's only contact is the proxy network: its joins
+and leaves go to its home proxy (drawn once, uniformly, from its generator), never to the server.
+
+Proxies (Sec. 3.1.2) relay V from the server to their online members, and anonymize the reports: a
+proxy re-sends everything as itself, splits users' messages into single reports, holds them in a
+per-epoch `ReportPool` until the pool has reports from ``min_users`` distinct users or ``wait_s``
+virtual seconds have passed since its first report, and then shuffles the pool with its own generator
+and forwards it to the server in batches of ``batch_size`` reports.
+
+The server (Sec. 3.1.3) only ever talks to proxies. Each epoch it sends V to every proxy, learns from
+their ``ldp.relayed`` counts how many reports to expect, collects report batches until it has them all
+or the epoch's deadline passes, estimates the mean gradient by eq. (9) and updates V (`training`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...actors.membership import Join, Leave
+from ...actors.proxy import Proxy
+from ...actors.server import Server
+from ...actors.user import User
+from ...data.ratings import FloatArray
+from ...errors import PartyTimeout, ProtocolViolation
+from ...mechanisms.randomized_response import estimate_mean_gradient, ldp_reports
+from ...models.implicit_mf import ImplicitHyper, confidence, item_gradient, user_factors
+from ...network.party import Party, Role
+from .messages import Model, Relayed, ReportBatch, Reports
+from .pool import ReportPool
+from .training import apply_steps
+
+
+@dataclass(frozen=True)
+class SentReports:
+    """What a user sent in one epoch (the simulator's ground truth; it never leaves the user)."""
+
+    epoch: int
+    indices: np.ndarray
+    signs: np.ndarray
+
+
+class LDPUser(User):
+    """Holds its interactions; its profile ``x`` is solved fresh every epoch and never leaves it.
+
+    Args:
+        items, values: The user's interacted items and their values ``r`` (confidence ``1 + alpha r``).
+        hyper: The model's hyper-parameters (F, lambda, alpha).
+        epsilon: The per-report budget.
+        k: Reports per epoch.
+        proxies: The proxy network; the home proxy and each epoch's report proxy are drawn from it.
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, items: np.ndarray, values: np.ndarray, *,
+        hyper: ImplicitHyper, epsilon: float, k: int, proxies: tuple[Party, ...],
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.items = np.asarray(items, dtype=np.int64)
+        self.confidence = confidence(values, hyper.alpha)
+        self.hyper = hyper
+        self.epsilon = epsilon
+        self.k = k
+        self.proxies = proxies
+        # `User.server` is where joins and leaves go: for this user, its home proxy.
+        self.server = proxies[int(rng.integers(len(proxies)))]
+        self.x = np.zeros(hyper.d)
+        self.sent: SentReports | None = None
+
+    async def run(self) -> None:
+        while True:
+            envelope = await self.recv(Model, deadline=self.horizon_s)
+            # A model that waited behind a newer one is stale: answer only the newest.
+            newer = self.drain(Model)
+            model: Model = (newer[-1] if newer else envelope).body
+            if self.crashes_in(model.epoch):
+                return
+            V = model.item_factors
+            if V.shape[1] != self.hyper.d or (self.items.size and self.items.max() >= V.shape[0]):
+                raise ProtocolViolation(
+                    f"{self.party} expected an item matrix with {self.hyper.d} columns covering item "
+                    f"{self.items.max() if self.items.size else 0}, received shape {V.shape} in epoch {model.epoch}"
+                )
+            self.x = user_factors(V, self.items, self.confidence, self.hyper.lam)
+            gradient = item_gradient(V, self.x, self.items, self.confidence)
+            indices, signs = ldp_reports(self.rng, gradient, self.epsilon, self.k)
+            proxy = self.proxies[int(self.rng.integers(len(self.proxies)))]
+            await self.compute()
+            self.send(proxy, Reports.pack(model.epoch, indices, signs))
+            self.sent = SentReports(model.epoch, indices, signs)
+
+
+class ShuffleProxy(Proxy):
+    """Relays V to its members and shuffles users' reports before the server sees them.
+
+    Args:
+        server: The recommender.
+        min_users: Release a pool once it holds reports from this many distinct users.
+        batch_size: Reports per forwarded ``ldp.report_batch``.
+        wait_s: Release a pool this long after its first report arrived, whatever its size.
+        horizon_s: The proxy stops after this virtual time (the run's horizon).
+
+    Attributes:
+        members: The users online at this proxy, from their join and leave messages.
+        released: ``(epoch, distinct users)`` of every pool released, in release order.
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, *, server: Party, min_users: int, batch_size: int, wait_s: float, horizon_s: float,
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.server = server
+        self.min_users = min_users
+        self.batch_size = batch_size
+        self.wait_s = wait_s
+        self.horizon_s = horizon_s
+        self.members: set[Party] = set()
+        self.pools: dict[int, ReportPool] = {}
+        self.released: list[tuple[int, int]] = []
+
+    async def run(self) -> None:
+        mailbox = self.network.mailbox(self.party)
+        while self.now < self.horizon_s:
+            # Membership first: a user that joined in this delivery gets the model relayed in it.
+            self._update_membership()
+            for envelope in self.drain(Model):
+                self._relay(envelope.src, envelope.body)
+            for envelope in self.drain(Reports):
+                self._admit(envelope.src, envelope.body)
+            self._release_due()
+            deadline = min((pool.deadline for pool in self.pools.values()), default=self.horizon_s)
+            await mailbox.wait(deadline)
+
+    def _update_membership(self) -> None:
+        events = [(envelope, True) for envelope in self.drain(Join)]
+        events += [(envelope, False) for envelope in self.drain(Leave)]
+        events.sort(key=lambda event: event[0].sent_at)
+        for envelope, joined in events:
+            if joined:
+                self.members.add(envelope.src)
+            else:
+                self.members.discard(envelope.src)
+
+    def _relay(self, sender: Party, model: Model) -> None:
+        if sender != self.server:
+            raise ProtocolViolation(f"{self.party} expected ldp.model from {self.server}, received it from {sender}")
+        recipients = sorted(self.members)
+        for user in recipients:
+            self.send(user, model)
+        self.send(self.server, Relayed(model.epoch, len(recipients)))
+
+    def _admit(self, sender: Party, reports: Reports) -> None:
+        if sender.role is not Role.USER:
+            raise ProtocolViolation(f"{self.party} expected ldp.reports from a user, received it from {sender}")
+        pool = self.pools.get(reports.epoch)
+        if pool is None:
+            pool = self.pools[reports.epoch] = ReportPool(reports.epoch, self.now + self.wait_s)
+        indices, signs = reports.unpack()
+        pool.add(sender, indices, signs)
+        if pool.users >= self.min_users:
+            self._release(reports.epoch)
+
+    def _release_due(self) -> None:
+        for epoch in sorted(epoch for epoch, pool in self.pools.items() if pool.deadline <= self.now):
+            self._release(epoch)
+
+    def _release(self, epoch: int) -> None:
+        pool = self.pools.pop(epoch)
+        for indices, signs in pool.release(self.rng, self.batch_size):
+            self.send(self.server, ReportBatch.pack(epoch, indices, signs))
+        self.released.append((epoch, pool.users))
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """What the server saw of one epoch.
+
+    Attributes:
+        relayed: Users the proxies forwarded V to.
+        expected: Reports the server waited for: ``k * relayed``.
+        received: Reports of this epoch aggregated (``expected`` if none was lost or late).
+        late: Reports of earlier epochs that arrived during this one and were discarded.
+        senders: Every party the server received a message from this epoch.
+        indices, signs: The aggregated reports, in arrival order.
+        estimate: The eq. (9) estimate of the mean gradient; None if no report arrived.
+    """
+
+    epoch: int
+    relayed: int
+    expected: int
+    received: int
+    late: int
+    senders: frozenset[Party]
+    indices: np.ndarray
+    signs: np.ndarray
+    estimate: FloatArray | None
+
+    @property
+    def missing(self) -> int:
+        """Reports awaited but not received by the deadline (crashed users, lost or slow messages)."""
+        return max(0, self.expected - self.received)
+
+
+class LDPServer(Server):
+    """Owns V; talks only to proxies; estimates the mean gradient from anonymous reports.
+
+    Args:
+        n_items: M.
+        hyper: F, gamma, lambda (alpha is the users').
+        steps: Updates per epoch with the epoch's estimate (see `training`).
+        epsilon, k: The users' per-report budget and reports per epoch (public parameters).
+        init_scale: V starts with independent N(0, init_scale^2) entries.
+        proxies: The proxy network.
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, *, n_items: int, hyper: ImplicitHyper, steps: int, epsilon: float, k: int,
+        init_scale: float, proxies: tuple[Party, ...],
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.hyper = hyper
+        self.steps = steps
+        self.epsilon = epsilon
+        self.k = k
+        self.proxies = proxies
+        self.item_factors = init_scale * rng.standard_normal((n_items, hyper.d))
+
+    async def epoch(self, epoch: int, deadline: float) -> EpochReport:
+        """Broadcast V, collect the epoch's reports until all are in or ``deadline``, update V."""
+        model = Model(epoch, self.item_factors)
+        for proxy in self.proxies:
+            self.send(proxy, model)
+        relayed = await self.gather(Relayed, self.proxies, deadline=deadline, accept=lambda reply: reply.epoch == epoch)
+        senders = set(relayed.by_party)
+        users = sum(reply.users for _, reply in relayed)
+        expected = users * self.k
+        n_items, n_factors = self.item_factors.shape
+        indices: list[np.ndarray] = []
+        signs: list[np.ndarray] = []
+        received = late = 0
+        while received < expected:
+            try:
+                first = await self.recv(ReportBatch, deadline=deadline)
+            except PartyTimeout:
+                break
+            for envelope in (first, *self.drain(ReportBatch)):
+                senders.add(envelope.src)
+                batch: ReportBatch = envelope.body
+                if batch.epoch != epoch:
+                    late += batch.indices.size
+                    continue
+                batch_indices, batch_signs = batch.unpack()
+                if batch_indices.max() >= n_items * n_factors:
+                    raise ProtocolViolation(
+                        f"{self.party} received a report index {batch_indices.max()} from {envelope.src}; "
+                        f"V has {n_items} x {n_factors} entries"
+                    )
+                indices.append(batch_indices)
+                signs.append(batch_signs)
+                received += batch_indices.size
+        all_indices = np.concatenate(indices) if indices else np.empty(0, dtype=np.int32)
+        all_signs = np.concatenate(signs) if signs else np.empty(0, dtype=np.int8)
+        estimate = None
+        if received:
+            estimate = estimate_mean_gradient(all_indices, all_signs, received, n_items, n_factors, self.epsilon)
+            self.item_factors = apply_steps(self.item_factors, estimate, self.hyper, self.steps)
+        return EpochReport(
+            epoch, users, expected, received, late, frozenset(senders), all_indices, all_signs, estimate
+        )
+
+
+__all__ = ["EpochReport", "LDPServer", "LDPUser", "SentReports", "ShuffleProxy"]
