@@ -261,7 +261,7 @@ def run_simpy(config: W1Config) -> W1Outcome:
 # --------------------------------------------------------------------------- measurement
 
 
-def _check_same_work(config: W1Config, ours: W1Outcome, peer: W1Outcome) -> None:
+def check_same_work(config: W1Config, ours: W1Outcome, peer: W1Outcome) -> None:
     """Refuse to report a number unless both sides completed every round with every user, alike."""
     complete = (config.users,) * config.rounds
     if ours.replies != complete or peer.replies != complete:
@@ -287,7 +287,7 @@ def compare(config: W1Config, repeats: int) -> tuple[float, float]:
     for _ in range(repeats):
         ours, ours_s = timed(lambda: run_fedrecsim(config))
         peer, peer_s = timed(lambda: run_simpy(config))
-        _check_same_work(config, ours, peer)
+        check_same_work(config, ours, peer)
         best_ours, best_peer = min(best_ours, ours_s), min(best_peer, peer_s)
     return best_ours, best_peer
 
@@ -316,5 +316,17 @@ def run(options: Options) -> Iterator[str]:
     )
 
 
-__all__ = ["QUICK", "STANDARD", "W1Config", "W1Outcome", "W1Reply", "W1Request", "compare", "run",
-           "run_fedrecsim", "run_simpy", "scale"]
+__all__ = [
+    "QUICK",
+    "STANDARD",
+    "W1Config",
+    "W1Outcome",
+    "W1Reply",
+    "W1Request",
+    "check_same_work",
+    "compare",
+    "run",
+    "run_fedrecsim",
+    "run_simpy",
+    "scale",
+]

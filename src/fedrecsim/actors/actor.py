@@ -16,7 +16,7 @@ import numpy as np
 import trio
 
 from ..errors import PartyTimeout, ProtocolViolation
-from ..network.network import Network
+from ..network.network import Mailbox, Network
 from ..network.party import Party, Role
 from ..network.wire import Envelope
 
@@ -57,6 +57,15 @@ class Actor:
         self.party = party
         self.network = network
         self.rng = rng
+        self._mailbox: Mailbox | None = None
+
+    @property
+    def mailbox(self) -> Mailbox:
+        """This party's mailbox (it exists once the party has been attached)."""
+        mailbox = self._mailbox
+        if mailbox is None:
+            mailbox = self._mailbox = self.network.mailbox(self.party)
+        return mailbox
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.party}>"
@@ -75,7 +84,7 @@ class Actor:
 
     def drain(self, kind: type[M]) -> list[Envelope]:
         """Take every already-delivered message of ``kind`` without waiting, oldest first."""
-        return self.network.mailbox(self.party).take_all(kind.KIND)  # type: ignore[attr-defined]
+        return self.mailbox.take_all(kind.KIND)  # type: ignore[attr-defined]
 
     async def recv(self, kind: type[M], *, deadline: float, sender: Party | None = None) -> Envelope:
         """Wait for one message of ``kind`` (from ``sender`` if given) until the virtual ``deadline``.
@@ -83,7 +92,7 @@ class Actor:
         Raises:
             PartyTimeout: nothing matching arrived by ``deadline``.
         """
-        mailbox = self.network.mailbox(self.party)
+        mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         while True:
             envelope = mailbox.take(tag, sender)
@@ -109,7 +118,7 @@ class Actor:
             ProtocolViolation: an accepted message came from a party not in ``senders``, or twice from one.
         """
         expected = set(senders)
-        mailbox = self.network.mailbox(self.party)
+        mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         replies: dict[Party, M] = {}
         while True:

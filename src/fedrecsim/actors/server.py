@@ -20,7 +20,7 @@ class Server(Actor):
 
     def update_membership(self) -> None:
         """Apply every join and leave delivered so far, in delivery order."""
-        mailbox = self.network.mailbox(self.party)
+        mailbox = self.mailbox
         events = [(envelope, True) for envelope in mailbox.take_all(Join.KIND)]  # type: ignore[attr-defined]
         events += [(envelope, False) for envelope in mailbox.take_all(Leave.KIND)]  # type: ignore[attr-defined]
         events.sort(key=lambda event: event[0].sent_at)

@@ -8,8 +8,8 @@ addressed to an offline party, or still in flight when the run ended). So at eve
 
 and byte counts are the lengths of the encoded messages, nothing estimated.
 
-The transcript hash is SHA-256 over ``(deliver time, src, dst, kind, bytes)`` of every delivered message
-in delivery order; delivery order is itself deterministic (delay-line ties break by send sequence), so the
+The transcript hash is SHA-256 over ``(deliver time, length, bytes)`` of every delivered message in
+delivery order, where the bytes are the encoded envelope and so name src, dst and kind; delivery order is itself deterministic (delay-line ties break by send sequence), so the
 hash identifies a run bit for bit.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import enum
 import hashlib
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 from .party import Party
 
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
+_HASH_PREFIX = struct.Struct("<dQ")
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 
 
@@ -63,6 +65,7 @@ class Ledger:
         self._dropped_by_reason: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
         self._hash = hashlib.sha256()
         self.round = 0
+        self._round_counters = self._rounds[0] = [0, 0]
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
 
     def _counters(self, party: Party) -> list[int]:
@@ -75,7 +78,7 @@ class Ledger:
         """Attribute subsequent sends to ``round_index``, which starts with ``online`` parties online."""
         self.round = round_index
         self._online[round_index] = online
-        self._rounds.setdefault(round_index, [0, 0])
+        self._round_counters = self._rounds.setdefault(round_index, [0, 0])
 
     def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
         counters = self._counters(src)
@@ -86,9 +89,7 @@ class Ledger:
             per_kind = self._kinds[kind] = [0, 0]
         per_kind[0] += 1
         per_kind[1] += nbytes
-        per_round = self._rounds.get(self.round)
-        if per_round is None:
-            per_round = self._rounds[self.round] = [0, 0]
+        per_round = self._round_counters
         per_round[0] += nbytes
         per_round[1] += 1
 
@@ -96,7 +97,8 @@ class Ledger:
         counters = self._counters(dst)
         counters[_RECV_BYTES] += len(data)
         counters[_RECV_MSGS] += 1
-        self._hash.update(f"{time:.9f}|{src}|{dst}|{kind}|{len(data)}|".encode())
+        # The encoded envelope already names src, dst and kind; the prefix adds time and length.
+        self._hash.update(_HASH_PREFIX.pack(time, len(data)))
         self._hash.update(data)
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, len(data), "delivered"))
@@ -144,6 +146,7 @@ class Ledger:
         per_round = [
             {"round": index, "bytes": counts[0], "msgs": counts[1], "online": self._online.get(index, 0)}
             for index, counts in sorted(self._rounds.items())
+            if counts[1] or index in self._online
         ]
         return {"parties": parties, "roles": dict(sorted(roles.items())), "kinds": kinds, "per_round": per_round}
 

@@ -10,6 +10,9 @@ receiver, then the message's sequence number on its link -- never by the global 
 depends on trio's (deliberately non-deterministic) scheduling of concurrent senders -- so delivery
 order, and with it the transcript hash, is a function of the seed alone.
 
+Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
+in this process, so the receiver gets a fresh copy rebuilt from them without the checks running twice.
+
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
 messages still in flight when the network closes are counted as `DropReason.UNFINISHED`.
 """
@@ -19,33 +22,41 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import outcome
 import trio
 
 from ..errors import ProtocolViolation
 from .ledger import DropReason, Ledger
 from .links import Links
 from .party import Party
-from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode, encode
+from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode_trusted, encode
 
 
 class Mailbox:
     """The delivered, not yet taken messages of one party, queued per kind in delivery order.
 
-    Receivers park on the mailbox and are woken by every delivery; a woken receiver takes everything
-    already delivered that it wants before it waits again (mailboxes drain).
+    One task at a time (the party's own) may wait on a mailbox; it is woken by the next delivery or by
+    its virtual deadline, whichever comes first. A woken receiver takes everything already delivered that
+    it wants before it waits again (mailboxes drain).
+
+    Waiting costs no cancel scope: the waiter parks with `trio.lowlevel.wait_task_rescheduled` and its
+    deadline goes on the network's timer heap, which the delay line serves together with deliveries. A
+    delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "view", "_by_kind", "_lot")
+    __slots__ = ("party", "view", "_by_kind", "_waiter", "_wait_token", "_timers")
 
-    def __init__(self, party: Party, record_view: bool = False) -> None:
+    def __init__(self, party: Party, timers: _Timers, record_view: bool = False) -> None:
         self.party = party
         self.view: list[Envelope] | None = [] if record_view else None
         self._by_kind: dict[str, deque[Envelope]] = {}
-        self._lot = trio.lowlevel.ParkingLot()
+        self._waiter: trio.lowlevel.Task | None = None
+        self._wait_token = 0
+        self._timers = timers
 
     def put(self, envelope: Envelope) -> None:
         queue = self._by_kind.get(envelope.kind)
@@ -54,8 +65,10 @@ class Mailbox:
         queue.append(envelope)
         if self.view is not None:
             self.view.append(envelope)
-        if self._lot:
-            self._lot.unpark_all()
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter, outcome.Value(True))
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
         """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
@@ -83,11 +96,61 @@ class Mailbox:
         self._by_kind.clear()
 
     async def wait(self, deadline: float) -> bool:
-        """Park until the next delivery; False if the virtual deadline passed first."""
-        with trio.move_on_at(deadline):
-            await self._lot.park()
-            return True
-        return False
+        """Park until the next delivery (True) or until the virtual ``deadline`` passes (False)."""
+        if self._waiter is not None:
+            raise ProtocolViolation(f"two tasks wait on the mailbox of {self.party}; only its own actor may")
+        # A deadline already past needs no special case: its timer is due at once.
+        self._waiter = trio.lowlevel.current_task()
+        self._wait_token += 1
+        self._timers.add(deadline, self, self._wait_token)
+        return await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+
+    def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        self._waiter = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def _expire(self, token: int) -> None:
+        waiter = self._waiter
+        if waiter is not None and token == self._wait_token:
+            self._waiter = None
+            trio.lowlevel.reschedule(waiter, outcome.Value(False))
+
+    @property
+    def _waiting(self) -> bool:
+        return self._waiter is not None
+
+
+class _Timers:
+    """The mailboxes' wait deadlines: a heap served by the delay line, stale entries dropped lazily.
+
+    An entry goes stale when its wait ends by a delivery; stale entries are skipped when due and purged
+    whenever they outnumber the live ones, so memory stays proportional to the parties waiting.
+    """
+
+    def __init__(self, on_earlier_deadline: Callable[[float], None]) -> None:
+        self._heap: list[tuple[float, int, Mailbox, int]] = []
+        self._seq = 0
+        self._purge_at = 1024
+        self._on_earlier_deadline = on_earlier_deadline
+
+    def add(self, deadline: float, mailbox: Mailbox, token: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (deadline, self._seq, mailbox, token))
+        self._on_earlier_deadline(deadline)
+        if len(self._heap) > self._purge_at:
+            self._heap = [entry for entry in self._heap if entry[2]._waiting and entry[2]._wait_token == entry[3]]
+            heapq.heapify(self._heap)
+            self._purge_at = max(1024, 2 * len(self._heap))
+
+    @property
+    def next_deadline(self) -> float:
+        return self._heap[0][0] if self._heap else math.inf
+
+    def expire_due(self, now: float) -> None:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, _, mailbox, token = heapq.heappop(heap)
+            mailbox._expire(token)
 
 
 class Network:
@@ -118,6 +181,7 @@ class Network:
         self.max_message_bytes = max_message_bytes
         self._record_views = frozenset(record_views)
         self._mailboxes: dict[Party, Mailbox] = {}
+        self._timers = _Timers(self._wake_by)
         self._attached: set[Party] = set()
         self._heap: list[tuple[float, Party, Party, int, str, bytes]] = []
         self._link_seq: dict[tuple[Party, Party], int] = {}
@@ -130,7 +194,7 @@ class Network:
         """Bring ``party`` online; returns its (emptied) mailbox. Attaching twice is a no-op."""
         mailbox = self._mailboxes.get(party)
         if mailbox is None:
-            mailbox = self._mailboxes[party] = Mailbox(party, party in self._record_views)
+            mailbox = self._mailboxes[party] = Mailbox(party, self._timers, party in self._record_views)
         if party not in self._attached:
             mailbox.clear()
             self._attached.add(party)
@@ -181,10 +245,14 @@ class Network:
         link = (src, dst)
         seq = self._link_seq[link] = self._link_seq.get(link, 0) + 1
         heapq.heappush(self._heap, (arrival, src, dst, seq, kind, data))
-        sleeper = self._sleep
-        if sleeper is not None and arrival < sleeper.deadline:
-            sleeper.deadline = arrival
+        self._wake_by(arrival)
         return nbytes
+
+    def _wake_by(self, when: float) -> None:
+        """Make the delay line wake no later than ``when``."""
+        sleeper = self._sleep
+        if sleeper is not None and when < sleeper.deadline:
+            sleeper.deadline = when
 
     def _deliver_due(self) -> None:
         heap = self._heap
@@ -195,13 +263,14 @@ class Network:
             if dst not in self._attached:
                 ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
                 continue
-            envelope = decode(data, self.max_message_bytes)
+            envelope = decode_trusted(data)
             ledger.record_delivered(arrival, src, dst, kind, data)
             self._mailboxes[dst].put(envelope)
+        self._timers.expire_due(now)
 
     async def _delay_line(self) -> None:
         while True:
-            deadline = self._heap[0][0] if self._heap else math.inf
+            deadline = min(self._heap[0][0] if self._heap else math.inf, self._timers.next_deadline)
             with trio.CancelScope(deadline=deadline) as scope:
                 self._sleep = scope
                 await trio.sleep_forever()

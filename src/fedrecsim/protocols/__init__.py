@@ -13,6 +13,8 @@ from .runtime import Outcome, ProtocolSpec, RunContext
 
 _MODULES = {
     "fcf": "fedrecsim.protocols.fcf.protocol",
+    "dpmf": "fedrecsim.protocols.dpmf.protocol",
+    "ldp_implicit": "fedrecsim.protocols.ldp_implicit.protocol",
 }
 
 

@@ -53,7 +53,8 @@ from ...network.wire import Array, message
 
 
 def _check_items(items: np.ndarray) -> None:
-    if items.size and (items.min() < 0 or np.any(np.diff(items) <= 0)):
+    # Strictly increasing from a non-negative first item: sorted, unique and non-negative in one pass.
+    if items.size and (items[0] < 0 or bool((items[1:] <= items[:-1]).any())):
         raise ValueError("items must be non-negative, sorted and unique")
 
 

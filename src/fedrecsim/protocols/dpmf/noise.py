@@ -12,7 +12,7 @@ sum to Lemma 1's, which is what the distributed scenarios therefore provide.)
   over the k'_j has the Laplace scale. Its H_j(t) comes from `PublicCoin`, derived from a per-run public
   seed every party knows: it costs no bytes on the wire.
 
-Normalization (the module docstring of `fedrecsim.protocols.dpmf` states the choice): the recommender
+Normalization (`fedrecsim.protocols.dpmf.protocol` states the choice): the recommender
 divides an item's unmasked aggregate -- gradients, eta and rho~ together -- by its number of contributors,
 exactly as objective (6) applies its 1/M to the error term and to eta alike; so the noise keeps the
 paper's ratio to the gradient.

@@ -26,7 +26,7 @@ def words_per_element(ring: Ring) -> int:
 def to_words(ring: Ring, elements: np.ndarray) -> np.ndarray:
     """``uint32[rows, d * w]``: each element as its w little-endian 32-bit words (see `messages`)."""
     little = np.ascontiguousarray(elements, dtype=np.dtype(ring.dtype).newbyteorder("<"))
-    return little.view("<u4").reshape(little.shape[0], -1)
+    return little.view("<u4").reshape(little.shape[0], little.shape[1] * words_per_element(ring))
 
 
 def from_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
@@ -35,6 +35,30 @@ def from_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
         raise ProtocolViolation(f"{what}: expected {d * words_per_element(ring)} words per row, got shape {words.shape}")
     little = np.ascontiguousarray(words, dtype="<u4").view(np.dtype(ring.dtype).newbyteorder("<"))
     return little.astype(ring.dtype, copy=False)
+
+
+class Grouping:
+    """Rows grouped by item: the stable order that sorts them, where each item's run starts, and the items.
+
+    Computing it once lets several arrays aligned with the same rows be summed per item at the cost of one
+    sort.
+    """
+
+    __slots__ = ("order", "starts", "present")
+
+    def __init__(self, items: np.ndarray, n_items: int) -> None:
+        self.order = np.argsort(items, kind="stable")
+        ordered = items[self.order]
+        self.starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if items.size else np.empty(0, dtype=np.int64)
+        self.present = ordered[self.starts].astype(np.int64)
+        if self.present.size and (self.present[-1] >= n_items or self.present[0] < 0):
+            raise ProtocolViolation(f"an item index outside 0..{n_items - 1} was summed")
+
+    def sum(self, rows: np.ndarray, dtype: type | None = None) -> np.ndarray:
+        """Per-item sums of ``rows`` (aligned with the grouped items), accumulated in ``dtype`` (ring: wraps)."""
+        if not self.present.size:
+            return np.empty((0, *rows.shape[1:]), dtype=dtype or rows.dtype)
+        return np.add.reduceat(rows[self.order], self.starts, axis=0, dtype=dtype)
 
 
 def sum_by_item(ring: Ring, items: np.ndarray, rows: np.ndarray, n_items: int) -> tuple[np.ndarray, np.ndarray]:
@@ -46,16 +70,8 @@ def sum_by_item(ring: Ring, items: np.ndarray, rows: np.ndarray, n_items: int) -
     Returns:
         ``(present, sums)``: the items that have at least one row (ascending) and their sums.
     """
-    if not items.size:
-        return np.empty(0, dtype=np.int64), np.empty((0, rows.shape[1]), dtype=ring.dtype)
-    order = np.argsort(items, kind="stable")
-    ordered = items[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    sums = np.add.reduceat(rows[order], starts, axis=0, dtype=ring.dtype)
-    present = ordered[starts].astype(np.int64)
-    if present[-1] >= n_items or present[0] < 0:
-        raise ProtocolViolation(f"an item index outside 0..{n_items - 1} was summed")
-    return present, sums
+    grouping = Grouping(items, n_items)
+    return grouping.present, grouping.sum(rows, ring.dtype)
 
 
 def split_by_item(ring: Ring, items: np.ndarray, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -94,4 +110,4 @@ def expand_masks(ring: Ring, key: bytes, rows: int, d: int) -> np.ndarray:
     return ring.uniform(generator, (rows, d))
 
 
-__all__ = ["expand_masks", "from_words", "split_by_item", "sum_by_item", "to_words", "words_per_element"]
+__all__ = ["Grouping", "expand_masks", "from_words", "split_by_item", "sum_by_item", "to_words", "words_per_element"]

@@ -1,9 +1,10 @@
 """ldp_implicit role behaviours: LDP users, shuffling proxies, and the recommender server.
 
 Users (Minto et al. Sec. 3.1.1) keep their interactions and their profile ``x_u`` to themselves. Each
-epoch a user receives V from its home proxy, solves ``x_u`` in closed form (eq. (4)), computes its
-gradient with respect to all of V (eq. (5)), turns it into k eps-LDP reports with Algorithm 1
-(`fedrecsim.mechanisms.randomized_response`) and sends them, in one message, to a proxy it draws
+epoch a user receives V from its home proxy, solves ``x_u`` in closed form (eq. (4)), turns its
+gradient with respect to all of V (eq. (5)) into k eps-LDP reports with Algorithm 1
+(`fedrecsim.mechanisms.randomized_response`; the gradient is evaluated only at the entries the
+reports sample, `gradient`) and sends them, in one message, to a proxy it draws
 uniformly from its own generator for that epoch. A user's only contact is the proxy network: its joins
 and leaves go to its home proxy (drawn once, uniformly, from its generator), never to the server.
 
@@ -30,9 +31,10 @@ from ...actors.server import Server
 from ...actors.user import User
 from ...data.ratings import FloatArray
 from ...errors import PartyTimeout, ProtocolViolation
-from ...mechanisms.randomized_response import estimate_mean_gradient, ldp_reports
-from ...models.implicit_mf import ImplicitHyper, confidence, item_gradient, user_factors
+from ...mechanisms.randomized_response import estimate_mean_gradient, ldp_reports_lazy
+from ...models.implicit_mf import ImplicitHyper, confidence, user_factors
 from ...network.party import Party, Role
+from .gradient import gradient_entries
 from .messages import Model, Relayed, ReportBatch, Reports
 from .pool import ReportPool
 from .training import apply_steps
@@ -64,6 +66,8 @@ class LDPUser(User):
     ) -> None:
         super().__init__(party, network, rng)
         self.items = np.asarray(items, dtype=np.int64)
+        # The model must cover the user's items: -1 (no items) accepts any.
+        self._last_item = int(self.items.max()) if self.items.size else -1
         self.confidence = confidence(values, hyper.alpha)
         self.hyper = hyper
         self.epsilon = epsilon
@@ -83,14 +87,16 @@ class LDPUser(User):
             if self.crashes_in(model.epoch):
                 return
             V = model.item_factors
-            if V.shape[1] != self.hyper.d or (self.items.size and self.items.max() >= V.shape[0]):
+            if V.shape[1] != self.hyper.d or self._last_item >= V.shape[0]:
                 raise ProtocolViolation(
                     f"{self.party} expected an item matrix with {self.hyper.d} columns covering item "
-                    f"{self.items.max() if self.items.size else 0}, received shape {V.shape} in epoch {model.epoch}"
+                    f"{self._last_item}, received shape {V.shape} in epoch {model.epoch}"
                 )
             self.x = user_factors(V, self.items, self.confidence, self.hyper.lam)
-            gradient = item_gradient(V, self.x, self.items, self.confidence)
-            indices, signs = ldp_reports(self.rng, gradient, self.epsilon, self.k)
+            # Algorithm 1 on the gradient of eq. (5), evaluated only at the k entries it samples.
+            entries = gradient_entries(V, self.x, self.items, self.confidence)
+            indices, signs = ldp_reports_lazy(self.rng, entries, 1, V.shape[0], V.shape[1], self.epsilon, self.k)
+            indices, signs = indices[0], signs[0]
             proxy = self.proxies[int(self.rng.integers(len(self.proxies)))]
             await self.compute()
             self.send(proxy, Reports.pack(model.epoch, indices, signs))

@@ -1,0 +1,239 @@
+"""The simulator's checks of DP-MF's ground truth, every iteration (the simulator is omniscient).
+
+The parties never read each other's state; the `Verifier` does, after each iteration, to check what the
+paper promises and to measure what it does not:
+
+- ``eta_invariant``: for every updated item, the noise left in the recommender's unmasked aggregate
+  (A_j minus the ring sum of the contributors' grad + rho~) equals eta_j exactly in the ring -- S2: the
+  sum of the raters' fixed pieces; S3: tau^_j - alpha_j (itself checked, after the initialization, to be
+  the sum of the pre-shared pieces). One check per updated item.
+- ``masks_cancel``: the aggregate minus the contributors' masks psi (plus alpha_j in S3) equals the ring
+  sum of exactly what the contributors added (grad + noise piece + rho~). One check per aggregated item.
+- ``rho_shortfall``: for every updated item, the n_j the recommender divides by is the number of rho~
+  pieces really in the sum (the contributors that rated the item), and no more than the k'_j it asked
+  for -- the accounting the dropout recovery rests on. The shortfall itself -- items whose rho~ came from fewer users than were served, so that its scale is
+  only b sqrt(n_j / k'_j) -- is not a violation but a measured consequence of mid-round dropout: it is
+  reported in this monitor's detail, per round (``rho_short``, ``rho_scale_min``) and under ``privacy``.
+- ``ring_overflow``: every value encoded into the ring (noise pieces, gradients, the item vectors) and
+  every aggregate must fit the signed range; each value that did not is a violation (it was clamped or,
+  for an aggregate, would have wrapped).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...invariants import InvariantMonitor
+from ...network.party import Party
+from .public import PublicParameters
+from .recommender import Recommender, Served, Update
+from .ringops import Grouping, sum_by_item
+from .third_party import Aggregator
+from .user import PrivateUser
+
+_NOTES_KEPT = 3
+
+
+class TallyMonitor(InvariantMonitor):
+    """An invariant verified many values at once: `tally` adds checks and violations in bulk."""
+
+    def __init__(self, name: str, description: str) -> None:
+        super().__init__(name, description)
+        self._notes: list[str] = []
+
+    def tally(self, checked: int, violations: int, detail: str) -> None:
+        self.checked += int(checked)
+        self.violations += int(violations)
+        if violations and len(self._notes) < _NOTES_KEPT:
+            self._notes.append(detail)
+
+    def report(self) -> dict[str, Any]:
+        report = super().report()
+        if self.violations:
+            report["detail"] = "; ".join(self._notes)
+        return report
+
+
+class ShortfallMonitor(TallyMonitor):
+    """``rho_shortfall``: the accounting check of the module docstring, and the shortfall it measures."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(
+            "rho_shortfall",
+            "every updated item is divided by the number of rho~ pieces really in its sum",
+        )
+        self.scale = scale
+        self.updates = 0
+        self.short = 0
+        self.min_scale = math.inf
+
+    def measure(self, short: int, updates: int, min_scale: float) -> None:
+        self.updates += updates
+        self.short += short
+        self.min_scale = min(self.min_scale, min_scale)
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "item_updates": self.updates,
+            "short_updates": self.short,
+            "short_fraction": self.short / self.updates if self.updates else 0.0,
+            "target_scale": self.scale,
+            "min_effective_scale": self.min_scale if self.updates else self.scale,
+        }
+
+    def report(self) -> dict[str, Any]:
+        report = super().report()
+        if not self.violations:
+            summary = self.summary()
+            report["detail"] = (
+                f"{self.description}; {summary['short_updates']} of {summary['item_updates']} item updates had "
+                f"fewer rho~ pieces than users served (min effective Laplace scale "
+                f"{summary['min_effective_scale']:.4g} of {self.scale:.4g})"
+            )
+        return report
+
+
+class Verifier:
+    """Reads every party's state after each step of a run and tallies the four monitors.
+
+    Args:
+        public: the run's public parameters.
+        users: every user actor of the run, by party.
+        recommender, aggregator: the server and the third party.
+    """
+
+    def __init__(self, public: PublicParameters, users: Mapping[Party, PrivateUser], recommender: Recommender, aggregator: Aggregator | None) -> None:
+        self.public = public
+        self.users = users
+        self.recommender = recommender
+        self.aggregator = aggregator
+        self.eta = TallyMonitor("eta_invariant", "the noise in every unmasked aggregate is exactly eta_j")
+        self.masks = TallyMonitor("masks_cancel", "removing the contributors' masks leaves exactly their sum")
+        self.rho = ShortfallMonitor(public.scale)
+        self.overflow = TallyMonitor("ring_overflow", "every encoded value and every aggregate fits the ring")
+        self._eta_truth: np.ndarray | None = None
+        self._eta_sources = -1
+        self._tallied: set[Party] = set()
+        self._vector_values = 0
+        self._vector_overflow = 0
+        self.eta_abs_sum = 0.0
+        self.eta_values = 0
+        self.rho_abs_sum = 0.0
+        self.rho_values = 0
+        self.last_rho: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def monitors(self) -> list[InvariantMonitor]:
+        return [self.eta, self.masks, self.rho, self.overflow]
+
+    # ------------------------------------------------------------------ ground truth of eta
+
+    def _alpha(self, items: np.ndarray) -> np.ndarray:
+        if self.aggregator is None or self.aggregator.alpha is None:
+            return np.zeros((items.size, self.public.d), dtype=self.public.ring.dtype)
+        return self.aggregator.alpha[items]
+
+    def eta_truth(self, items: np.ndarray) -> np.ndarray:
+        """eta_j (ring) as the parties hold it: S3 tau^_j - alpha_j; S2 the sum of the raters' pieces."""
+        ring = self.public.ring
+        if self.public.scenario == "S3":
+            return ring.sub(self.recommender.tau_hat[items], self._alpha(items))
+        holders = [user for user in self.users.values() if user.eta is not None]
+        if len(holders) != self._eta_sources:
+            rows_items = np.concatenate([user.items for user in holders]) if holders else np.empty(0, dtype=np.int64)
+            rows = np.concatenate([user.eta for user in holders]) if holders else np.empty((0, self.public.d), dtype=ring.dtype)
+            present, sums = sum_by_item(ring, rows_items, rows, self.public.n_items)
+            truth = np.zeros((self.public.n_items, self.public.d), dtype=ring.dtype)
+            truth[present] = sums
+            self._eta_truth, self._eta_sources = truth, len(holders)
+            fresh = [user for user in holders if user.party not in self._tallied]
+            self._tallied.update(user.party for user in fresh)
+            self.overflow.tally(sum(u.setup_values for u in fresh), sum(u.setup_overflow for u in fresh), "S2 eta-pieces did not fit")
+        return self._eta_truth[items]  # type: ignore[index]
+
+    def after_presharing(self) -> None:
+        """S3: tau^_j - alpha_j must be the ring sum of the pieces the contributing sharers drew."""
+        ring, n_items, d = self.public.ring, self.public.n_items, self.public.d
+        sharers = [self.users[party] for party in self.recommender.sharers if self.users[party].shared is not None]
+        items = np.concatenate([user.shared[0] for user in sharers]) if sharers else np.empty(0, dtype=np.int64)  # type: ignore[index]
+        rows = np.concatenate([user.shared[1] for user in sharers]) if sharers else np.empty((0, d), dtype=ring.dtype)  # type: ignore[index]
+        present, sums = sum_by_item(ring, items, rows, n_items)
+        noised = np.flatnonzero(self.recommender.eta_pieces > 0)
+        truth = self.eta_truth(noised)
+        same = np.array_equal(present, noised) and bool(np.all(truth == sums))
+        wrong = noised.size if not np.array_equal(present, noised) else int(np.count_nonzero(np.any(truth != sums, axis=1)))
+        self.eta.tally(noised.size, 0 if same else wrong, "after the initialization, tau^ - alpha is not the sum of the pre-shared pieces")
+        self.overflow.tally(sum(u.setup_values for u in sharers), sum(u.setup_overflow for u in sharers), "pre-shared eta-pieces did not fit")
+
+    # ------------------------------------------------------------------ each iteration
+
+    def after_round(self, served: Served, update: Update | None) -> dict[str, float]:
+        """Check one iteration; returns its per-round measurements (``rho_short``, ``rho_scale_min``)."""
+        ring, d = self.public.ring, self.public.d
+        values = self.recommender.vector_values - self._vector_values
+        overflow = self.recommender.vector_overflow - self._vector_overflow
+        self._vector_values, self._vector_overflow = self.recommender.vector_values, self.recommender.vector_overflow
+        self.overflow.tally(values, overflow, f"round {served.round}: {overflow} item-vector values did not fit")
+        if update is None:
+            return {}
+        where = f"round {update.round}"
+        contributors = [self.users[party] for party in update.contributors]
+        stale = [str(user.party) for user in contributors if user.last_round != update.round]
+        if stale:
+            self.masks.tally(update.items.size, update.items.size, f"{where}: reported contributors {stale[:3]} did not contribute")
+            return {}
+        if not contributors:
+            return {"rho_short": 0.0}
+        items = np.concatenate([user.items for user in contributors])
+        grouping = Grouping(items, self.public.n_items)
+        present = grouping.present
+        if not np.array_equal(present, update.items):
+            self.masks.tally(update.items.size, update.items.size, f"{where}: aggregated items differ from the contributors'")
+            return {}
+        signal_sums = grouping.sum(np.concatenate([user.last_signal for user in contributors]), ring.dtype)
+        plain_sums = grouping.sum(np.concatenate([user.last_plain for user in contributors]), ring.dtype)
+        encoded = sum(user.last_signal.size for user in contributors)
+        self.overflow.tally(encoded, sum(user.last_overflow for user in contributors), f"{where}: contributions did not fit")
+        expected = ring.sub(plain_sums, self._alpha(present))
+        self.masks.tally(present.size, np.count_nonzero(np.any(update.before_addback != expected, axis=1)), f"{where}: masks did not cancel")
+        keep = np.isin(present, update.updated)
+        truth = self.eta_truth(present[keep])
+        noise = ring.sub(update.unmasked[keep], signal_sums[keep])
+        self.eta.tally(truth.shape[0], np.count_nonzero(np.any(noise != truth, axis=1)), f"{where}: the noise left is not eta_j")
+        reals = grouping.sum(np.concatenate([np.concatenate([user.last_real, user.last_rho], axis=1) for user in contributors]))
+        pieces = np.diff(np.r_[grouping.starts, items.size])
+        return self._rho(served, update, keep, pieces[keep], reals[keep, :d], reals[keep, d:], ring.decode(truth), where)
+
+    def _rho(
+        self, served: Served, update: Update, keep: np.ndarray, pieces: np.ndarray, real_sums: np.ndarray,
+        rho_sums: np.ndarray, eta: np.ndarray, where: str,
+    ) -> dict[str, float]:
+        """The rho~ accounting, the aggregate range check, and the shortfall measurement, per updated item."""
+        ring = self.public.ring
+        beyond = np.count_nonzero(np.abs(real_sums + eta) >= ring.max_abs)
+        self.overflow.tally(real_sums.size, beyond, f"{where}: {beyond} aggregate values exceed the ring's range and wrapped")
+        counts = update.counts[keep]
+        raters = served.raters[update.items[keep]]
+        # The divisor n_j is the number of rho~ pieces really in the sum, and no more were drawn than asked.
+        wrong = np.count_nonzero((counts != pieces) | (counts > raters))
+        self.rho.tally(counts.size, wrong, f"{where}: {wrong} items divided by another count than their rho~ pieces")
+        effective = self.public.scale * np.sqrt(counts / raters)
+        short = int(np.count_nonzero(counts < raters))
+        self.rho.measure(short, counts.size, float(effective.min()) if counts.size else math.inf)
+        if self.public.protected:
+            self.rho_abs_sum += float(np.abs(rho_sums).sum())
+            self.rho_values += rho_sums.size
+            self.last_rho = (update.items[keep], rho_sums)
+        self.eta_abs_sum += float(np.abs(eta).sum())
+        self.eta_values += eta.size
+        return {
+            "rho_short": short / counts.size if counts.size else 0.0,
+            "rho_scale_min": float(effective.min()) if counts.size else self.public.scale,
+        }
+
+
+__all__ = ["ShortfallMonitor", "TallyMonitor", "Verifier"]

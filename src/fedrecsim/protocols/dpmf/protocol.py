@@ -1,0 +1,348 @@
+"""Differentially private matrix factorization (Hua, Xia and Zhong, IJCAI 2015): S1, S2 and S3.
+
+- **S1** (trusted recommender, Sec. 4.1): users upload their ratings; the recommender runs the MF of eqs.
+  (1)-(5) for ``run.rounds`` iterations, then publishes V re-optimized with U fixed on objective (6), with
+  eta per Theorem 1 (or Lemma 1's Laplace, ``noise = "laplace"``).
+- **S2** (untrusted recommender, static users, Sec. 4.2): users keep u_i; before iteration 1 the recommender
+  sends every rater H_j and k_j and each fixes its eta-piece (eq. (12)); each iteration every user sends
+  grad + eta-piece + rho~ + psi (mod P) to the third party, which sums per item; the recommender removes
+  the masks and steps V (eq. (9)).
+- **S3** (dynamic users, "Further Practical Consideration"): an initialization phase pre-shares every eta_j
+  through k online users, beta and alpha, and the recommender keeps tau^_j = alpha_j + eta_j; each
+  iteration it serves at most K online users with pieces of tau^_j, and the third party subtracts alpha_j.
+  Users join and leave between iterations (``[availability]``); a user that leaves keeps u_i. Mid-round
+  dropout is recovered exactly (see `recommender`), and the rho~ it leaves short is reported.
+
+**Step normalization -- a documented choice.** Eqs. (2)-(5) sum each gradient over all of an item's raters;
+with gamma = 2^-5 that full-batch step diverges on MovieLens-100k-shaped data (items with hundreds of
+raters), and the distributed scenarios can only aggregate per item per iteration. We take the
+per-user / per-item-mean step of `fedrecsim.models.mf` (``MFHyper.normalize``, the FCF baseline's): a
+user divides its gradient by its number of ratings, and the recommender divides an item's unmasked
+aggregate by n_j, the number of users that contributed to it this iteration. The aggregate holds the
+gradients *and* eta_j (and rho~_j): the noise is divided by the same n_j, exactly as objective (6) applies
+its 1/M to the error term and to eta alike, so the paper's ratio of noise to gradient is kept. S1's
+refit is the exact minimizer of (6) under the same normalization (`central.refit_items`), i.e. the fixed
+point of that step. ``normalize = false`` restores the raw sums everywhere.
+
+**Metrics** (final, and every ``eval_every`` rounds for S2/S3): ``err_mean`` and ``err_q25`` .. ``err_q90``
+(absolute errors over the training ratings, the paper's CDF), ``train_rmse``/``train_mae``,
+``test_rmse``/``test_mae``; and in the final metrics ``baseline_err_mean`` and ``err_increase`` against the
+unprotected baseline, and ``noiseless_err_mean`` / ``noise_err_increase`` against the same run without noise:
+
+- S1: the baseline is the same pipeline with eta = 0 (``baseline_rounds`` iterations of unprotected MF,
+  then the exact refit of V), so ``err_increase`` is what the noise costs; noiseless = baseline.
+- S2, S3: the baseline is unprotected full-batch MF over every user for ``baseline_rounds`` iterations
+  (default: as many as the run; the paper uses 100), from the same initial U and V -- the paper's
+  baseline; S3's ``err_increase`` therefore includes what churn and K cost. The noiseless replay runs the
+  same iterations with exactly the users that contributed to each, without noise, masks or ring.
+
+Per round (S2/S3): ``selected``, ``participants`` (contributors), ``missing``, ``items_updated``,
+``rho_short``/``rho_scale_min`` (see `monitors`), and the bytes of the iteration: ``user_down_max_b`` and
+``user_up_max_b`` (the most any served user received / sent) and ``tp_sent_b`` (the third party).
+
+``Outcome.state`` (for tests and scripts): ``item_factors``, ``user_factors`` and their initial values;
+S1 also ``unpublished_item_factors`` and ``eta``; S2/S3 also ``eta`` (eta_j as it sits in every aggregate,
+decoded), ``rho_last`` (the last iteration's rho~ sums per updated item), ``contributors`` (user indices per
+iteration), ``recent_aggregates`` (the recommender's unmasked per-item sums of the last two iterations --
+what the difference attack works on), ``rated_items_seen`` (the recommender's known leak), and
+``loop_wall_s`` / ``round_wall_s`` (wall seconds of the protocol's loop and of each iteration).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import trio
+
+from ...actors.population import Population
+from ...errors import ConfigError
+from ...mechanisms.laplace import laplace_scale
+from ...network.party import SERVER, THIRD_PARTY, Party, Role
+from ...seeding import Stream
+from ..runtime import Outcome, ProtocolSpec, RunContext
+from .central import accuracy, refit_items, replay, train_baseline, train_error
+from .config import DPMFConfig
+from .monitors import Verifier
+from .noise import PublicCoin
+from .public import PublicParameters
+from .recommender import Recommender, Served, TrustedRecommender, Update
+from .third_party import Aggregator
+from .user import PrivateUser, TrustingUser
+
+_KNOWN_LEAKS = {
+    "S1": ["the trusted recommender holds every rating and U (the premise of S1)"],
+    "S2": [
+        "the recommender learns each user's rated-item set (item requests)",
+        "the third party learns each contributor's rated-item set (contributions)",
+    ],
+}
+_KNOWN_LEAKS["S3"] = _KNOWN_LEAKS["S2"]
+_NAIVE_LEAK = "naive variant: per-user gradients reach the recommender unmasked; consecutive differences are exact (eq. (11))"
+
+
+def _public(ctx: RunContext, config: DPMFConfig) -> PublicParameters:
+    if ctx.scenario.data.feedback != "explicit":
+        raise ConfigError("data.feedback", "dpmf factorizes explicit ratings; got implicit feedback")
+    low, high = ctx.train.rating_range
+    if not high > low:
+        raise ConfigError("data", f"the rating range {ctx.train.rating_range} is empty: Delta = max_r - min_r must be > 0")
+    if not len(ctx.train):
+        raise ConfigError("data", "the training split holds no ratings")
+    scale = laplace_scale(config.d, config.epsilon, high - low)
+    coin = PublicCoin(ctx.seed, ctx.train.n_items, config.d)
+    return PublicParameters(
+        config.scenario, config.variant, config.mask_transport, config.hyper, config.ring, scale, ctx.train.n_items, (low, high), coin
+    )
+
+
+def _user_data(ctx: RunContext) -> list[tuple[Party, np.ndarray, np.ndarray]]:
+    index = ctx.train.by_user()
+    return [
+        (Party(Role.USER, user), index.items[index.indptr[user]:index.indptr[user + 1]], index.values[index.indptr[user]:index.indptr[user + 1]])
+        for user in range(ctx.train.n_users)
+    ]
+
+
+def _population(ctx: RunContext, users: Mapping[Party, Any]) -> Population:
+    return Population(
+        ctx.network, users, churn=ctx.churn, dropout=ctx.dropout, compute=ctx.compute, seed=ctx.seed, horizon_s=ctx.horizon_s
+    )
+
+
+def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
+    delta = public.delta
+    privacy: dict[str, Any] = {
+        "scenario": config.scenario,
+        "epsilon": config.epsilon,
+        "sensitivity": delta,
+        "mechanism": "theorem1" if config.mechanism == "theorem1" else "laplace (Lemma 1)",
+        "noise_construction": "central draw" if config.scenario == "S1" else "Theorem 2 pieces (eq. (12))",
+        "laplace_scale": public.scale,
+        "user_profiles_in_unit_ball": True,
+        "known_leaks": list(_KNOWN_LEAKS[config.scenario]) + ([_NAIVE_LEAK] if config.variant == "naive" else []),
+    }
+    if config.mechanism == "theorem1":
+        privacy["theorem1_norm_gamma"] = {"shape": config.d, "scale": 2.0 * delta / config.epsilon}
+    return privacy
+
+
+async def run(ctx: RunContext) -> Outcome:
+    config: DPMFConfig = ctx.config
+    public = _public(ctx, config)
+    if config.scenario == "S1":
+        return await _run_trusted(ctx, config, public)
+    return await _run_private(ctx, config, public)
+
+
+# --------------------------------------------------------------------------- S1
+
+
+async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Outcome:
+    users = {
+        party: TrustingUser(party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, party.index), items, values)
+        for party, items, values in _user_data(ctx)
+    }
+    recommender = TrustedRecommender(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, ctx.train.n_users)
+    initial_u, initial_v = recommender.user_factors.copy(), recommender.item_factors.copy()
+    ctx.network.attach(SERVER)
+    population = _population(ctx, users)
+    timing = ctx.scenario.run
+    rounds: list[dict[str, float]] = []
+    async with population.open():
+        await trio.sleep(timing.round_gap_s)
+        for round_index in range(1, ctx.rounds + 1):
+            population.begin_round(round_index)
+            held = recommender.collect()
+            recommender.iterate()
+            rounds.append({"round": round_index, "participants": held})
+            population.end_round(round_index)
+            ctx.progress(round_index)
+            await trio.sleep(timing.round_gap_s)
+    published = recommender.publish(config.mechanism, config.epsilon, public.delta)
+    final = accuracy(recommender.user_factors, published, ctx.train, ctx.test)
+    held_ratings = recommender.ratings()
+    baseline_rounds = config.baseline_rounds or ctx.rounds
+    if baseline_rounds == ctx.rounds:
+        base_u, base_v = recommender.user_factors, recommender.item_factors
+    else:
+        base_u, base_v = train_baseline(initial_u, initial_v, held_ratings, public.hyper, baseline_rounds)
+    noiseless = refit_items(base_u, base_v, held_ratings, np.zeros_like(base_v), public.hyper)
+    final["baseline_err_mean"] = final["noiseless_err_mean"] = train_error(base_u, noiseless, ctx.train)
+    final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
+    final["participants"] = float(len(recommender.uploads))
+    rounds[-1].update(final)
+    privacy = _privacy(config, public)
+    eta = recommender.eta if recommender.eta is not None else np.zeros(0)
+    rated = np.bincount(held_ratings.items, minlength=public.n_items) > 0
+    privacy["eta"] = {
+        "items_noised": int(rated.sum()),
+        "abs_mean": float(np.abs(eta[rated]).mean()) if rated.any() else 0.0,
+        "norm_mean": float(np.linalg.norm(eta[rated], axis=1).mean()) if rated.any() else 0.0,
+    }
+    state = {
+        "item_factors": published,
+        "unpublished_item_factors": recommender.item_factors,
+        "user_factors": recommender.user_factors,
+        "initial_user_factors": initial_u,
+        "initial_item_factors": initial_v,
+        "eta": recommender.eta,
+        "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
+    }
+    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, state=state)
+
+
+# --------------------------------------------------------------------------- S2, S3
+
+
+class _Traffic:
+    """Bytes per iteration from the ledger: what the served users received and sent, and the third party."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+        self._before: dict[Party, tuple[int, int]] = {}
+
+    def start(self, parties: list[Party]) -> None:
+        party = self.ledger.party
+        self._before = {p: (c["recv_bytes"], c["sent_bytes"]) for p in [*parties, THIRD_PARTY] for c in (party(p),)}
+
+    def measure(self) -> dict[str, float]:
+        party = self.ledger.party
+        down, up = [0], [0]
+        third = 0
+        for p, (recv, sent) in self._before.items():
+            counters = party(p)
+            if p == THIRD_PARTY:
+                third = counters["sent_bytes"] - sent
+            else:
+                down.append(counters["recv_bytes"] - recv)
+                up.append(counters["sent_bytes"] - sent)
+        return {"user_down_max_b": float(max(down)), "user_up_max_b": float(max(up)), "tp_sent_b": float(third)}
+
+
+def _user_factors(users: Mapping[Party, PrivateUser]) -> np.ndarray:
+    return np.stack([user.u for user in users.values()])
+
+
+def _round_row(round_index: int, served: Served, update: Update | None) -> dict[str, float]:
+    contributors = len(update.contributors) if update is not None else 0
+    return {
+        "round": round_index,
+        "selected": len(served.parties),
+        "participants": contributors,
+        "missing": len(served.parties) - contributors,
+        "items_updated": int(update.updated.size) if update is not None else 0,
+    }
+
+
+async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Outcome:
+    users = {
+        party: PrivateUser(party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, party.index), items, values, public)
+        for party, items, values in _user_data(ctx)
+    }
+    recommender = Recommender(
+        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, config.max_users, config.k_presharing
+    )
+    aggregator = None
+    if public.protected:
+        aggregator = Aggregator(THIRD_PARTY, ctx.network, ctx.rng(Stream.ACTOR, Role.THIRD_PARTY.code, 0), public)
+        aggregator.horizon_s = ctx.horizon_s
+        ctx.network.attach(THIRD_PARTY)
+    initial_u, initial_v = _user_factors(users), recommender.item_factors.copy()
+    ctx.network.attach(SERVER)
+    verifier = Verifier(public, users, recommender, aggregator)
+    traffic = _Traffic(ctx.network.ledger)
+    timing = ctx.scenario.run
+    rounds: list[dict[str, float]] = []
+    contributed: list[np.ndarray] = []
+    round_wall_s: list[float] = []
+    population = _population(ctx, users)
+    async with population.open(), trio.open_nursery() as nursery:
+        if aggregator is not None:
+            nursery.start_soon(aggregator.run)
+        await trio.sleep(timing.round_gap_s)
+        started = time.perf_counter()
+        if config.scenario == "S2":
+            await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
+        else:
+            await recommender.preshare(timing.round_timeout_s)
+            if config.check_invariants:
+                verifier.after_presharing()
+        await trio.sleep(timing.round_gap_s)
+        for round_index in range(1, ctx.rounds + 1):
+            round_started = time.perf_counter()
+            population.begin_round(round_index)
+            served = recommender.serve(round_index, timing.round_timeout_s)
+            traffic.start(served.parties)
+            update = await recommender.collect(trio.current_time() + timing.round_timeout_s)
+            row = _round_row(round_index, served, update)
+            if config.check_invariants:
+                row.update(verifier.after_round(served, update))
+            row.update(traffic.measure())
+            contributed.append(np.array([party.index for party in update.contributors] if update is not None else [], dtype=np.int64))
+            if round_index % config.eval_every == 0 or round_index == ctx.rounds:
+                row.update(accuracy(_user_factors(users), recommender.item_factors, ctx.train, ctx.test))
+            rounds.append(row)
+            population.end_round(round_index)
+            ctx.progress(round_index)
+            await trio.sleep(timing.round_gap_s)
+            round_wall_s.append(time.perf_counter() - round_started)
+        loop_wall_s = time.perf_counter() - started
+        nursery.cancel_scope.cancel()
+    timing_s = {"loop_wall_s": loop_wall_s, "round_wall_s": round_wall_s}
+    return _private_outcome(ctx, config, public, users, recommender, verifier, population, rounds, contributed, initial_u, initial_v, timing_s)
+
+
+def _private_outcome(
+    ctx: RunContext,
+    config: DPMFConfig,
+    public: PublicParameters,
+    users: Mapping[Party, PrivateUser],
+    recommender: Recommender,
+    verifier: Verifier,
+    population: Population,
+    rounds: list[dict[str, float]],
+    contributed: list[np.ndarray],
+    initial_u: np.ndarray,
+    initial_v: np.ndarray,
+    timing_s: dict[str, Any],
+) -> Outcome:
+    final = {name: value for name, value in rounds[-1].items() if name != "round"}
+    base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, config.baseline_rounds or ctx.rounds)
+    final["baseline_err_mean"] = train_error(base_u, base_v, ctx.train)
+    final["err_increase"] = final["err_mean"] - final["baseline_err_mean"]
+    if config.replay:
+        replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
+        final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
+        final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
+    privacy = _privacy(config, public)
+    noised = recommender.eta_pieces > 0
+    privacy["eta"] = {
+        "items_noised": int(noised.sum()),
+        "items_without_eta": int(public.n_items - noised.sum()) if config.scenario == "S3" else 0,
+        "pieces_min": int(recommender.eta_pieces[noised].min()) if noised.any() else 0,
+        "abs_mean": verifier.eta_abs_sum / verifier.eta_values if verifier.eta_values else None,
+    }
+    privacy["rho"] = verifier.rho.summary() if config.variant == "protected" else {"variant": "naive: no rho~"}
+    if config.variant == "protected" and verifier.rho_values:
+        privacy["rho"]["abs_mean"] = verifier.rho_abs_sum / verifier.rho_values
+    state = {
+        "item_factors": recommender.item_factors,
+        "user_factors": _user_factors(users),
+        "initial_user_factors": initial_u,
+        "initial_item_factors": initial_v,
+        "contributors": contributed,
+        "recent_aggregates": list(recommender.recent),
+        "eta": public.ring.decode(verifier.eta_truth(np.arange(public.n_items))),
+        "rho_last": verifier.last_rho,
+        "rated_items_seen": dict(recommender.rated_items),
+        **timing_s,
+        "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
+    }
+    invariants = verifier.monitors if config.check_invariants else []
+    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, invariants=invariants, state=state)
+
+
+PROTOCOL = ProtocolSpec("dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party")

@@ -1,0 +1,420 @@
+"""The DP-MF recommenders: trusted (S1), and untrusted (S2, S3) -- the server of the run.
+
+`TrustedRecommender` (S1) holds the ratings users upload, runs the MF of eqs. (1)-(5) centrally one
+iteration per round, and at the end re-optimizes V with U fixed on the perturbed objective (6) with its
+own eta (`central.refit_items`).
+
+`Recommender` (S2, S3) never sees a rating or a per-user value. Each iteration it serves the users whose
+item requests are pending (S2: every user of the noise setup; S3: at most K online users chosen at
+random) with v_j(t), masks psi and, in S3, pieces of tau^_j; it then receives from the third party the
+per-item sums of what the contributors sent and
+
+    A_j = aggregate_j - sum of psi_j of the contributors + sum of tau^-pieces_j of the served users that
+          did not contribute (S3)
+        = sum over contributors of (grad_j + rho~_j) + eta_j        (mod P)
+
+because the third party already subtracted alpha_j and tau^_j - alpha_j = eta_j. It decodes A_j and takes
+the normalized step of eq. (9): ``v_j -= gamma (A_j / n_j + 2 mu v_j)`` with n_j the contributors of item j
+(`fedrecsim.models.mf.item_step`). Dropout recovery is exactly the two sums above: only the masks of
+users that contributed are removed, and the tau^ pieces of those that did not are added back, so the noise
+left is eta_j in every iteration. The rho~ pieces of the missing users are missing; that shortfall is
+reported by the simulator, not hidden.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...actors.server import Server
+from ...data.ratings import Ratings
+from ...errors import PartyTimeout, ProtocolViolation
+from ...mechanisms.laplace import exponential_h
+from ...models.mf import CentralizedMF, item_step, unit_rows
+from ...network.party import THIRD_PARTY, Party
+from .central import project_unit_ball, refit_items
+from .messages import (
+    Aggregate,
+    ItemRequest,
+    ItemVectors,
+    NaiveContribution,
+    NoiseSetup,
+    PresharingAggregate,
+    PresharingRequest,
+    RatingsUpload,
+    Roster,
+)
+from .noise import central_noise
+from .public import PublicParameters
+from .ringops import expand_masks, from_words, split_by_item, sum_by_item, to_words
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+@dataclass
+class Served:
+    """Who the recommender served in one iteration, and what it handed out (its own records).
+
+    Rows are the served users' items, user after user in sorted party order.
+    """
+
+    round: int
+    parties: list[Party]
+    offsets: np.ndarray
+    row_items: np.ndarray
+    raters: np.ndarray
+    masks: np.ndarray | None = None
+    keys: list[bytes] = field(default_factory=list)
+    eta_pieces: np.ndarray | None = None
+
+    def row_count(self, party: Party) -> int:
+        position = self.parties.index(party)
+        return int(self.offsets[position + 1] - self.offsets[position])
+
+    def rows_of(self, chosen: list[Party]) -> np.ndarray:
+        """The row positions of the ``chosen`` served parties (in their order)."""
+        index = {party: position for position, party in enumerate(self.parties)}
+        spans = [np.arange(self.offsets[index[party]], self.offsets[index[party] + 1]) for party in chosen]
+        return np.concatenate(spans) if spans else _EMPTY
+
+
+@dataclass
+class Update:
+    """What the recommender computed in one iteration (read by the invariant monitors).
+
+    Attributes:
+        contributors: the users whose contribution is in the aggregate (the third party's report).
+        items: the items in the aggregate, ascending.
+        unmasked: ring, A_j of the module docstring.
+        before_addback: ring, the aggregate minus the contributors' masks (before the tau^ pieces of the
+            missing users are added back).
+        counts: n_j, contributors per item.
+        updated: the items whose profile was stepped (S3: those with pre-shared noise).
+    """
+
+    round: int
+    contributors: list[Party]
+    items: np.ndarray
+    unmasked: np.ndarray
+    before_addback: np.ndarray
+    counts: np.ndarray
+    updated: np.ndarray
+
+
+class TrustedRecommender(Server):
+    """S1: the recommender that may see the ratings; it publishes a V that is eps-DP by Theorem 1."""
+
+    def __init__(self, party, network, rng, public: PublicParameters, n_users: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.public = public
+        self.item_factors = unit_rows(rng, public.n_items, public.d)
+        self.user_factors = unit_rows(rng, n_users, public.d)
+        self.uploads: dict[Party, RatingsUpload] = {}
+        self.eta: np.ndarray | None = None
+        self._ratings: Ratings | None = None
+        self._model = CentralizedMF(public.hyper)
+
+    def collect(self) -> int:
+        """Take the uploads delivered so far; returns how many users' ratings the recommender holds."""
+        self.update_membership()
+        for envelope in self.drain(RatingsUpload):
+            if envelope.body.items.size and envelope.body.items[-1] >= self.public.n_items:
+                raise ProtocolViolation(f"{self.party} received ratings of unknown items from {envelope.src}")
+            self.uploads[envelope.src] = envelope.body
+            self._ratings = None
+        return len(self.uploads)
+
+    def ratings(self) -> Ratings:
+        """The ratings held, as one data set over all users and items."""
+        if self._ratings is None:
+            parties = sorted(self.uploads)
+            users = np.concatenate([np.full(self.uploads[p].items.size, p.index) for p in parties]) if parties else _EMPTY
+            items = np.concatenate([self.uploads[p].items for p in parties]) if parties else _EMPTY
+            values = np.concatenate([self.uploads[p].values for p in parties]) if parties else np.empty(0)
+            self._ratings = Ratings(users, items, values, self.user_factors.shape[0], self.public.n_items, self.public.rating_range)
+        return self._ratings
+
+    def iterate(self) -> np.ndarray:
+        """One iteration of unprotected MF over the users whose ratings it holds; returns their indices."""
+        ratings = self.ratings()
+        held = np.zeros(ratings.n_users, dtype=bool)
+        held[np.unique(ratings.users)] = True
+        self.user_factors, self.item_factors = self._model.round(
+            self.user_factors, self.item_factors, ratings, participating_users_mask=held
+        )
+        project_unit_ball(self.user_factors)
+        return np.flatnonzero(held)
+
+    def publish(self, mechanism: str, epsilon: float, delta: float) -> np.ndarray:
+        """The eps-DP item profiles: V minimizing objective (6) with U fixed and a fresh eta (kept in ``eta``)."""
+        self.eta = central_noise(self.rng, mechanism, self.public.n_items, self.public.d, epsilon, delta)
+        return refit_items(self.user_factors, self.item_factors, self.ratings(), self.eta, self.public.hyper)
+
+
+class Recommender(Server):
+    """S2 / S3: serves item vectors with masks, unmasks per-item aggregates, updates V (module docstring).
+
+    Args:
+        max_users: S3: K, users served per iteration at most (S2 serves every set-up user).
+        k_presharing: S3: k, the users that pre-share each item's noise.
+        collect_share: the fraction of the round's time the third party waits for contributions.
+    """
+
+    def __init__(self, party, network, rng, public: PublicParameters, max_users: int, k_presharing: int, collect_share: float = 0.5) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.public = public
+        self.item_factors = unit_rows(rng, public.n_items, public.d)
+        self.max_users = max_users
+        self.k_presharing = k_presharing
+        self.collect_share = collect_share
+        self.requests: dict[Party, np.ndarray] = {}
+        self.rated_items: dict[Party, np.ndarray] = {}
+        self.set_up: frozenset[Party] | None = None
+        ring, shape = public.ring, (public.n_items, public.d)
+        self.tau_hat = np.zeros(shape, dtype=ring.dtype)
+        self.eta_pieces = np.zeros(public.n_items, dtype=np.int64)
+        self.sharers: dict[Party, np.ndarray] = {}
+        self.vector_values = 0
+        self.vector_overflow = 0
+        self.served: Served | None = None
+        self.last: Update | None = None
+        # The unmasked aggregates of the last two iterations: all the difference attack (eq. (11)) needs.
+        self.recent: deque[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=2)
+
+    # ------------------------------------------------------------------ requests
+
+    def _register(self, party: Party, request: ItemRequest) -> None:
+        items = request.items.astype(np.int64)
+        if items.size and items[-1] >= self.public.n_items:
+            raise ProtocolViolation(f"{self.party} received a request for unknown items from {party}")
+        self.requests[party] = items
+        self.rated_items[party] = items
+
+    def refresh(self) -> None:
+        """Apply joins, leaves and item requests delivered so far; a user that left has no pending request."""
+        before = set(self.members)
+        self.update_membership()
+        for party in before.difference(self.members):
+            self.requests.pop(party, None)
+        for envelope in self.drain(ItemRequest):
+            self._register(envelope.src, envelope.body)
+
+    # ------------------------------------------------------------------ S2 setup
+
+    async def set_up_noise(self, deadline: float) -> int:
+        """S2, before iteration 1: H_j and k_j to every rater; returns how many users were set up.
+
+        The recommender waits (until ``deadline``) for the item request of every online user, counts the
+        raters k_j of every item among them, and sends each its H_j and k_j (eq. (12)).
+        """
+        self.refresh()
+        replies = await self.gather(ItemRequest, sorted(self.members.difference(self.requests)), deadline=deadline)
+        for party, request in replies:
+            self._register(party, request)
+        self.refresh()
+        parties = sorted(party for party in self.requests if party in self.members)
+        raters = np.zeros(self.public.n_items, dtype=np.int64)
+        for party in parties:
+            raters[self.requests[party]] += 1
+        h = exponential_h(self.rng, (self.public.n_items, self.public.d))
+        for party in parties:
+            items = self.requests[party]
+            self.send(party, NoiseSetup(h[items], raters[items].astype(np.int32)))
+        self.set_up = frozenset(parties)
+        self.eta_pieces = raters
+        return len(parties)
+
+    # ------------------------------------------------------------------ S3 initialization
+
+    async def preshare(self, round_timeout_s: float) -> list[Party]:
+        """S3's initialization phase (steps (1)-(4)): derive and keep tau^_j = alpha_j + eta_j for every item.
+
+        Returns the users that were asked to pre-share.
+
+        Raises:
+            ProtocolViolation: nobody is online to pre-share noise.
+        """
+        self.refresh()
+        online = sorted(self.members)
+        if not online:
+            raise ProtocolViolation(f"{self.party} found no online user to pre-share the noise of the items")
+        ring, n_items, d = self.public.ring, self.public.n_items, self.public.d
+        k = min(self.k_presharing, len(online))
+        # Row r pre-shares item row_items[r] by user row_users[r]: k distinct online users per item.
+        row_users = np.concatenate([self.rng.choice(len(online), size=k, replace=False) for _ in range(n_items)])
+        row_items = np.repeat(np.arange(n_items), k)
+        h = exponential_h(self.rng, (n_items, d))
+        beta = ring.uniform(self.rng, (row_items.size, d))
+        order = np.lexsort((row_items, row_users))
+        bounds = np.searchsorted(row_users[order], np.arange(len(online) + 1))
+        sharers = [online[position] for position in range(len(online)) if bounds[position + 1] > bounds[position]]
+        now = self.now
+        self.send(THIRD_PARTY, Roster(0, tuple(sharers), now + self.collect_share * round_timeout_s))
+        rows_of: dict[Party, np.ndarray] = {}
+        for position, party in enumerate(online):
+            rows = order[bounds[position]:bounds[position + 1]]
+            if not rows.size:
+                continue
+            rows_of[party] = rows
+            items = row_items[rows]
+            self.send(party, PresharingRequest(
+                items.astype(np.int32), h[items], np.full(items.size, k, dtype=np.int32), to_words(ring, beta[rows]),
+            ))
+        aggregate = await self._await(PresharingAggregate, None, now + round_timeout_s)
+        if aggregate is not None:
+            contributed = [party for party in aggregate.contributors if party in rows_of]
+            if len(contributed) != len(aggregate.contributors):
+                raise ProtocolViolation(f"{self.party}: the third party reported pre-sharers it was not asked about")
+            rows = np.concatenate([rows_of[party] for party in contributed]) if contributed else _EMPTY
+            present, beta_sums = sum_by_item(ring, row_items[rows], beta[rows], n_items)
+            items = aggregate.items.astype(np.int64)
+            if not np.array_equal(present, items):
+                raise ProtocolViolation(f"{self.party}: the pre-sharing aggregate's items do not match its sharers'")
+            tau_tilde = from_words(ring, aggregate.tau_tilde, d, f"{self.party} tau~")
+            self.tau_hat[items] = ring.sub(tau_tilde, beta_sums)
+            self.eta_pieces = np.bincount(row_items[rows], minlength=n_items)
+        self.sharers = rows_of
+        return sharers
+
+    # ------------------------------------------------------------------ iterations
+
+    def serve(self, round_index: int, round_timeout_s: float) -> Served:
+        """Step (1): choose the users of this iteration and send each its vectors, masks and noise pieces."""
+        self.refresh()
+        public, ring, d = self.public, self.public.ring, self.public.d
+        # Pending requests in arrival order (a function of the seed, like every delivery order); only the
+        # chosen ones are sorted, which keeps selection O(pending) at Netflix scale.
+        pending = [party for party, items in self.requests.items() if items.size and party in self.members]
+        if public.scenario == "S2":
+            candidates = sorted(party for party in pending if self.set_up is not None and party in self.set_up)
+        elif len(pending) > self.max_users:
+            chosen = self.rng.choice(len(pending), size=self.max_users, replace=False)
+            candidates = sorted(pending[position] for position in chosen)
+        else:
+            candidates = sorted(pending)
+        items_of = [self.requests.pop(party) for party in candidates]
+        lengths = np.array([items.size for items in items_of], dtype=np.int64)
+        offsets = np.r_[0, np.cumsum(lengths)]
+        row_items = np.concatenate(items_of) if items_of else _EMPTY
+        raters = np.bincount(row_items, minlength=public.n_items)
+        served = Served(round_index, candidates, offsets, row_items, raters)
+        encoded, overflow = ring.encode(self.item_factors)
+        self.vector_values += encoded.size
+        self.vector_overflow += overflow
+        vectors = encoded[row_items]
+        if public.protected:
+            if public.mask_transport == "explicit":
+                served.masks = ring.uniform(self.rng, (row_items.size, d))
+            else:
+                served.keys = [self.rng.bytes(16) for _ in candidates]
+            if public.scenario == "S3":
+                served.eta_pieces = split_by_item(ring, row_items, self.tau_hat, self.rng)
+            self.send(THIRD_PARTY, Roster(round_index, tuple(candidates), self.now + self.collect_share * round_timeout_s))
+        for position, party in enumerate(candidates):
+            rows = slice(offsets[position], offsets[position + 1])
+            self.send(party, ItemVectors(
+                round_index,
+                to_words(ring, vectors[rows]),
+                raters[row_items[rows]].astype(np.int32),
+                masks=to_words(ring, served.masks[rows]) if served.masks is not None else None,
+                mask_seed=served.keys[position] if served.keys else None,
+                eta_pieces=to_words(ring, served.eta_pieces[rows]) if served.eta_pieces is not None else None,
+            ))
+        self.served = served
+        return served
+
+    async def collect(self, deadline: float) -> Update | None:
+        """Steps (3)-(4): unmask the per-item aggregate and update V; None if no aggregate came in time."""
+        served = self.served
+        if served is None:
+            raise ProtocolViolation(f"{self.party} was asked to collect before it served an iteration")
+        if self.public.protected:
+            aggregate = await self._await(Aggregate, served.round, deadline)
+            if aggregate is None:
+                return None
+            update = self._unmask(served, aggregate)
+        else:
+            update = await self._collect_naive(served, deadline)
+        self._step(update)
+        return update
+
+    def _unmask(self, served: Served, aggregate: Aggregate) -> Update:
+        ring, d, n_items = self.public.ring, self.public.d, self.public.n_items
+        contributors = list(aggregate.contributors)
+        contributed = set(contributors)
+        unknown = contributed.difference(served.parties)
+        if unknown:
+            raise ProtocolViolation(f"{self.party}: the third party reported contributors it did not serve: {sorted(unknown)[:3]}")
+        rows = served.rows_of(contributors)
+        masks = served.masks[rows] if served.masks is not None else self._expanded_masks(served, contributors)
+        present, mask_sums = sum_by_item(ring, served.row_items[rows], masks, n_items)
+        items = aggregate.items.astype(np.int64)
+        if not np.array_equal(present, items):
+            raise ProtocolViolation(f"{self.party}: the aggregate of round {served.round} covers other items than its contributors rated")
+        before = ring.sub(from_words(ring, aggregate.sums, d, f"{self.party} aggregate"), mask_sums)
+        unmasked = before
+        if served.eta_pieces is not None:
+            missing = [party for party in served.parties if party not in contributed]
+            missing_rows = served.rows_of(missing)
+            held, held_sums = sum_by_item(ring, served.row_items[missing_rows], served.eta_pieces[missing_rows], n_items)
+            # Pieces of items nobody contributed to are not needed: those items are not updated.
+            found = np.isin(held, items)
+            back = np.zeros((items.size, d), dtype=ring.dtype)
+            back[np.searchsorted(items, held[found])] = held_sums[found]
+            unmasked = ring.add(before, back)
+        counts = np.bincount(served.row_items[rows], minlength=n_items)[items]
+        updated = items[self.eta_pieces[items] > 0] if self.public.scenario == "S3" else items
+        return Update(served.round, contributors, items, unmasked, before, counts, updated)
+
+    def _expanded_masks(self, served: Served, contributors: list[Party]) -> np.ndarray:
+        index = {party: position for position, party in enumerate(served.parties)}
+        blocks = []
+        for party in contributors:
+            position = index[party]
+            rows = int(served.offsets[position + 1] - served.offsets[position])
+            blocks.append(expand_masks(self.public.ring, served.keys[position], rows, self.public.d))
+        return np.concatenate(blocks) if blocks else np.empty((0, self.public.d), dtype=self.public.ring.dtype)
+
+    async def _collect_naive(self, served: Served, deadline: float) -> Update:
+        ring, d, n_items = self.public.ring, self.public.d, self.public.n_items
+        replies = await self.gather(
+            NaiveContribution, served.parties, deadline=deadline, accept=lambda reply: reply.round == served.round
+        )
+        contributors = [party for party, _ in replies]
+        rows = served.rows_of(contributors)
+        blocks = []
+        for party, reply in replies:
+            block = from_words(ring, reply.values, d, f"{self.party} naive contribution of {party}")
+            expected = served.row_count(party)
+            if block.shape[0] != expected:
+                raise ProtocolViolation(f"{self.party} expected {expected} rows from {party}, received {block.shape[0]}")
+            blocks.append(block)
+        values = np.concatenate(blocks) if blocks else np.empty((0, d), dtype=ring.dtype)
+        items, sums = sum_by_item(ring, served.row_items[rows], values, n_items)
+        counts = np.bincount(served.row_items[rows], minlength=n_items)[items]
+        return Update(served.round, contributors, items, sums, sums, counts, items)
+
+    def _step(self, update: Update) -> None:
+        """Eq. (9), normalized: v_j -= gamma (A_j / n_j + 2 mu v_j) for every updated item."""
+        keep = np.isin(update.items, update.updated)
+        sums = self.public.ring.decode(update.unmasked[keep])
+        counts = update.counts[keep]
+        items = update.items[keep]
+        self.item_factors[items] = item_step(self.item_factors[items], sums, counts, self.public.hyper)
+        self.recent.append((update.round, items, sums, counts))
+        self.last = update
+
+    async def _await(self, kind: type, round_index: int | None, deadline: float):  # type: ignore[no-untyped-def]
+        """The third party's message of ``kind`` for ``round_index`` (older ones are stale and dropped)."""
+        while True:
+            try:
+                body = (await self.recv(kind, deadline=deadline, sender=THIRD_PARTY)).body
+            except PartyTimeout:
+                return None
+            if round_index is None or body.round == round_index:
+                return body
+
+
+__all__ = ["Recommender", "Served", "TrustedRecommender", "Update"]

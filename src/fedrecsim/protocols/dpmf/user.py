@@ -1,0 +1,187 @@
+"""The DP-MF users: in S1 they hand their ratings over; in S2 and S3 they keep u_i and send masked gradients.
+
+A user of S2 or S3 holds its ratings, its profile u_i (eq. (2), kept in the unit ball), its private
+generator (the C of every noise piece it draws) and, in S2, its fixed eta-pieces. Each iteration it is
+served it receives v_j(t) of its rated items and answers the third party with
+
+    phi_j = grad_j + noise_j + rho~_j(t) + psi_j  (mod P)
+
+where grad_j = -2 e_ij u_i(t-1) (eq. (13)'s local gradient, from the profile before this iteration's
+step), noise_j is its eta-piece (S2) or the piece of tau^_j the recommender handed it (S3), rho~_j(t) is a
+fresh piece (`noise.pieces` with the public H_j(t) and k'_j), and psi_j is the recommender's mask. In the
+naive variant it sends grad_j + eta-piece_j straight to the recommender.
+
+The ``last_*`` attributes record what the user added in its last contribution. They are never sent; the
+simulator's invariant monitors read them (the simulator is omniscient, the parties are not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...actors.user import User
+from ...errors import PartyTimeout, ProtocolViolation
+from ...models.mf import unit_rows, user_step
+from ...network.party import THIRD_PARTY
+from ...network.wire import Envelope
+from .central import project_unit_ball
+from .messages import (
+    Contribution,
+    ItemRequest,
+    ItemVectors,
+    NaiveContribution,
+    NoiseSetup,
+    PresharingRequest,
+    PresharingShare,
+    RatingsUpload,
+)
+from .noise import pieces
+from .public import PublicParameters
+from .ringops import expand_masks, from_words, to_words
+
+
+class TrustingUser(User):
+    """S1: uploads its ratings to the trusted recommender on every (re)join, then waits."""
+
+    def __init__(self, party, network, rng, items: np.ndarray, ratings: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.items = np.asarray(items, dtype=np.int32)
+        self.ratings = np.asarray(ratings, dtype=np.float64)
+
+    async def run(self) -> None:
+        if self.items.size:
+            self.send(self.server, RatingsUpload(self.items, self.ratings))
+
+
+class PrivateUser(User):
+    """S2 / S3: keeps u_i and its ratings; contributes masked, noised gradients (see the module docstring).
+
+    Attributes:
+        u: the private profile u_i, in the unit ball.
+        eta: S2, the ring encodings of its eta-pieces, one row per rated item (None before the setup).
+        shared: S3, the items it pre-shared noise for and the ring encodings of those pieces.
+    """
+
+    def __init__(self, party, network, rng, items: np.ndarray, ratings: np.ndarray, public: PublicParameters) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.items = np.asarray(items, dtype=np.int64)
+        self.ratings = np.asarray(ratings, dtype=np.float64)
+        self.public = public
+        self.u = unit_rows(rng, 1, public.d)[0]
+        self.eta: np.ndarray | None = None
+        self.shared: tuple[np.ndarray, np.ndarray] | None = None
+        self.setup_values = 0
+        self.setup_overflow = 0
+        self.last_round = -1
+        self.last_signal = np.empty((0, public.d), dtype=public.ring.dtype)
+        self.last_plain = self.last_signal
+        self.last_real = np.empty((0, public.d))
+        self.last_rho = self.last_real
+        self.last_overflow = 0
+        self._request = ItemRequest(self.items.astype(np.int32))
+
+    async def run(self) -> None:
+        if self.public.scenario == "S2" and self.items.size and self.eta is None:
+            self.send(self.server, self._request)
+            self._set_up((await self.recv(NoiseSetup, deadline=self.horizon_s, sender=self.server)).body)
+        elif self.items.size:
+            self.send(self.server, self._request)
+        kinds = (PresharingRequest, ItemVectors) if self.public.scenario == "S3" else (ItemVectors,)
+        while True:
+            envelope = await self._recv_first(kinds)
+            if envelope.kind == PresharingRequest.KIND:  # type: ignore[attr-defined]
+                self._preshare(envelope.body)
+                continue
+            request: ItemVectors = envelope.body
+            if self.crashes_in(request.round):
+                return
+            await self.compute()
+            self._contribute(request)
+            self.send(self.server, self._request)
+
+    async def _recv_first(self, kinds: Sequence[Any]) -> Envelope:
+        """The next message of the first of ``kinds`` that has one (setup before iterations)."""
+        mailbox = self.network.mailbox(self.party)
+        while True:
+            for kind in kinds:
+                envelope = mailbox.take(kind.KIND, self.server)
+                if envelope is not None:
+                    return envelope
+            if not await mailbox.wait(self.horizon_s):
+                raise PartyTimeout(f"{self.party} waited for the recommender until t={self.horizon_s:.3f}s; nothing came")
+
+    # ------------------------------------------------------------------ setups
+
+    def _set_up(self, setup: NoiseSetup) -> None:
+        """S2: fix the eta-pieces of every rated item (eq. (12)) once, with the recommender's H_j and k_j."""
+        if setup.h.shape != (self.items.size, self.public.d):
+            raise ProtocolViolation(
+                f"{self.party} expected H of shape {(self.items.size, self.public.d)}, received {setup.h.shape}"
+            )
+        noise = pieces(self.rng, setup.h, setup.raters, self.public.scale)
+        self.eta, overflow = self.public.ring.encode(noise)
+        self.setup_values += noise.size
+        self.setup_overflow += overflow
+
+    def _preshare(self, request: PresharingRequest) -> None:
+        """S3 initialization: tau_j = eta-piece_j + beta_j (mod P) to the third party."""
+        ring, d = self.public.ring, self.public.d
+        if request.h.shape[1] != d or (request.items.size and request.items[-1] >= self.public.n_items):
+            raise ProtocolViolation(f"{self.party} received a pre-sharing request for items or H out of range")
+        beta = from_words(ring, request.beta, d, f"{self.party} pre-sharing beta")
+        encoded, overflow = ring.encode(pieces(self.rng, request.h, request.sharers, self.public.scale))
+        self.shared = (request.items.astype(np.int64), encoded)
+        self.setup_values += encoded.size
+        self.setup_overflow += overflow
+        self.send(THIRD_PARTY, PresharingShare(request.items, to_words(ring, ring.add(encoded, beta))))
+
+    # ------------------------------------------------------------------ iterations
+
+    def _contribute(self, request: ItemVectors) -> None:
+        public, ring, d = self.public, self.public.ring, self.public.d
+        rows = self.items.size
+        where = f"{self.party} round {request.round}"
+        if request.vectors.shape[0] != rows:
+            raise ProtocolViolation(f"{where}: expected vectors of {rows} items, received {request.vectors.shape[0]}")
+        v_rows = ring.decode(from_words(ring, request.vectors, d, f"{where} vectors"))
+        new_u, gradients = user_step(self.u, v_rows, self.ratings, public.hyper)
+        self.u = project_unit_ball(new_u)
+        noise = self._noise_piece(request, where)
+        if public.protected:
+            rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
+            real = gradients + rho
+        else:
+            rho = np.zeros_like(gradients)
+            real = gradients
+        signal, overflow = ring.encode(real)
+        plain = ring.add(signal, noise)
+        self.last_round, self.last_signal, self.last_plain = request.round, signal, plain
+        self.last_real, self.last_rho, self.last_overflow = real, rho, overflow
+        if not public.protected:
+            self.send(self.server, NaiveContribution(request.round, to_words(ring, plain)))
+            return
+        masked = ring.add(plain, self._masks(request, where))
+        self.send(THIRD_PARTY, Contribution(request.round, self._request.items, to_words(ring, masked)))
+
+    def _noise_piece(self, request: ItemVectors, where: str) -> np.ndarray:
+        if self.public.scenario == "S3":
+            if request.eta_pieces is None:
+                raise ProtocolViolation(f"{where}: S3 item vectors must carry the pieces of tau^")
+            return from_words(self.public.ring, request.eta_pieces, self.public.d, f"{where} eta pieces")
+        if self.eta is None:
+            raise ProtocolViolation(f"{where}: served before the noise setup")
+        return self.eta
+
+    def _masks(self, request: ItemVectors, where: str) -> np.ndarray:
+        ring, d = self.public.ring, self.public.d
+        if request.masks is not None:
+            return from_words(ring, request.masks, d, f"{where} masks")
+        if request.mask_seed is not None:
+            return expand_masks(ring, request.mask_seed, self.items.size, d)
+        raise ProtocolViolation(f"{where}: protected item vectors must carry masks or a mask seed")
+
+
+__all__ = ["PrivateUser", "TrustingUser"]

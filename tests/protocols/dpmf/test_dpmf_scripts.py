@@ -1,0 +1,55 @@
+"""The Hua et al. study scripts in scenarios/ run in their --quick mode and show what they should."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCENARIOS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = _script("hua_epsilon_sweep")
+    table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True)
+    for name, by_epsilon in table.items():
+        noise_only = [by_epsilon[epsilon][1] for epsilon in sweep.EPSILONS]
+        # The noise's cost falls with eps until it is lost in the fixed point and float rounding.
+        assert all(later < earlier for earlier, later in zip(noise_only[:5], noise_only[1:5])), name
+        assert abs(noise_only[-1]) < 0.02, name
+    for name in ("S1", "S2"):
+        assert abs(table[name][800.0][0]) < 0.02
+    print(sweep.render(table))
+    output = capsys.readouterr().out
+    assert "S3 err_increase" in output and "800" in output
+
+
+def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _script("hua_churn_study").main(["--quick", "--seeds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 + 8
+    assert sum(line.split()[0] == "p_join" for line in lines[2:]) == 4
+    assert sum(line.split()[0] == "p_leave" for line in lines[2:]) == 4
+
+
+def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str]) -> None:
+    comm = _script("hua_comm_cost")
+    figures = comm.measure(comm.QUICK)
+    explicit, seeded = figures["explicit"], figures["seeded"]
+    assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32
+    # 20 items x 50 values x 4 bytes for each of v_j, psi and the tau^ pieces, plus framing.
+    assert 12_000 <= explicit["down"] <= 12 * 1024
+    assert 4_000 <= explicit["up"] <= 5_000
+    assert seeded["down"] < explicit["down"] - 3_900 and seeded["up"] == explicit["up"]
+    print(comm.table(figures))
+    assert "<= 12 KB" in capsys.readouterr().out
