@@ -16,7 +16,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Run fedrecsim's standard workloads, each side by side with its peer.",
     )
     parser.add_argument(
-        "workloads", nargs="*", metavar="WORKLOAD", help=f"workloads to run (default: all of {', '.join(known)})"
+        "workloads",
+        nargs="*",
+        metavar="WORKLOAD",
+        help=f"workloads to run (default: all of {', '.join(known)})",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds), as the smoke tests use")
     parser.add_argument(

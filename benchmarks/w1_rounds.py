@@ -6,10 +6,12 @@ log-normal (median 50 ms, sigma 0.5) on each directed link, arrival times rounde
 standard size is 1,000 users for 100 rounds; the scale line runs 100,000 users for 3 rounds on fedrecsim
 alone, in a fresh interpreter so that its peak RSS is its own.
 
-Both simulations do the same work for every message: one `wire.encode` at the sender, one latency draw
-through the same `Links` (the same per-link generators, so both see identical delays and end at the same
-virtual time -- checked on every run), one delivery into the receiver's mailbox and one `wire.decode` at
-the receiver; one trio task / SimPy process per user and one for the server. The SimPy peer is written
+Both simulations do the same work for every message: one `wire.encode` at the sender (which validates
+every field), one latency draw through the same `Links` (the same per-link generators, so both see
+identical delays and end at the same virtual time -- checked on every run), one delivery into the
+receiver's mailbox and one decode of the bytes into a fresh message -- `wire.decode_trusted`, the decoder
+fedrecsim's network applies on delivery to bytes its own `encode` produced; one trio task / SimPy process
+per user and one for the server. The SimPy peer is written
 the fast way SimPy allows: a `simpy.Store` per party as its mailbox and a bare ``env.timeout`` whose
 callback puts the bytes into it (no process per message). On top of that, fedrecsim counts every byte per
 party in its `Ledger` (with the transcript hash) and bounds every wait with a virtual deadline; the peer
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +38,7 @@ import trio.testing
 from fedrecsim.actors import Replies, Server, User
 from fedrecsim.errors import ConfigError, SimulationError
 from fedrecsim.network import SERVER, Array, Ledger, LinkSpec, Links, LogNormal, Network, Party, Role, message
-from fedrecsim.network.wire import decode, encode
+from fedrecsim.network.wire import decode_trusted, encode
 from fedrecsim.seeding import Stream, generator
 
 from .common import Options, run_isolated, timed
@@ -149,7 +151,14 @@ class W1User(User):
 class W1Server(Server):
     """Sends its vector to every user and gathers one reply per user, by a virtual deadline."""
 
-    def __init__(self, party, network, rng, vector: np.ndarray, round_timeout_s: float) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        party: Party,
+        network: Network,
+        rng: np.random.Generator,
+        vector: np.ndarray,
+        round_timeout_s: float,
+    ) -> None:
         super().__init__(party, network, rng)
         self.vector = vector
         self.round_timeout_s = round_timeout_s
@@ -233,12 +242,12 @@ def run_simpy(config: W1Config) -> W1Outcome:
         arrival = _quantize(links.transit(src, dst, len(data), now), resolution_s)
         env.timeout(arrival - now, data).callbacks.append(lambda event: box.put(event.value))
 
-    def user_process(party: Party, box: simpy.Store):  # type: ignore[no-untyped-def]
+    def user_process(party: Party, box: simpy.Store) -> Generator[simpy.Event, bytes, None]:
         for _ in range(config.rounds):
-            request: W1Request = decode((yield box.get())).body
+            request: W1Request = decode_trusted((yield box.get())).body
             transmit(party, SERVER, server_box, W1Reply(request.round, request.vector))
 
-    def server_process():  # type: ignore[no-untyped-def]
+    def server_process() -> Generator[simpy.Event, bytes, None]:
         expected = set(parties)
         for round_index in range(config.rounds):
             request = W1Request(round_index, vector)
@@ -246,7 +255,7 @@ def run_simpy(config: W1Config) -> W1Outcome:
                 transmit(SERVER, party, box, request)
             replied: set[Party] = set()
             while len(replied) < len(expected):
-                envelope = decode((yield server_box.get()))
+                envelope = decode_trusted((yield server_box.get()))
                 if envelope.body.round == round_index and envelope.src in expected:
                     replied.add(envelope.src)
             replies.append(len(replied))
@@ -293,7 +302,7 @@ def compare(config: W1Config, repeats: int) -> tuple[float, float]:
 
 
 def scale(users: int, rounds: int, seed: int = 0) -> dict[str, object]:
-    """W1 at ``users`` on fedrecsim alone; mean wall seconds per round (excluding building the parties)."""
+    """W1 at ``users`` on fedrecsim alone: mean wall seconds per round (building the parties excluded)."""
     config = W1Config(users=users, rounds=rounds, seed=seed)
     outcome = run_fedrecsim(config)
     if outcome.replies != (users,) * rounds:
@@ -307,7 +316,10 @@ def run(options: Options) -> Iterator[str]:
     repeats = options.repeats or (1 if options.quick else 3)
     ours_s, peer_s = compare(config, repeats)
     ours_rate, peer_rate = config.rounds / ours_s, config.rounds / peer_s
-    yield f"W1 fedrecsim rounds_per_s={ours_rate:.1f} simpy rounds_per_s={peer_rate:.1f} ratio={ours_rate / peer_rate:.2f}"
+    yield (
+        f"W1 fedrecsim rounds_per_s={ours_rate:.1f} simpy rounds_per_s={peer_rate:.1f} "
+        f"ratio={ours_rate / peer_rate:.2f}"
+    )
     users, rounds = (QUICK_SCALE_USERS, QUICK_SCALE_ROUNDS) if options.quick else (SCALE_USERS, SCALE_ROUNDS)
     result = run_isolated(__name__, "scale", users=users, rounds=rounds, seed=config.seed)
     yield (

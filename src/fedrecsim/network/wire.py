@@ -162,46 +162,40 @@ class _Field:
         self.convert = convert
 
 
-def _identity(value: Any) -> Any:
+def _scalar_field(kind: type) -> _Field:
+    if kind is Party:
+        return _Field("Party", _pack_party, _unpack_party, _convert_party)
+    pack = _SCALAR_PACKERS.get(kind)
+    if pack is None:
+        raise TypeError(f"unsupported message field type {kind!r}")
+
+    def unpack(value: Any, where: str) -> Any:
+        # Exact types: msgpack gives bool for booleans, so `type(...) is int` refuses a bool for an int.
+        if type(value) is not kind:
+            raise WireError(f"{where}: expected {kind.__name__}, got {type(value).__name__}")
+        if kind is float and not math.isfinite(value):
+            raise WireError(f"{where}: non-finite float {value}")
+        return value
+
+    return _Field(kind.__name__, pack, unpack)
+
+
+def _pack_bool(value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise WireError(f"expected bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _pack_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"expected str, got {type(value).__name__}")
     return value
 
 
-def _scalar_field(kind: type) -> _Field:
-    if kind is bool:
-        def unpack(value: Any, where: str) -> Any:
-            if type(value) is not bool:
-                raise WireError(f"{where}: expected bool, got {type(value).__name__}")
-            return value
-        return _Field("bool", bool, unpack)
-    if kind is int:
-        def unpack(value: Any, where: str) -> Any:
-            if type(value) is not int:
-                raise WireError(f"{where}: expected int, got {type(value).__name__}")
-            return value
-        return _Field("int", _pack_int, unpack)
-    if kind is float:
-        def unpack(value: Any, where: str) -> Any:
-            if type(value) is not float:
-                raise WireError(f"{where}: expected float, got {type(value).__name__}")
-            if not math.isfinite(value):
-                raise WireError(f"{where}: non-finite float {value}")
-            return value
-        return _Field("float", _pack_float, unpack)
-    if kind is str:
-        def unpack(value: Any, where: str) -> Any:
-            if type(value) is not str:
-                raise WireError(f"{where}: expected str, got {type(value).__name__}")
-            return value
-        return _Field("str", _identity, unpack)
-    if kind is bytes:
-        def unpack(value: Any, where: str) -> Any:
-            if type(value) is not bytes:
-                raise WireError(f"{where}: expected bytes, got {type(value).__name__}")
-            return value
-        return _Field("bytes", bytes, unpack)
-    if kind is Party:
-        return _Field("Party", _pack_party, _unpack_party, _convert_party)
-    raise TypeError(f"unsupported message field type {kind!r}")
+def _pack_bytes(value: Any) -> bytes:
+    if not isinstance(value, (bytes, bytearray)):
+        raise WireError(f"expected bytes, got {type(value).__name__}")
+    return bytes(value)
 
 
 def _pack_int(value: Any) -> int:
@@ -214,6 +208,11 @@ def _pack_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise WireError(f"expected float, got {type(value).__name__}")
     return float(value)
+
+
+_SCALAR_PACKERS: dict[type, Callable[[Any], Any]] = {
+    bool: _pack_bool, int: _pack_int, float: _pack_float, str: _pack_str, bytes: _pack_bytes,
+}
 
 
 def _pack_party(value: Any) -> list[int]:

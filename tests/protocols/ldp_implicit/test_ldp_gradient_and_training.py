@@ -42,7 +42,7 @@ def test_lazy_reports_equal_the_dense_mechanism_for_the_same_generator_state() -
 
 
 def test_steps_per_epoch_repeats_the_paper_update_with_one_estimate() -> None:
-    """s steps of V <- V - gamma (g + 2 lam V) have the closed form a^s V - gamma g (1 - a^s) / (1 - a), a = 1 - 2 gamma lam."""
+    """s steps of V <- V - gamma (g + 2 lam V) are a^s V - gamma g (1 - a^s) / (1 - a), a = 1 - 2 gamma lam."""
     rng = np.random.default_rng(0)
     V, g = rng.normal(size=(30, 5)), rng.normal(size=(30, 5))
     hyper = ImplicitHyper(d=5, gamma=1e-2, lam=0.3)

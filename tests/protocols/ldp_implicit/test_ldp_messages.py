@@ -54,14 +54,11 @@ def test_a_report_costs_about_four_bytes_and_one_bit() -> None:
         (np.array([1, 2], dtype=np.int32), np.array([0b11100000], dtype=np.uint8), "trailing sign bits"),
     ],
 )
-def test_malformed_report_messages_are_refused_by_the_decoder(indices, signs, fragment) -> None:
-    # The encoder sends what it is given; the receiving side's decoder is where a message is judged.
-    data = encode(USER, PROXY, 0.0, Reports(1, indices, signs))
+def test_malformed_report_messages_are_refused_by_the_wire(indices, signs, fragment) -> None:
     with pytest.raises(WireError, match=fragment):
-        decode(data)
+        decode(encode(USER, PROXY, 0.0, Reports(1, indices, signs)))
 
 
 def test_epoch_zero_is_refused() -> None:
-    data = encode(USER, PROXY, 0.0, Reports(0, np.array([1], dtype=np.int32), np.array([128], dtype=np.uint8)))
     with pytest.raises(WireError, match="epoch"):
-        decode(data)
+        decode(encode(USER, PROXY, 0.0, Reports(0, np.array([1], dtype=np.int32), np.array([128], dtype=np.uint8))))

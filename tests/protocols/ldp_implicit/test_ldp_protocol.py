@@ -194,6 +194,28 @@ def test_dropout_and_churn_cost_reports_not_correctness(tiny) -> None:
     assert again.transcript_sha256 == result.transcript_sha256 and again.result["metrics"] == result.result["metrics"]
 
 
+def test_lost_messages_cost_reports_and_raise_no_false_alarm(tiny) -> None:
+    """5% loss on every link: reports, relayed counts and models are lost (with seed 3, both proxies'
+    counts in epoch 3); the server then collects until the deadline, and the invariants judge only
+    what arrived."""
+    tiny["run"].update({"rounds": 4, "round_timeout_s": 20.0, "seed": 3})
+    tiny["network"]["loss"] = 0.05
+    tiny["protocol"]["proxies"] = 2
+    result = fedrecsim.run(tiny)
+    assert result.result["rounds_completed"] == 4
+    assert result.result["ledger"]["kinds"]["ldp.reports"]["msgs"] < 4 * 40
+    assert sum(row["reports"] for row in result.rounds) < 4 * 40 * 20
+    assert result.rounds[2]["silent_proxies"] == 2 and result.rounds[2]["reports"] > 0
+    assert all(i["violations"] == 0 for i in result.result["invariants"])
+
+
+def test_binarized_explicit_data_with_an_interaction_filter_runs_end_to_end(tiny) -> None:
+    tiny["data"].update({"feedback": "explicit", "ratings": 1200, "binarize": True, "min_user_interactions": 5})
+    result = fedrecsim.run(tiny)
+    assert result.result["rounds_completed"] == 2 and "hr@10" in result.metrics
+    assert all(i["violations"] == 0 for i in result.result["invariants"])
+
+
 def test_final_metrics_carry_the_baselines_and_the_privacy_spent(tiny) -> None:
     result = fedrecsim.run(tiny)
     final = result.metrics

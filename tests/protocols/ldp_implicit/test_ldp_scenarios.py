@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(ROOT / "scenarios" / name), *args],
         capture_output=True, text=True, check=False, cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
     )
 
 
@@ -35,7 +36,8 @@ def test_the_quick_tradeoff_study_prints_and_writes_its_grid(tmp_path: Path) -> 
     assert [line.split()[0] for line in lines[2:]] == ["0.5", "10"]
     with open(out, newline="") as handle:
         cells = list(csv.DictReader(handle))
-    assert [(float(cell["epsilon"]), int(cell["k"])) for cell in cells] == [(0.5, 1), (0.5, 100), (10.0, 1), (10.0, 100)]
+    grid = [(float(cell["epsilon"]), int(cell["k"])) for cell in cells]
+    assert grid == [(0.5, 1), (0.5, 100), (10.0, 1), (10.0, 100)]
     for cell in cells:
         assert 0.0 <= float(cell["hr@10"]) <= 1.0
         assert float(cell["epsilon_per_user_total"]) == pytest.approx(4 * float(cell["epsilon"]) * int(cell["k"]))
@@ -47,7 +49,7 @@ def test_the_comm_cost_study_reports_exact_message_sizes() -> None:
     completed = _script("minto_comm_cost.py", "--items", "300", "--users", "30")
     assert completed.returncode == 0, completed.stderr
     line = completed.stdout.strip()
-    fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+    fields = dict(part.rstrip(":").split("=", 1) for part in line.split() if "=" in part)
     assert fields["items"] == "300" and fields["k"] == "100" and fields["users"] == "30"
     # Users 0..29 have one-byte indices on the wire, so every user's messages have the same size.
     model = len(encode(Party(Role.PROXY, 0), Party(Role.USER, 1), 1.0, Model(1, np.zeros((300, 5)))))

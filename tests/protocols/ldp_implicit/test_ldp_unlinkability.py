@@ -64,7 +64,9 @@ async def test_arrival_order_at_the_server_is_independent_of_send_order_and_late
     network = Network(Links(1, LinkSpec(LogNormal(0.05, 1.0))), Ledger(), record_views=[SERVER, PROXY])
     for party in (SERVER, PROXY, *(Party(Role.USER, index) for index in range(n_users))):
         network.attach(party)
-    senders = [Sender(Party(Role.USER, index), network, generator(1, Stream.ACTOR, 0, index)) for index in range(n_users)]
+    senders = [
+        Sender(Party(Role.USER, index), network, generator(1, Stream.ACTOR, 0, index)) for index in range(n_users)
+    ]
     proxy = ShuffleProxy(
         PROXY, network, generator(1, Stream.ACTOR, Role.PROXY.code, 0),
         server=SERVER, min_users=n_users, batch_size=50, wait_s=30.0, horizon_s=1e6,

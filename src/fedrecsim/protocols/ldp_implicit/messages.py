@@ -62,6 +62,10 @@ class Model:
     epoch: int
     item_factors: Array("float64", ndim=2)
 
+    def validate(self) -> None:
+        if self.epoch < 1:
+            raise ValueError(f"epoch must be >= 1, got {self.epoch}")
+
 
 @message("ldp.relayed")
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class Relayed:
     users: int
 
     def validate(self) -> None:
+        if self.epoch < 1:
+            raise ValueError(f"epoch must be >= 1, got {self.epoch}")
         if self.users < 0:
             raise ValueError(f"users must be >= 0, got {self.users}")
 

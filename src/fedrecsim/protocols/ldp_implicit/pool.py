@@ -49,7 +49,9 @@ class ReportPool:
     def add(self, sender: Party, indices: np.ndarray, signs: np.ndarray) -> None:
         """Take one user's message apart into its single reports (``indices[r]``, ``signs[r]``)."""
         if indices.shape != signs.shape or indices.ndim != 1:
-            raise ValueError(f"indices and signs must be equally long 1-D arrays, got {indices.shape} and {signs.shape}")
+            raise ValueError(
+                f"indices and signs must be equally long 1-D arrays, got {indices.shape} and {signs.shape}"
+            )
         self._indices.append(indices)
         self._signs.append(signs)
         self._senders.add(sender)

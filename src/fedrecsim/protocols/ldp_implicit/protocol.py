@@ -37,8 +37,14 @@ paper's Fig. 5: ``hr@K_mf_np`` (MF-NP: the same model, initial V and schedule wi
 
 Per-epoch metrics: ``participants`` (users V was relayed to), ``reports`` (aggregated),
 ``reports_missing`` (awaited but not in by the deadline), ``reports_late`` (of an earlier epoch,
-discarded), ``anonymity_set`` (fewest distinct users in a pool released for the epoch), and the hit
-rates every ``eval_every`` epochs and after the last. Privacy accounting is in `accounting`.
+discarded), ``silent_proxies`` (proxies whose relayed count was lost: the epoch then runs to its
+deadline and ``reports_missing`` counts only what the other proxies announced), ``anonymity_set``
+(fewest distinct users in a pool released for the epoch), and the hit rates every ``eval_every``
+epochs and after the last. Privacy accounting is in `accounting`.
+
+Data: users hold whatever ``[data]`` yields: every entry is a preference p = 1 with confidence
+``1 + alpha r`` (``r`` the entry's value), so ratings are used as interaction strengths unless
+``data.binarize = true`` makes every entry 1 (the paper's eq. (10)).
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ _INT32_INDICES = 2**31
 
 @dataclass(frozen=True)
 class LDPImplicitConfig:
+    """The ``[protocol]`` table of ldp_implicit; defaults are the paper's (Sec. 4.2) where it gives them."""
+
     d: int = param(5, ge=1, doc="latent factors F")
     gamma: float = param(1e-3, gt=0, doc="server learning rate")
     lam: float = param(1e-6, ge=0, doc="joint regularization lambda")
@@ -163,7 +171,7 @@ def _check_invariants(
     sent_counts = np.bincount(sent_keys, minlength=2 * size)
     received_counts = np.bincount(2 * report.indices.astype(np.int64) + (report.signs > 0), minlength=2 * size)
     holds = bool(np.all(received_counts <= sent_counts))
-    if report.missing == 0:
+    if report.missing == 0 and report.silent_proxies == 0:
         holds = holds and bool(np.array_equal(received_counts, sent_counts))
     unaltered.check(
         holds,
@@ -179,6 +187,7 @@ def _epoch_row(report: EpochReport, proxies: list[ShuffleProxy]) -> dict[str, fl
         "reports": report.received,
         "reports_missing": report.missing,
         "reports_late": report.late,
+        "silent_proxies": report.silent_proxies,
     }
     pools = [users for proxy in proxies for epoch, users in proxy.released if epoch == report.epoch]
     if pools:
@@ -261,7 +270,8 @@ async def run(ctx: RunContext) -> Outcome:
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     return Outcome(
-        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, invariants=list(monitors), state=state
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, invariants=list(monitors),
+        state=state,
     )
 
 

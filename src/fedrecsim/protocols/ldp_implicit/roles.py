@@ -3,10 +3,10 @@
 Users (Minto et al. Sec. 3.1.1) keep their interactions and their profile ``x_u`` to themselves. Each
 epoch a user receives V from its home proxy, solves ``x_u`` in closed form (eq. (4)), turns its
 gradient with respect to all of V (eq. (5)) into k eps-LDP reports with Algorithm 1
-(`fedrecsim.mechanisms.randomized_response`; the gradient is evaluated only at the entries the
-reports sample, `gradient`) and sends them, in one message, to a proxy it draws
-uniformly from its own generator for that epoch. A user's only contact is the proxy network: its joins
-and leaves go to its home proxy (drawn once, uniformly, from its generator), never to the server.
+(`fedrecsim.mechanisms.randomized_response`; the gradient is evaluated only at the entries the reports
+sample, see `gradient`) and sends them, in one message, to a proxy it draws uniformly from its own
+generator for that epoch. A user's only contact is the proxy network: its joins and leaves go to its
+home proxy (drawn once, uniformly, from its generator), never to the server.
 
 Proxies (Sec. 3.1.2) relay V from the server to their online members, and anonymize the reports: a
 proxy re-sends everything as itself, splits users' messages into single reports, holds them in a
@@ -16,7 +16,8 @@ and forwards it to the server in batches of ``batch_size`` reports.
 
 The server (Sec. 3.1.3) only ever talks to proxies. Each epoch it sends V to every proxy, learns from
 their ``ldp.relayed`` counts how many reports to expect, collects report batches until it has them all
-or the epoch's deadline passes, estimates the mean gradient by eq. (9) and updates V (`training`).
+or the epoch's deadline passes (until the deadline if a count was lost), estimates the mean gradient
+by eq. (9) and updates V (`training`).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ class EpochReport:
 
     Attributes:
         relayed: Users the proxies forwarded V to.
+        silent_proxies: Proxies whose ``ldp.relayed`` count did not arrive; while any is silent the
+            server cannot know how many reports to expect and collects until the deadline.
         expected: Reports the server waited for: ``k * relayed``.
         received: Reports of this epoch aggregated (``expected`` if none was lost or late).
         late: Reports of earlier epochs that arrived during this one and were discarded.
@@ -200,6 +203,7 @@ class EpochReport:
 
     epoch: int
     relayed: int
+    silent_proxies: int
     expected: int
     received: int
     late: int
@@ -251,7 +255,7 @@ class LDPServer(Server):
         indices: list[np.ndarray] = []
         signs: list[np.ndarray] = []
         received = late = 0
-        while received < expected:
+        while relayed.missing or received < expected:
             try:
                 first = await self.recv(ReportBatch, deadline=deadline)
             except PartyTimeout:
@@ -278,7 +282,8 @@ class LDPServer(Server):
             estimate = estimate_mean_gradient(all_indices, all_signs, received, n_items, n_factors, self.epsilon)
             self.item_factors = apply_steps(self.item_factors, estimate, self.hyper, self.steps)
         return EpochReport(
-            epoch, users, expected, received, late, frozenset(senders), all_indices, all_signs, estimate
+            epoch, users, len(relayed.missing), expected, received, late, frozenset(senders), all_indices, all_signs,
+            estimate,
         )
 
 
