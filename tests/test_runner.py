@@ -68,3 +68,12 @@ def test_time_is_virtual(tiny_fcf) -> None:
     assert result.result["virtual_time_s"] == pytest.approx(6 * 7200 + 5 * 2 * 3600)
     assert all(row["participants"] == 40 for row in result.rounds)
     assert result.result["wall_time_s"] < 30
+
+
+def test_an_error_raised_inside_the_protocol_reaches_the_caller_as_itself(tiny_fcf, tmp_path) -> None:
+    tiny_fcf["data"].update({"feedback": "implicit", "split": "leave_one_out"})
+    tiny_fcf["protocol"]["feedback"] = "implicit"
+    # 60 items cannot supply 99 unseen negatives per user: the protocol refuses, from inside the run.
+    with pytest.raises(fedrecsim.ConfigError, match="data.items"):
+        fedrecsim.run(tiny_fcf, out=tmp_path / "run")
+    assert list(tmp_path.iterdir()) == []

@@ -129,12 +129,32 @@ def run(
             outcome = await spec.run(context)
         return outcome, trio.current_time() - start
 
-    outcome, virtual_time = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    try:
+        outcome, virtual_time = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    except BaseExceptionGroup as group:
+        single = _sole_error(group)
+        if single is None:
+            raise
+        raise single from None
     result = _result_document(scenario, outcome, ledger, virtual_time, time.perf_counter() - wall_start)
     run_result = RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
     if out is not None:
         run_result.path = write_result_folder(Path(out), run_result)
     return run_result
+
+
+def _sole_error(group: BaseExceptionGroup) -> BaseException | None:
+    """The one error inside nested single-member exception groups, or None if there are several.
+
+    Trio's nurseries wrap whatever a task raised; a run that failed for one reason (a bad key found by
+    the protocol, a party that timed out) must reach the caller as that typed error, not as a group.
+    """
+    while len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return None
 
 
 def _result_document(

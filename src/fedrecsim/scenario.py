@@ -60,6 +60,8 @@ class DataConfig:
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
     min_user_interactions: int = param(0, ge=0)
     min_item_interactions: int = param(0, ge=0)
+    subsample_items: int = param(0, ge=0, doc="keep the most popular items only (0 = all); after the filters")
+    subsample_users: int = param(0, ge=0, doc="then keep this many random users among those left (0 = all)")
 
 
 @dataclass(frozen=True)

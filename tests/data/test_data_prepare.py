@@ -10,23 +10,13 @@ import pytest
 
 from fedrecsim.data import prepare_data
 from fedrecsim.errors import ConfigError, DatasetError
+from fedrecsim.scenario import DataConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class Spec:
-    source: str = "synthetic"
-    path: str = ""
-    feedback: str = "explicit"
-    users: int = 80
-    items: int = 60
-    ratings: int = 1500
-    rank: int = 5
-    noise: float = 0.5
-    split: str = "random"
-    test_fraction: float = 0.2
-    binarize: bool = False
-    min_user_interactions: int = 0
-    min_item_interactions: int = 0
+def Spec(**keys: object) -> DataConfig:  # noqa: N802 -- stands for the [data] table
+    """The scenario's real [data] section at a small size, with ``keys`` replaced."""
+    small = DataConfig(users=80, items=60, ratings=1500, rank=5, test_fraction=0.2)
+    return dataclasses.replace(small, **keys)
 
 
 def test_synthetic_explicit_random_split() -> None:
@@ -74,3 +64,10 @@ def test_errors_surface_typed() -> None:
     with pytest.raises(ConfigError) as caught:
         prepare_data(Spec(min_user_interactions=1000), seed=0)
     assert caught.value.key_path == "data"
+
+
+def test_subsampling_keeps_the_most_popular_items_then_random_users() -> None:
+    full, _ = prepare_data(Spec(split="per_user"), seed=3)
+    train, test = prepare_data(Spec(split="per_user", subsample_items=20, subsample_users=30), seed=3)
+    assert (train.n_users, train.n_items) == (30, 20)
+    assert len(train) + len(test) < len(full)

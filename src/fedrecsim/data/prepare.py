@@ -1,9 +1,10 @@
 """`prepare_data`: from a scenario's ``[data]`` table and the run's seed to a train/test split.
 
 The steps, in order: generate (``source = "synthetic"``) or load the data; binarize it if asked; drop
-users and items below the interaction thresholds; split. Generation and splitting draw from two
-separate streams of the run's seed (`Stream.DATA` with ids 0 and 1), so changing the split never
-changes the data set it splits.
+users and items below the interaction thresholds; keep the ``subsample_items`` most popular items and
+``subsample_users`` random users among those left (`subsample`); split. Generation, splitting and
+subsampling draw from separate streams of the run's seed (`Stream.DATA` with ids 0, 1 and 2), so
+changing the split never changes the data set it splits.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from typing import Protocol
 
 from fedrecsim.data.loaders import load
 from fedrecsim.data.ratings import Ratings
-from fedrecsim.data.splits import filter_min_interactions, leave_one_out, per_user_split, random_split
+from fedrecsim.data.splits import filter_min_interactions, leave_one_out, per_user_split, random_split, subsample
 from fedrecsim.data.synthetic import synthetic_explicit, synthetic_implicit
 from fedrecsim.errors import ConfigError
 from fedrecsim.seeding import Stream, generator
 
-_GENERATE, _SPLIT = 0, 1
+_GENERATE, _SPLIT, _SUBSAMPLE = 0, 1, 2
 
 
 class DataSpec(Protocol):
@@ -36,6 +37,8 @@ class DataSpec(Protocol):
     binarize: bool
     min_user_interactions: int
     min_item_interactions: int
+    subsample_users: int
+    subsample_items: int
 
 
 def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
@@ -55,6 +58,13 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
         ratings = ratings.binarize()
     if spec.min_user_interactions or spec.min_item_interactions:
         ratings = filter_min_interactions(ratings, spec.min_user_interactions, spec.min_item_interactions)
+    if spec.subsample_users or spec.subsample_items:
+        ratings = subsample(
+            ratings,
+            spec.subsample_users or ratings.n_users,
+            spec.subsample_items or ratings.n_items,
+            generator(seed, Stream.DATA, _SUBSAMPLE),
+        )
     if not len(ratings):
         raise ConfigError("data", "no entries are left to split (check the source and the interaction thresholds)")
     rng = generator(seed, Stream.DATA, _SPLIT)
