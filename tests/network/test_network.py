@@ -155,3 +155,29 @@ async def test_the_receiver_gets_a_decoded_copy(autojump_clock) -> None:
         received = mailbox.take(Payload.KIND).body.values
     np.testing.assert_array_equal(received, [0.0, 1.0, 2.0])
     assert decode(encode(ALICE, SERVER, 0.0, Payload(0, received))).body.seq == 0
+
+
+async def test_send_many_equals_sending_one_by_one(autojump_clock) -> None:
+    from fedrecsim.network.links import LogNormal
+
+    receivers = [Party(Role.USER, index) for index in range(6)]
+
+    async def deliver(broadcast: bool) -> tuple[list, dict]:
+        network = Network(Links(9, LinkSpec(LogNormal(0.05, 0.5))), Ledger(record_transcript=True), resolution_s=0.001)
+        for party in (SERVER, *receivers):
+            network.attach(party)
+        async with network.open():
+            start = trio.current_time()
+            body = Payload(1, np.arange(5.0))
+            if broadcast:
+                total = network.send_many(SERVER, receivers, body)
+            else:
+                total = sum(network.send(SERVER, party, body) for party in receivers)
+            await trio.sleep(10)
+        assert total == network.ledger.party(SERVER)["sent_bytes"]
+        # The two runs start at different virtual times; compare what happened relative to the start.
+        fates = [(round(row.time - start, 6), row.dst, row.nbytes) for row in network.ledger.transcript]
+        return fates, network.ledger.summary()
+
+    one_by_one, broadcast = await deliver(False), await deliver(True)
+    assert one_by_one == broadcast

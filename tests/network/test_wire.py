@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from fedrecsim.errors import WireError
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.network.wire import Array, decode, encode, message
+from fedrecsim.network.wire import Array, decode, encode, encode_many, message
 
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
 USER = Party(Role.USER, 7)
@@ -175,3 +175,13 @@ def test_corrupted_valid_messages_raise_only_wire_error(noise: bytes, position: 
         decode(bytes(data))
     except WireError:
         pass
+
+
+def test_encode_many_gives_each_destination_exactly_what_encode_gives() -> None:
+    body = Scalars(3, 0.25, True, "x", b"\x00", Party(Role.THIRD_PARTY, 0), tuple(range(40)), 1.5)
+    dsts = [Party(Role.USER, index) for index in (0, 7, 300, 70_000)] + [SERVER]
+    assert encode_many(USER, dsts, 2.5, body) == [encode(USER, dst, 2.5, body) for dst in dsts]
+    vectors = Vectors(np.arange(3), np.ones((3, 3)))
+    assert encode_many(SERVER, dsts, 0.0, vectors) == [encode(SERVER, dst, 0.0, vectors) for dst in dsts]
+    with pytest.raises(WireError, match="exceeds the limit"):
+        encode_many(SERVER, dsts, 0.0, vectors, max_bytes=50)

@@ -82,6 +82,10 @@ class Actor:
         """Put ``message`` on the wire to ``dst``; returns the encoded size in bytes."""
         return self.network.send(self.party, dst, message)
 
+    def send_many(self, dsts: Iterable[Party], message: Any) -> int:
+        """Send the same ``message`` to each of ``dsts`` (encoded once); returns the total bytes."""
+        return self.network.send_many(self.party, dsts, message)
+
     def drain(self, kind: type[M]) -> list[Envelope]:
         """Take every already-delivered message of ``kind`` without waiting, oldest first."""
         return self.mailbox.take_all(kind.KIND)  # type: ignore[attr-defined]

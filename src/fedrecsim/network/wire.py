@@ -416,15 +416,11 @@ class Envelope:
     body: Any
 
 
-def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
-    """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
-    codec = _BY_CLASS.get(type(body))
-    if codec is None:
-        raise WireError(f"{type(body).__qualname__} is not a registered message type")
-    frame: list[Any] = [codec.kind, src.role.code, src.index, dst.role.code, dst.index, float(sent_at)]
+def _packed_fields(codec: _Codec, body: Any) -> list[Any]:
+    fields = []
     for name, field in zip(codec.names, codec.fields):
         try:
-            frame.append(field.pack(getattr(body, name)))
+            fields.append(field.pack(getattr(body, name)))
         except WireError as exc:
             raise WireError(f"{codec.kind}.{name}: {exc}") from None
     if codec.validates:
@@ -432,10 +428,50 @@ def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = D
             body.validate()
         except ValueError as exc:
             raise WireError(f"{codec.kind}: {exc}") from exc
+    return fields
+
+
+def _codec_of(body: Any) -> _Codec:
+    codec = _BY_CLASS.get(type(body))
+    if codec is None:
+        raise WireError(f"{type(body).__qualname__} is not a registered message type")
+    return codec
+
+
+def _check_size(kind: str, size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise WireError(f"{kind}: encoded message of {size} bytes exceeds the limit of {max_bytes}")
+
+
+def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
+    """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
+    codec = _codec_of(body)
+    frame = [codec.kind, src.role.code, src.index, dst.role.code, dst.index, float(sent_at)]
+    frame += _packed_fields(codec, body)
     data = msgpack.packb(frame, use_bin_type=True)
-    if len(data) > max_bytes:
-        raise WireError(f"{codec.kind}: encoded message of {len(data)} bytes exceeds the limit of {max_bytes}")
+    _check_size(codec.kind, len(data), max_bytes)
     return data
+
+
+def encode_many(
+    src: Party, dsts: list[Party], sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> list[bytes]:
+    """Encode the same body to many destinations: ``[encode(src, dst, sent_at, body) for dst in dsts]``.
+
+    The result is byte for byte what ``encode`` gives each destination, but the body is validated and
+    packed once: a msgpack array is its header followed by its packed elements, so only the envelope's
+    header elements differ between destinations.
+    """
+    codec = _codec_of(body)
+    packer = msgpack.Packer(use_bin_type=True)
+    body_bytes = b"".join(packer.pack(field) for field in _packed_fields(codec, body))
+    head = packer.pack_array_header(_ENVELOPE_HEADER_LEN + len(codec.fields)) + packer.pack(codec.kind)
+    head += packer.pack(src.role.code) + packer.pack(src.index)
+    tail = packer.pack(float(sent_at)) + body_bytes
+    encoded = [b"".join((head, packer.pack(dst.role.code), packer.pack(dst.index), tail)) for dst in dsts]
+    if encoded:
+        _check_size(codec.kind, max(map(len, encoded)), max_bytes)
+    return encoded
 
 
 def decode(data: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
@@ -505,6 +541,7 @@ __all__ = [
     "decode",
     "decode_trusted",
     "encode",
+    "encode_many",
     "kind_of",
     "message",
     "registered_kinds",

@@ -149,8 +149,7 @@ class ImplicitServer(FCFServer):
     async def round(self, round_index: int, deadline: float) -> RoundReport:
         self.update_membership()
         selected = self.select(sorted(self.members))
-        for party in selected:
-            self.send(party, Model(round_index, self.item_factors))
+        self.send_many(selected, Model(round_index, self.item_factors))
         replies = await self.gather(
             ModelGradient, selected, deadline=deadline, accept=lambda reply: reply.round == round_index
         )
