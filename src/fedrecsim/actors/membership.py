@@ -6,8 +6,13 @@ Joining and leaving are counted messages to the server; crashing is silence, fou
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ..network.party import Party
 from ..network.wire import message
+
+if TYPE_CHECKING:
+    from .actor import Actor
 
 
 @message("core.join")
@@ -22,4 +27,16 @@ class Leave:
     """I am going offline; do not select me."""
 
 
-__all__ = ["Join", "Leave"]
+def update_members(actor: Actor, members: set[Party]) -> None:
+    """Apply to ``members`` every join and leave delivered to ``actor`` so far, in the order they were sent."""
+    events = [(envelope, True) for envelope in actor.drain(Join)]
+    events += [(envelope, False) for envelope in actor.drain(Leave)]
+    events.sort(key=lambda event: event[0].sent_at)
+    for envelope, joined in events:
+        if joined:
+            members.add(envelope.src)
+        else:
+            members.discard(envelope.src)
+
+
+__all__ = ["Join", "Leave", "update_members"]

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from ..network.party import Party, Role
 from .actor import Actor
-from .membership import Join, Leave
+from .membership import update_members
 
 
 class Server(Actor):
@@ -19,13 +19,5 @@ class Server(Actor):
         self.members: set[Party] = set()
 
     def update_membership(self) -> None:
-        """Apply every join and leave delivered so far, in delivery order."""
-        mailbox = self.mailbox
-        events = [(envelope, True) for envelope in mailbox.take_all(Join.KIND)]  # type: ignore[attr-defined]
-        events += [(envelope, False) for envelope in mailbox.take_all(Leave.KIND)]  # type: ignore[attr-defined]
-        events.sort(key=lambda event: event[0].sent_at)
-        for envelope, joined in events:
-            if joined:
-                self.members.add(envelope.src)
-            else:
-                self.members.discard(envelope.src)
+        """Apply every join and leave delivered so far, in the order they were sent."""
+        update_members(self, self.members)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...actors.membership import Join, Leave
+from ...actors.membership import update_members
 from ...actors.proxy import Proxy
 from ...actors.server import Server
 from ...actors.user import User
@@ -136,7 +136,7 @@ class ShuffleProxy(Proxy):
         mailbox = self.network.mailbox(self.party)
         while self.now < self.horizon_s:
             # Membership first: a user that joined in this delivery gets the model relayed in it.
-            self._update_membership()
+            update_members(self, self.members)
             for envelope in self.drain(Model):
                 self._relay(envelope.src, envelope.body)
             for envelope in self.drain(Reports):
@@ -145,22 +145,11 @@ class ShuffleProxy(Proxy):
             deadline = min((pool.deadline for pool in self.pools.values()), default=self.horizon_s)
             await mailbox.wait(deadline)
 
-    def _update_membership(self) -> None:
-        events = [(envelope, True) for envelope in self.drain(Join)]
-        events += [(envelope, False) for envelope in self.drain(Leave)]
-        events.sort(key=lambda event: event[0].sent_at)
-        for envelope, joined in events:
-            if joined:
-                self.members.add(envelope.src)
-            else:
-                self.members.discard(envelope.src)
-
     def _relay(self, sender: Party, model: Model) -> None:
         if sender != self.server:
             raise ProtocolViolation(f"{self.party} expected ldp.model from {self.server}, received it from {sender}")
         recipients = sorted(self.members)
-        for user in recipients:
-            self.send(user, model)
+        self.send_many(recipients, model)
         self.send(self.server, Relayed(model.epoch, len(recipients)))
 
     def _admit(self, sender: Party, reports: Reports) -> None:
