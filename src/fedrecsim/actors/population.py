@@ -76,7 +76,10 @@ class Population:
         """Bring the initial users online and follow the churn timeline for the duration of the block."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for party in sorted(self.churn.initial_online(self.seed, self.parties)):
+            initial = sorted(self.churn.initial_online(self.seed, self.parties))
+            # Round 0 is the set-up before the first round: the initial joins are attributed to it.
+            self.network.ledger.begin_round(0, len(initial))
+            for party in initial:
                 self._join(party, count=False)
             nursery.start_soon(self._follow, self.churn.timeline(self.seed, self.parties, self.horizon_s))
             try:
