@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks
 
 clean:
 	rm -rf $(VENV) results .pytest_cache
