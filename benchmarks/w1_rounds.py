@@ -43,6 +43,7 @@ import trio.testing
 
 from fedrecsim.actors import Replies, Server, User
 from fedrecsim.errors import ConfigError, SimulationError
+from fedrecsim.runner import relaxed_garbage_collection
 from fedrecsim.network import SERVER, Array, Ledger, LinkSpec, Links, LogNormal, Network, Party, Role, message
 from fedrecsim.network.wire import decode_trusted, encode, encode_many
 from fedrecsim.seeding import Stream, generator
@@ -220,7 +221,9 @@ def run_fedrecsim(config: W1Config) -> W1Outcome:
             tuple(replies), end - start, totals["sent_msgs"], totals["sent_bytes"], tuple(round_wall), ledger
         )
 
-    return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    # As `fedrecsim.run` does for every run.
+    with relaxed_garbage_collection():
+        return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 # --------------------------------------------------------------------------- SimPy peer

@@ -65,14 +65,15 @@ def simulate(size: W2Size) -> float:
     return float(result.outcome.state["loop_wall_s"])
 
 
-def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int, seed: int) -> np.ndarray:
-    """S3's maths for ``rounds`` iterations, vectorized over users; returns the final item profiles."""
+def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int, seed: int) -> tuple[np.ndarray, ...]:
+    """S3's maths for ``rounds`` iterations, vectorized over users; returns initial and final ``(U0, V0, U, V)``."""
     rng = np.random.default_rng(seed)
     ring, hyper, d = config.ring, config.hyper, config.d
     n, m = train.n_users, train.n_items
     scale = laplace_scale(d, config.epsilon, train.rating_range[1] - train.rating_range[0])
     coin = PublicCoin(seed, m, d)
     U, V = unit_rows(rng, n, d), unit_rows(rng, m, d)
+    initial = (U.copy(), V.copy())
     index = train.by_user()
     counts = train.user_counts()
     parties = [Party(Role.USER, user) for user in range(n)]
@@ -120,7 +121,7 @@ def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int
         joined, left = churn.between_rounds(seed, round_index, parties, frozenset(parties[i] for i in np.flatnonzero(online)))
         online[[party.index for party in left]] = False
         online[[party.index for party in joined]] = True
-    return V
+    return (*initial, U, V)
 
 
 def floor_time(size: W2Size) -> float:

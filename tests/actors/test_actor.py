@@ -116,3 +116,18 @@ def test_an_actor_refuses_the_wrong_role() -> None:
     network, _, _ = _setup()
     with pytest.raises(ValueError, match="plays user"):
         Peer(SERVER, network, np.random.default_rng(0))
+
+
+async def test_waiting_outside_an_open_network_is_refused_not_a_hang(autojump_clock) -> None:
+    network, server, users = _setup()
+    with pytest.raises(ProtocolViolation, match="outside `async with network.open"):
+        await users[0].recv(Ping, deadline=trio.current_time() + 1.0)
+
+
+async def test_a_message_due_exactly_at_the_deadline_counts_as_received(autojump_clock) -> None:
+    network, server, users = _setup(latency_s=1.0)
+    async with network.open():
+        start = trio.current_time()
+        users[0].send(SERVER, Ping(1))
+        envelope = await server.recv(Ping, deadline=start + 1.0)
+    assert envelope.body.round == 1

@@ -99,6 +99,11 @@ class Mailbox:
         """Park until the next delivery (True) or until the virtual ``deadline`` passes (False)."""
         if self._waiter is not None:
             raise ProtocolViolation(f"two tasks wait on the mailbox of {self.party}; only its own actor may")
+        if not self._timers.running:
+            raise ProtocolViolation(
+                f"{self.party} waits for messages outside `async with network.open()`: nothing could arrive "
+                "and no deadline could fire"
+            )
         # A deadline already past needs no special case: its timer is due at once.
         self._waiter = trio.lowlevel.current_task()
         self._wait_token += 1
@@ -130,6 +135,7 @@ class _Timers:
     def __init__(self, on_earlier_deadline: Callable[[float], None]) -> None:
         self._heap: list[tuple[float, int, Mailbox, int]] = []
         self._seq = 0
+        self.running = False
         self._purge_at = 1024
         self._on_earlier_deadline = on_earlier_deadline
 
@@ -304,6 +310,7 @@ class Network:
         if self._open:
             raise ProtocolViolation("this network is already open")
         self._open = True
+        self._timers.running = True
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._delay_line)
@@ -313,6 +320,7 @@ class Network:
                     nursery.cancel_scope.cancel()
         finally:
             self._open = False
+            self._timers.running = False
             self._sleep = None
             now = trio.current_time()
             for _, src, dst, _, kind, data in sorted(self._heap):

@@ -4,7 +4,6 @@ the difference attack works on the naive variant only, and the noise the parties
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from scipy import stats
 
 import fedrecsim

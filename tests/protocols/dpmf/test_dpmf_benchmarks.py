@@ -1,0 +1,29 @@
+"""W2's floor is the protocol's maths, and both DP-MF workloads run at a tiny size (no timings asserted)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks import w2_dpmf, w3_dpmf_netflix
+from fedrecsim.data import prepare_data
+from fedrecsim.network.availability import BernoulliChurn
+from fedrecsim.protocols.dpmf.central import train_baseline
+
+
+def test_the_floor_without_noise_is_unprotected_mf() -> None:
+    """Every user online and served, eps huge: masks, pieces and the ring cancel to plain MF."""
+    scenario = w2_dpmf.scenario(w2_dpmf.W2Size(3, ("data.users=40", "data.items=50", "data.ratings=800",
+                                                    "protocol.d=6", "protocol.epsilon=1e9", "protocol.max_users=1000")))
+    train, _ = prepare_data(scenario.data, scenario.run.seed)
+    U0, V0, U, V = w2_dpmf.floor(train, scenario.protocol, BernoulliChurn(0.0, 0.0, 1.0), 3, seed=1)
+    reference_u, reference_v = train_baseline(U0, V0, train, scenario.protocol.hyper, 3)
+    np.testing.assert_allclose(V, reference_v, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(U, reference_u, rtol=0, atol=1e-6)
+    assert not np.allclose(V, V0)
+
+
+def test_w2_and_w3_run_at_a_tiny_size() -> None:
+    size = w2_dpmf.W2Size(2, w2_dpmf.QUICK.overrides)
+    assert w2_dpmf.simulate(size) > 0 and w2_dpmf.floor_time(size) > 0
+    figures = w3_dpmf_netflix.measure(users=3000, rounds=2)
+    assert figures["users"] == 3000 and figures["s_per_iter"] > 0
