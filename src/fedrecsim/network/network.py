@@ -48,14 +48,14 @@ class Mailbox:
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "view", "_by_kind", "_waiter", "_wait_token", "_timers")
+    __slots__ = ("party", "view", "_by_kind", "_waiter", "_timer_at", "_timers")
 
     def __init__(self, party: Party, timers: _Timers, record_view: bool = False) -> None:
         self.party = party
         self.view: list[Envelope] | None = [] if record_view else None
         self._by_kind: dict[str, deque[Envelope]] = {}
         self._waiter: trio.lowlevel.Task | None = None
-        self._wait_token = 0
+        self._timer_at: float | None = None
         self._timers = timers
 
     def put(self, envelope: Envelope) -> None:
@@ -104,47 +104,51 @@ class Mailbox:
                 f"{self.party} waits for messages outside `async with network.open()`: nothing could arrive "
                 "and no deadline could fire"
             )
-        # A deadline already past needs no special case: its timer is due at once.
+        # A deadline already past needs no special case: its timer is due at once. Waits that repeat the
+        # deadline already on the heap (a user waiting for its next request until the run's horizon)
+        # reuse that entry instead of pushing another.
         self._waiter = trio.lowlevel.current_task()
-        self._wait_token += 1
-        self._timers.add(deadline, self, self._wait_token)
+        if self._timer_at != deadline:
+            self._timer_at = deadline
+            self._timers.add(deadline, self)
         return await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
         return trio.lowlevel.Abort.SUCCEEDED
 
-    def _expire(self, token: int) -> None:
+    def _expire(self, deadline: float) -> None:
+        """The timer for ``deadline`` is due: end the current wait if that is the deadline it waits for."""
+        if deadline != self._timer_at:
+            return
+        self._timer_at = None
         waiter = self._waiter
-        if waiter is not None and token == self._wait_token:
+        if waiter is not None:
             self._waiter = None
             trio.lowlevel.reschedule(waiter, outcome.Value(False))
-
-    @property
-    def _waiting(self) -> bool:
-        return self._waiter is not None
 
 
 class _Timers:
     """The mailboxes' wait deadlines: a heap served by the delay line, stale entries dropped lazily.
 
-    An entry goes stale when its wait ends by a delivery; stale entries are skipped when due and purged
-    whenever they outnumber the live ones, so memory stays proportional to the parties waiting.
+    A mailbox has at most one current deadline (``Mailbox._timer_at``); an entry whose deadline is no
+    longer its mailbox's current one is stale, skipped when due and purged whenever stale entries
+    outnumber live ones, so memory stays proportional to the number of parties.
     """
 
     def __init__(self, on_earlier_deadline: Callable[[float], None]) -> None:
-        self._heap: list[tuple[float, int, Mailbox, int]] = []
+        self._heap: list[tuple[float, int, Mailbox]] = []
         self._seq = 0
         self.running = False
         self._purge_at = 1024
         self._on_earlier_deadline = on_earlier_deadline
 
-    def add(self, deadline: float, mailbox: Mailbox, token: int) -> None:
+    def add(self, deadline: float, mailbox: Mailbox) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, mailbox, token))
+        heapq.heappush(self._heap, (deadline, self._seq, mailbox))
         self._on_earlier_deadline(deadline)
         if len(self._heap) > self._purge_at:
-            self._heap = [entry for entry in self._heap if entry[2]._waiting and entry[2]._wait_token == entry[3]]
+            self._heap = [entry for entry in self._heap if entry[2]._timer_at == entry[0]]
             heapq.heapify(self._heap)
             self._purge_at = max(1024, 2 * len(self._heap))
 
@@ -155,8 +159,8 @@ class _Timers:
     def expire_due(self, now: float) -> None:
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _, _, mailbox, token = heapq.heappop(heap)
-            mailbox._expire(token)
+            deadline, _, mailbox = heapq.heappop(heap)
+            mailbox._expire(deadline)
 
 
 class Network:
