@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 import trio
-import trio.testing
 
 from fedrecsim.actors import Replies, Server, User
 from fedrecsim.errors import ConfigError, SimulationError
+from fedrecsim.clock import VirtualClock
 from fedrecsim.runner import relaxed_garbage_collection
 from fedrecsim.network import SERVER, Array, Ledger, LinkSpec, Links, LogNormal, Network, Party, Role, message
 from fedrecsim.network.wire import decode_trusted, encode, encode_many
@@ -223,7 +223,7 @@ def run_fedrecsim(config: W1Config) -> W1Outcome:
 
     # As `fedrecsim.run` does for every run.
     with relaxed_garbage_collection():
-        return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        return trio.run(main, clock=VirtualClock())
 
 
 # --------------------------------------------------------------------------- SimPy peer

@@ -1,8 +1,8 @@
 """Running a scenario: data, network and protocol in virtual time, and the result folder.
 
 ``run(scenario)`` prepares the data, builds the seeded link policy, the ledger and the network, runs the
-protocol under ``trio.testing.MockClock(autojump_threshold=0)`` -- so a week of protocol time passes in
-the seconds the computation takes -- and returns a `RunResult` whose ``result`` is the ``result.json``
+protocol in virtual time (`VirtualClock`: time jumps to the next deadline whenever every task is
+blocked) -- so a week of protocol time passes in the seconds the computation takes -- and returns a `RunResult` whose ``result`` is the ``result.json``
 contract of DESIGN.md. With ``out`` it also writes the result folder atomically: everything goes to a
 temporary sibling folder first and is renamed into place only when complete, so a failed run leaves no
 folder (and no half-written one) behind.
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import trio
-import trio.testing
 
 from . import __version__
+from .clock import VirtualClock
 from .data import prepare_data
 from .errors import ConfigError
 from .network.ledger import Ledger
@@ -133,7 +133,7 @@ def run(
 
     try:
         with relaxed_garbage_collection():
-            outcome, virtual_time = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+            outcome, virtual_time = trio.run(main, clock=VirtualClock())
     except BaseExceptionGroup as group:
         single = _sole_error(group)
         if single is None:

@@ -1,0 +1,46 @@
+"""Virtual time for runs: a trio clock that jumps to the next deadline whenever every task is blocked.
+
+This is discrete-event time, as `trio.testing.MockClock(autojump_threshold=0)` provides it, but without
+the mock clock's helper machinery: trio asks its clock how long it may sleep until the next deadline
+only when no task is runnable, and at that moment `VirtualClock` simply advances to that deadline and
+answers "not at all". One pass of trio's loop per jump instead of two, and no extra task: a simulation
+wakes in virtual time for a third of the cost (the delay line of a busy run jumps hundreds of times per
+round).
+
+Invariants: time starts at 0 and never goes backwards; it moves only when nothing can run, and then
+exactly to the earliest pending deadline. A run in which every task waits without a deadline would
+block for ever, as it would under any clock -- fedrecsim's waits all carry virtual deadlines.
+"""
+
+from __future__ import annotations
+
+import math
+
+import trio
+
+# What to answer when nothing has a deadline: trio caps any sleep at a day anyway.
+_NO_DEADLINE_SLEEP_S = 86_400.0
+
+
+class VirtualClock(trio.abc.Clock):
+    """A trio clock for `trio.run(..., clock=VirtualClock())` whose time only moves when all are blocked."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+
+    def start_clock(self) -> None:
+        """Nothing to start: virtual time does not follow the wall clock."""
+
+    def current_time(self) -> float:
+        return self._now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        # trio calls this only when no task is runnable: jump straight to the deadline and sleep zero.
+        if not math.isfinite(deadline):
+            return _NO_DEADLINE_SLEEP_S
+        if deadline > self._now:
+            self._now = deadline
+        return 0.0
+
+
+__all__ = ["VirtualClock"]
