@@ -29,7 +29,7 @@ def test_time_starts_at_zero_and_jumps_to_each_deadline_exactly() -> None:
     wall = time.perf_counter()
     trio.run(_sleepers, log, clock=VirtualClock())
     assert time.perf_counter() - wall < 1.0
-    assert sorted(log, key=lambda entry: entry[1]) == [
+    assert sorted(log, key=lambda entry: (entry[1], entry[0])) == [
         ("a", 0.5), ("a", 0.75), ("b", 0.75), ("b", 0.751), ("timeout", 2.0), ("a", 3600.75),
     ]
 
