@@ -19,6 +19,7 @@ paper's "one 4-byte integer and one-bit boolean" per report (Sec. 5.3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Self
 
 import numpy as np
 
@@ -82,10 +83,9 @@ class Relayed:
             raise ValueError(f"users must be >= 0, got {self.users}")
 
 
-@message("ldp.reports")
 @dataclass(frozen=True)
-class Reports:
-    """One user's k reports of epoch ``epoch``: flat indices and packed signs (see the module docstring)."""
+class _PackedReports:
+    """Reports of epoch ``epoch``: flat indices and packed signs (see the module docstring)."""
 
     epoch: int
     indices: Array("int32", ndim=1)
@@ -95,33 +95,24 @@ class Reports:
         _check_reports(self.epoch, self.indices, self.signs)
 
     @classmethod
-    def pack(cls, epoch: int, indices: np.ndarray, bits: np.ndarray) -> Reports:
+    def pack(cls, epoch: int, indices: np.ndarray, bits: np.ndarray) -> Self:
         return cls(epoch, np.asarray(indices, dtype=np.int32), pack_signs(bits))
 
     def unpack(self) -> tuple[np.ndarray, np.ndarray]:
         """``(int32[n] indices, int8[n] signs in {-1, +1})``."""
         return self.indices, unpack_signs(self.signs, self.indices.size)
+
+
+@message("ldp.reports")
+@dataclass(frozen=True)
+class Reports(_PackedReports):
+    """One user's k reports of epoch ``epoch``."""
 
 
 @message("ldp.report_batch")
 @dataclass(frozen=True)
-class ReportBatch:
+class ReportBatch(_PackedReports):
     """Shuffled single reports of epoch ``epoch`` from many users; nothing says whose or in what order."""
-
-    epoch: int
-    indices: Array("int32", ndim=1)
-    signs: Array("uint8", ndim=1)
-
-    def validate(self) -> None:
-        _check_reports(self.epoch, self.indices, self.signs)
-
-    @classmethod
-    def pack(cls, epoch: int, indices: np.ndarray, bits: np.ndarray) -> ReportBatch:
-        return cls(epoch, np.asarray(indices, dtype=np.int32), pack_signs(bits))
-
-    def unpack(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(int32[n] indices, int8[n] signs in {-1, +1})``."""
-        return self.indices, unpack_signs(self.signs, self.indices.size)
 
 
 __all__ = ["Model", "Relayed", "ReportBatch", "Reports", "pack_signs", "unpack_signs"]
