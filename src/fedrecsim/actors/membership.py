@@ -27,16 +27,24 @@ class Leave:
     """I am going offline; do not select me."""
 
 
-def update_members(actor: Actor, members: set[Party]) -> None:
-    """Apply to ``members`` every join and leave delivered to ``actor`` so far, in the order they were sent."""
+def update_members(actor: Actor, members: set[Party]) -> set[Party]:
+    """Apply to ``members`` every join and leave delivered to ``actor`` so far, in the order they were sent.
+
+    Returns the parties that left and did not come back in this batch (each was a member when its
+    leave was applied), so that a caller can drop what it holds for them without comparing whole sets.
+    """
     events = [(envelope, True) for envelope in actor.drain(Join)]
     events += [(envelope, False) for envelope in actor.drain(Leave)]
     events.sort(key=lambda event: event[0].sent_at)
+    left: set[Party] = set()
     for envelope, joined in events:
         if joined:
             members.add(envelope.src)
-        else:
+            left.discard(envelope.src)
+        elif envelope.src in members:
             members.discard(envelope.src)
+            left.add(envelope.src)
+    return left
 
 
 __all__ = ["Join", "Leave", "update_members"]

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, Transition
+from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, PartyList, Transition
 from ..network.network import Network
 from ..network.party import Party
 from .user import User
@@ -51,13 +51,14 @@ class Population:
         self.users = dict(sorted(users.items()))
         for user in self.users.values():
             user.horizon_s = horizon_s
-        self.parties = list(self.users)
+        self.parties = PartyList(self.users)
         self.churn = churn
         self.dropout = dropout
         self.compute = compute if compute is not None else NoComputeDelay()
         self.seed = seed
         self.horizon_s = horizon_s
         self._online: set[Party] = set()
+        self._crashing: frozenset[Party] = frozenset()
         self._scopes: dict[Party, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self.joins = 0
@@ -67,7 +68,8 @@ class Population:
     @property
     def online(self) -> frozenset[Party]:
         """Who is online now, as the simulator knows it (a user that crashed this round is not)."""
-        return frozenset(party for party in self._online if self.network.is_attached(party))
+        crashed = {party for party in self._crashing if not self.network.is_attached(party)}
+        return frozenset(self._online.difference(crashed) if crashed else self._online)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -133,27 +135,35 @@ class Population:
     # ------------------------------------------------------------------ rounds
 
     def begin_round(self, round_index: int) -> None:
-        """Draw this round's crashes and compute times for the users online now."""
-        online = sorted(self.online)
-        crashing = self.dropout.crashes(self.seed, round_index, online) if self.dropout is not None else frozenset()
-        delays = self.compute.delays(self.seed, round_index, online)
-        for party, delay in zip(online, delays):
-            user = self.users[party]
-            user.crash_round = round_index if party in crashing else None
-            user.compute_delay_s = float(delay)
+        """Draw this round's crashes and compute times for the users online now.
+
+        Only the users drawn to crash are marked, and compute times are set only when there is a compute
+        model, so that a round without dropout or stragglers costs nothing per online user. Every draw is
+        addressed by party index (`fedrecsim.network.availability`), so the order of ``online`` is moot.
+        """
+        online = self.online
+        if self.dropout is not None:
+            self._crashing = self.dropout.crashes(self.seed, round_index, list(online))
+            for party in self._crashing:
+                self.users[party].crash_round = round_index
+        if not isinstance(self.compute, NoComputeDelay):
+            listed = list(online)
+            for party, delay in zip(listed, self.compute.delays(self.seed, round_index, listed)):
+                self.users[party].compute_delay_s = float(delay)
         self.network.ledger.begin_round(round_index, len(online))
 
     def end_round(self, round_index: int) -> None:
         """Recover the users that crashed in this round, then apply between-round churn."""
-        for party in sorted(self._online):
+        for party in sorted(self._crashing):
             user = self.users[party]
-            if user.crash_round == round_index and not self.network.is_attached(party):
+            if user.crash_round == round_index and party in self._online and not self.network.is_attached(party):
                 self.crashes += 1
                 self.network.attach(party)
                 user.announce_join()
                 self._start(party)
             user.crash_round = None
-        joined, left = self.churn.between_rounds(self.seed, round_index, self.parties, frozenset(self._online))
+        self._crashing = frozenset()
+        joined, left = self.churn.between_rounds(self.seed, round_index, self.parties, self._online)
         for party in sorted(left):
             if party in self._online:
                 self._leave(party)

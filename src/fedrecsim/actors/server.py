@@ -18,6 +18,6 @@ class Server(Actor):
         super().__init__(*args, **kwargs)
         self.members: set[Party] = set()
 
-    def update_membership(self) -> None:
-        """Apply every join and leave delivered so far, in the order they were sent."""
-        update_members(self, self.members)
+    def update_membership(self) -> set[Party]:
+        """Apply every join and leave delivered so far, in the order they were sent; returns who left."""
+        return update_members(self, self.members)

@@ -9,6 +9,8 @@ from types import ModuleType
 import pytest
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+#: The error increase below which the sweep does not order epsilons (the acceptance's 0.02).
+FLOOR = 0.02
 
 
 def _script(name: str) -> ModuleType:
@@ -24,11 +26,15 @@ def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixt
     table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True)
     for name, by_epsilon in table.items():
         noise_only = [by_epsilon[epsilon][1] for epsilon in sweep.EPSILONS]
-        # The noise's cost falls with eps until it is lost in the fixed point and float rounding.
-        assert all(later < earlier for earlier, later in zip(noise_only[:5], noise_only[1:5])), name
-        assert abs(noise_only[-1]) < 0.02, name
+        # The noise's cost falls with eps until it is within FLOOR of zero, where one seed's noise can as
+        # well help as hurt (the paper sees the same: a little noise can lift MF out of a poor optimum).
+        assert all(
+            later < earlier or max(abs(earlier), abs(later)) < FLOOR
+            for earlier, later in zip(noise_only, noise_only[1:])
+        ), (name, noise_only)
+        assert abs(noise_only[-1]) < FLOOR, name
     for name in ("S1", "S2"):
-        assert abs(table[name][800.0][0]) < 0.02
+        assert abs(table[name][800.0][0]) < FLOOR
     print(sweep.render(table))
     output = capsys.readouterr().out
     assert "S3 err_increase" in output and "800" in output

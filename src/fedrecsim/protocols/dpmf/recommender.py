@@ -170,6 +170,7 @@ class Recommender(Server):
         self.k_presharing = k_presharing
         self.collect_share = collect_share
         self.requests: dict[Party, np.ndarray] = {}
+        self._unconfirmed: dict[Party, np.ndarray] = {}
         self.rated_items: dict[Party, np.ndarray] = {}
         self.set_up: frozenset[Party] | None = None
         ring, shape = public.ring, (public.n_items, public.d)
@@ -189,15 +190,22 @@ class Recommender(Server):
         items = request.items.astype(np.int64)
         if items.size and items[-1] >= self.public.n_items:
             raise ProtocolViolation(f"{self.party} received a request for unknown items from {party}")
-        self.requests[party] = items
         self.rated_items[party] = items
+        if items.size:
+            (self.requests if party in self.members else self._unconfirmed)[party] = items
 
     def refresh(self) -> None:
-        """Apply joins, leaves and item requests delivered so far; a user that left has no pending request."""
-        before = set(self.members)
-        self.update_membership()
-        for party in before.difference(self.members):
+        """Apply joins, leaves and item requests delivered so far; a user that left has no pending request.
+
+        Invariant: every key of ``requests`` is a member with a non-empty request, in arrival order. A
+        request that arrives before its sender's join (links do not keep order) waits in
+        ``_unconfirmed`` until the join is applied.
+        """
+        for party in self.update_membership():
             self.requests.pop(party, None)
+            self._unconfirmed.pop(party, None)
+        for party in [party for party in self._unconfirmed if party in self.members]:
+            self.requests[party] = self._unconfirmed.pop(party)
         for envelope in self.drain(ItemRequest):
             self._register(envelope.src, envelope.body)
 
@@ -286,7 +294,7 @@ class Recommender(Server):
         public, ring, d = self.public, self.public.ring, self.public.d
         # Pending requests in arrival order (a function of the seed, like every delivery order); only the
         # chosen ones are sorted, which keeps selection O(pending) at Netflix scale.
-        pending = [party for party, items in self.requests.items() if items.size and party in self.members]
+        pending = list(self.requests)
         if public.scenario == "S2":
             candidates = sorted(party for party in pending if self.set_up is not None and party in self.set_up)
         elif len(pending) > self.max_users:
