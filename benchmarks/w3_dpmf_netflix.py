@@ -33,6 +33,7 @@ def measure(users: int, rounds: int) -> dict[str, float]:
     ratings = round(shape.n_ratings * users / shape.n_users)
     scenario = fedrecsim.load_scenario(SCENARIO, [
         f"data.users={users}", f"data.items={shape.n_items}", f"data.ratings={ratings}",
+        f"data.min_per_user={shape.min_per_user}",
         "protocol.max_users=1000", f"run.rounds={rounds}",
         "protocol.eval_every=100000", "protocol.baseline_rounds=1", "protocol.replay=false",
     ])

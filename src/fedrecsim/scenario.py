@@ -55,6 +55,9 @@ class DataConfig:
     ratings: int = param(100_000, ge=1, doc="synthetic: number of observed ratings or interactions")
     rank: int = param(10, ge=1, doc="synthetic: rank of the latent preference matrix")
     noise: float = param(0.5, ge=0, doc="synthetic: standard deviation of the rating noise")
+    min_per_user: int | None = param(
+        None, ge=0, doc="synthetic: entries every user gets at least (default min(20, ratings // users))"
+    )
     split: Literal["random", "per_user", "leave_one_out"] = param("random")
     test_fraction: float = param(0.1, gt=0, lt=1)
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")

@@ -71,3 +71,14 @@ def test_subsampling_keeps_the_most_popular_items_then_random_users() -> None:
     train, test = prepare_data(Spec(split="per_user", subsample_items=20, subsample_users=30), seed=3)
     assert (train.n_users, train.n_items) == (30, 20)
     assert len(train) + len(test) < len(full)
+
+
+def test_min_per_user_sets_the_least_active_users_share() -> None:
+    # Netflix-shaped data has fewer ratings per user than MovieLens' rule of 20 (netflix_shape: 1).
+    train, test = prepare_data(Spec(ratings=200, min_per_user=1, test_fraction=0.1), seed=3)
+    counts = np.bincount(np.r_[train.users, test.users], minlength=80)
+    assert counts.min() >= 1 and counts.sum() == 200
+    default_train, default_test = prepare_data(Spec(ratings=200, test_fraction=0.1), seed=3)
+    assert np.bincount(np.r_[default_train.users, default_test.users], minlength=80).min() >= 200 // 80
+    with pytest.raises(ConfigError, match="data.min_per_user"):
+        prepare_data(Spec(ratings=200, min_per_user=3), seed=3)

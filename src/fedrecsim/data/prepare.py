@@ -32,6 +32,7 @@ class DataSpec(Protocol):
     ratings: int
     rank: int
     noise: float
+    min_per_user: int | None
     split: str
     test_fraction: float
     binarize: bool
@@ -82,9 +83,11 @@ def _ratings(spec: DataSpec, seed: int) -> Ratings:
         return load(spec.source, spec.path)
     rng = generator(seed, Stream.DATA, _GENERATE)
     if spec.feedback == "explicit":
-        return synthetic_explicit(rng, spec.users, spec.items, spec.ratings, rank=spec.rank, noise=spec.noise)
+        return synthetic_explicit(
+            rng, spec.users, spec.items, spec.ratings, rank=spec.rank, noise=spec.noise, min_per_user=spec.min_per_user
+        )
     if spec.feedback == "implicit":
-        return synthetic_implicit(rng, spec.users, spec.items, spec.ratings, rank=spec.rank)
+        return synthetic_implicit(rng, spec.users, spec.items, spec.ratings, rank=spec.rank, min_per_user=spec.min_per_user)
     raise ConfigError("data.feedback", f"got {spec.feedback!r}; allowed values: 'explicit', 'implicit'")
 
 

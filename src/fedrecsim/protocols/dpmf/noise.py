@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...mechanisms.laplace import exponential_h, laplace_noise, laplace_piece, theorem1_noise
+from ...mechanisms.laplace import exponential_h, laplace_noise, theorem1_noise
 from ...seeding import Stream, generator
 
 # Sub-stream of Stream.PROTOCOL for the public H_j(t) of rho~ (the first id after the stream tags the use).
@@ -32,8 +32,11 @@ _PUBLIC_RHO = 1
 def pieces(rng: np.random.Generator, h: np.ndarray, parties: np.ndarray, scale: float) -> np.ndarray:
     """One party's pieces ``scale sqrt(2 h) C`` with ``C ~ N(0, 1/k)``, where row r has its own k = parties[r].
 
-    `laplace_piece` takes one k; folding 1/k into H gives the same distribution for every row at once:
-    ``sqrt(2 h / k) N(0, 1) = sqrt(2 h) N(0, 1/k)``.
+    This is `fedrecsim.mechanisms.laplace_piece` for a different k per row, in the few numpy calls a
+    user makes every iteration: folding 1/k into H gives the same distribution for every row at once,
+    ``sqrt(2 h / k) N(0, 1) = sqrt(2 h) N(0, 1/k)``. ``h`` and ``parties`` come from messages the wire
+    validated (their ``validate`` requires H >= 0 and k >= 1) or from the public coin, so they are not
+    checked again.
 
     Args:
         rng: the party's own generator (C is private to it).
@@ -41,7 +44,7 @@ def pieces(rng: np.random.Generator, h: np.ndarray, parties: np.ndarray, scale: 
         parties: ``int[r]``, how many parties add a piece to the row's noise (>= 1).
         scale: the Laplace scale b the k pieces sum to.
     """
-    return laplace_piece(rng, h / parties[:, None], 1, scale)
+    return scale * np.sqrt((2.0 * h) / parties[:, None]) * rng.standard_normal(h.shape)
 
 
 class PublicCoin:
