@@ -214,3 +214,17 @@ def test_bad_inputs_are_config_errors_naming_the_argument() -> None:
         assert isinstance(info.value, ValueError)
     with pytest.raises(ConfigError, match=r"at index \(0, 1\)"):
         ring.encode([[1.0, math.nan]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(ring=rings, data=st.data())
+def test_the_array_fast_paths_agree_with_the_general_ones(ring: Ring, data: st.DataObject) -> None:
+    # A float64 array inside the range takes encode's fast path; the same values as a list do not.
+    bound = ring.max_abs
+    values = data.draw(hnp.arrays(np.float64, (3, 4), elements=st.floats(-bound, bound)))
+    fast, fast_overflow = ring.encode(values)
+    general, general_overflow = ring.encode(values.tolist())
+    assert np.array_equal(fast, general) and fast_overflow == general_overflow
+    a, b = ring.uniform(np.random.default_rng(1), (2, 3, 4))
+    assert np.array_equal(ring.add(a, b), ring.add(a, b[None])[0])
+    assert np.array_equal(ring.sub(a, b), ring.sub(a, b[None])[0])

@@ -18,6 +18,7 @@ from fedrecsim.network.availability import (
     MarkovChurn,
     MidRoundDropout,
     NoComputeDelay,
+    PartyList,
     Trace,
     Transition,
 )
@@ -86,6 +87,17 @@ def test_bernoulli_round_answers_do_not_depend_on_call_order_or_on_other_parties
     assert joined == fresh[0] & set(subset) and left == fresh[1] & set(subset)
     assert churn.between_rounds(7, 6, USERS, online) != fresh
     assert churn.between_rounds(8, 5, USERS, online) != fresh
+
+
+def test_a_party_list_draws_what_the_plain_list_draws():
+    mixed = PartyList([*USERS[:50], SERVER, *USERS[50:]])
+    plain = list(mixed)
+    churn = BernoulliChurn(0.2, 0.3, initial_online=0.5)
+    online = set(USERS[::3])
+    assert churn.between_rounds(7, 5, mixed, online) == churn.between_rounds(7, 5, plain, frozenset(online))
+    assert churn.initial_online(7, mixed) == churn.initial_online(7, plain)
+    assert MidRoundDropout(0.3).crashes(7, 2, mixed) == MidRoundDropout(0.3).crashes(7, 2, plain)
+    assert mixed.indices.tolist() == [party.index for party in plain]
 
 
 def test_bernoulli_larger_probabilities_select_supersets_at_the_same_seed():
