@@ -112,8 +112,9 @@ def item_step(v_rows: FloatArray, grad_sums: FloatArray, counts: IntArray, hyper
     Args:
         v_rows: ``float64[m, d]``, current item profiles.
         grad_sums: ``float64[m, d]``, ``G_j``: the sum of the gradient rows received for each item.
-        counts: ``int64[m]``, ``n_j``: how many users contributed to each item; rows with 0 are
-            returned unchanged.
+        counts: ``[m]``, ``n_j``: how many users contributed to each item (with ``normalize``, the
+            divisor of ``G_j``; a weighted estimate may pass a float count); rows with 0 are returned
+            unchanged.
         hyper: The hyper-parameters.
 
     Returns:

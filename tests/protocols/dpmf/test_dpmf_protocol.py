@@ -70,6 +70,38 @@ def test_the_noise_is_normalized_exactly_like_the_gradient(tiny_dpmf, normalize:
     assert counts.sum() == len(train)
 
 
+def test_s3_weights_contributions_so_eta_weighs_as_in_objective_6(tiny_dpmf) -> None:
+    """S3, K = 10 of 30 users: A_j = (k_j / k'_j)(sum of grad + rho~) + eta_j, and the step divides by k_j."""
+    tiny_dpmf["run"]["rounds"] = 1
+    tiny_dpmf["protocol"].update({"scenario": "S3", "max_users": 10, "k_presharing": 4})
+    result = fedrecsim.run(tiny_dpmf)
+    state = result.outcome.state
+    (_, items, sums, divisors), = state["recent_aggregates"]
+    train, _ = prepare_data(fedrecsim.parse_scenario(tiny_dpmf).data, 5)
+    contributors = state["contributors"][0]
+    assert contributors.size == 10
+    served = np.isin(train.users, contributors)
+    known = np.bincount(train.items, minlength=train.n_items)
+    served_raters = np.bincount(train.items[served], minlength=train.n_items)
+    assert np.all(served_raters[items] < known[items]), "the scenario must serve a strict subset of the raters"
+    # No dropout: c_j = k_j n_j / k'_j = k_j, every rater of the item in the data.
+    np.testing.assert_allclose(divisors, known[items], rtol=1e-12)
+    u0, v0 = state["initial_user_factors"], state["initial_item_factors"]
+    users, rated = train.users[served], train.items[served]
+    errors = train.values[served] - np.einsum("nd,nd->n", u0[users], v0[rated])
+    gradient_sums = np.zeros_like(v0)
+    np.add.at(gradient_sums, rated, -2.0 * errors[:, None] * u0[users])
+    rho_items, rho_sums = state["rho_last"]
+    np.testing.assert_array_equal(rho_items, items)
+    weight = (known[items] / served_raters[items])[:, None]
+    expected = weight * (gradient_sums[items] + rho_sums) + state["eta"][items]
+    np.testing.assert_allclose(sums, expected, rtol=0, atol=1e-6)
+    hyper = MFHyper(d=6)
+    np.testing.assert_allclose(
+        state["item_factors"][items], v0[items] - hyper.gamma * (sums / divisors[:, None] + 2 * hyper.mu * v0[items]), rtol=0, atol=1e-12
+    )
+
+
 def test_the_normalized_step_converges_where_raw_sums_blow_up(tiny_dpmf) -> None:
     """Items with ~80 raters: gamma = 2^-5 times a raw sum of 80 gradients overshoots; the mean does not."""
     tiny_dpmf["data"] = {"source": "synthetic", "users": 100, "items": 10, "ratings": 800}

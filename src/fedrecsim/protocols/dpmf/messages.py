@@ -179,7 +179,9 @@ class ItemVectors:
     ``raters[r]`` is k'_j, the number of users served for that item in this iteration (the rho~ pieces
     are drawn so that k'_j of them sum to the Laplace scale). The masks psi come either explicitly
     (``masks``) or as a 16-byte PRG key (``mask_seed``) the user expands; the naive variant has neither.
-    S3 adds the user's pieces of tau^_j (``eta_pieces``).
+    S3 adds the user's pieces of tau^_j (``eta_pieces``) and, with the normalized step, ``known_raters``:
+    k_j >= k'_j, the raters of the item the recommender knows of; the user weights its gradient and rho~
+    by k_j / k'_j (see `fedrecsim.protocols.dpmf.protocol`).
     """
 
     round: int
@@ -188,12 +190,17 @@ class ItemVectors:
     masks: Array("uint32", ndim=2) | None = None
     mask_seed: bytes | None = None
     eta_pieces: Array("uint32", ndim=2) | None = None
+    known_raters: Array("int32", ndim=1) | None = None
 
     def validate(self) -> None:
         rows = self.vectors.shape[0]
         _check_rows("raters", self.raters, rows)
         if np.any(self.raters < 1):
             raise ValueError("every served item has at least one rater")
+        if self.known_raters is not None:
+            _check_rows("known_raters", self.known_raters, rows)
+            if np.any(self.known_raters < self.raters):
+                raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
         if self.masks is not None and self.mask_seed is not None:
             raise ValueError("masks come explicitly or as a seed, not both")
         for name in ("masks", "eta_pieces"):

@@ -9,9 +9,10 @@ paper promises and to measure what it does not:
   the sum of the pre-shared pieces). One check per updated item.
 - ``masks_cancel``: the aggregate minus the contributors' masks psi (plus alpha_j in S3) equals the ring
   sum of exactly what the contributors added (grad + noise piece + rho~). One check per aggregated item.
-- ``rho_shortfall``: for every updated item, the n_j the recommender divides by is the number of rho~
-  pieces really in the sum (the contributors that rated the item), and no more than the k'_j it asked
-  for -- the accounting the dropout recovery rests on. The shortfall itself -- items whose rho~ came from fewer users than were served, so that its scale is
+- ``rho_shortfall``: for every updated item, the n_j the recommender's divisor is built from (n_j, or
+  k_j n_j / k'_j in S3, see `recommender`) is the number of rho~ pieces really in the sum (the
+  contributors that rated the item), and no more than the k'_j it asked for -- the accounting the dropout
+  recovery rests on. The shortfall itself -- items whose rho~ came from fewer users than were served, so that its scale is
   only b sqrt(n_j / k'_j) -- is not a violation but a measured consequence of mid-round dropout: it is
   reported in this monitor's detail, per round (``rho_short``, ``rho_scale_min``) and under ``privacy``.
 - ``ring_overflow``: every value encoded into the ring (noise pieces, gradients, the item vectors) and
@@ -218,8 +219,9 @@ class Verifier:
         self.overflow.tally(real_sums.size, beyond, f"{where}: {beyond} aggregate values exceed the ring's range and wrapped")
         counts = update.counts[keep]
         raters = served.raters[update.items[keep]]
-        # The divisor n_j is the number of rho~ pieces really in the sum, and no more were drawn than asked.
-        wrong = np.count_nonzero((counts != pieces) | (counts > raters))
+        weights = served.known_raters[update.items[keep]] / raters if served.known_raters is not None else 1.0
+        # The divisor counts the rho~ pieces really in the sum, and no more were drawn than asked.
+        wrong = np.count_nonzero((counts != pieces) | (counts > raters) | ~np.isclose(update.divisors[keep], pieces * weights, rtol=1e-12, atol=0))
         self.rho.tally(counts.size, wrong, f"{where}: {wrong} items divided by another count than their rho~ pieces")
         effective = self.public.scale * np.sqrt(counts / raters)
         short = int(np.count_nonzero(counts < raters))

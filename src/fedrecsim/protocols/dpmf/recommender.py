@@ -14,8 +14,11 @@ per-item sums of what the contributors sent and
         = sum over contributors of (grad_j + rho~_j) + eta_j        (mod P)
 
 because the third party already subtracted alpha_j and tau^_j - alpha_j = eta_j. It decodes A_j and takes
-the normalized step of eq. (9): ``v_j -= gamma (A_j / n_j + 2 mu v_j)`` with n_j the contributors of item j
-(`fedrecsim.models.mf.item_step`). Dropout recovery is exactly the two sums above: only the masks of
+the normalized step of eq. (9): ``v_j -= gamma (A_j / c_j + 2 mu v_j)`` (`fedrecsim.models.mf.item_step`)
+with c_j = n_j, the contributors of item j -- in S3 c_j = k_j n_j / k'_j, because there the users weighted
+their gradients and rho~ by k_j / k'_j (`protocol` explains why): k'_j the served raters of the item, k_j
+the raters it has seen so far (``known_raters``: every user's first item request counts once). Dropout
+recovery is exactly the two sums above: only the masks of
 users that contributed are removed, and the tau^ pieces of those that did not are added back, so the noise
 left is eta_j in every iteration. The rho~ pieces of the missing users are missing; that shortfall is
 reported by the simulator, not hidden.
@@ -65,6 +68,7 @@ class Served:
     offsets: np.ndarray
     row_items: np.ndarray
     raters: np.ndarray
+    known_raters: np.ndarray | None = None
     masks: np.ndarray | None = None
     keys: list[bytes] = field(default_factory=list)
     eta_pieces: np.ndarray | None = None
@@ -91,6 +95,7 @@ class Update:
         before_addback: ring, the aggregate minus the contributors' masks (before the tau^ pieces of the
             missing users are added back).
         counts: n_j, contributors per item.
+        divisors: c_j, what the step divides A_j by (module docstring): n_j, or k_j n_j / k'_j in S3.
         updated: the items whose profile was stepped (S3: those with pre-shared noise).
     """
 
@@ -100,6 +105,7 @@ class Update:
     unmasked: np.ndarray
     before_addback: np.ndarray
     counts: np.ndarray
+    divisors: np.ndarray
     updated: np.ndarray
 
 
@@ -172,6 +178,7 @@ class Recommender(Server):
         self.requests: dict[Party, np.ndarray] = {}
         self._unconfirmed: dict[Party, np.ndarray] = {}
         self.rated_items: dict[Party, np.ndarray] = {}
+        self.known_raters = np.zeros(public.n_items, dtype=np.int64)
         self.set_up: frozenset[Party] | None = None
         ring, shape = public.ring, (public.n_items, public.d)
         self.tau_hat = np.zeros(shape, dtype=ring.dtype)
@@ -190,6 +197,8 @@ class Recommender(Server):
         items = request.items.astype(np.int64)
         if items.size and items[-1] >= self.public.n_items:
             raise ProtocolViolation(f"{self.party} received a request for unknown items from {party}")
+        if party not in self.rated_items:
+            self.known_raters[items] += 1
         self.rated_items[party] = items
         if items.size:
             (self.requests if party in self.members else self._unconfirmed)[party] = items
@@ -308,6 +317,8 @@ class Recommender(Server):
         row_items = np.concatenate(items_of) if items_of else _EMPTY
         raters = np.bincount(row_items, minlength=public.n_items)
         served = Served(round_index, candidates, offsets, row_items, raters)
+        if public.scenario == "S3" and public.hyper.normalize:
+            served.known_raters = self.known_raters.copy()
         encoded, overflow = ring.encode(self.item_factors)
         self.vector_values += encoded.size
         self.vector_overflow += overflow
@@ -329,6 +340,7 @@ class Recommender(Server):
                 masks=to_words(ring, served.masks[rows]) if served.masks is not None else None,
                 mask_seed=served.keys[position] if served.keys else None,
                 eta_pieces=to_words(ring, served.eta_pieces[rows]) if served.eta_pieces is not None else None,
+                known_raters=served.known_raters[row_items[rows]].astype(np.int32) if served.known_raters is not None else None,
             ))
         self.served = served
         return served
@@ -373,8 +385,11 @@ class Recommender(Server):
             back[np.searchsorted(items, held[found])] = held_sums[found]
             unmasked = ring.add(before, back)
         counts = np.bincount(served.row_items[rows], minlength=n_items)[items]
+        divisors = counts.astype(np.float64)
+        if served.known_raters is not None:
+            divisors *= served.known_raters[items] / served.raters[items]
         updated = items[self.eta_pieces[items] > 0] if self.public.scenario == "S3" else items
-        return Update(served.round, contributors, items, unmasked, before, counts, updated)
+        return Update(served.round, contributors, items, unmasked, before, counts, divisors, updated)
 
     def _expanded_masks(self, served: Served, contributors: list[Party]) -> np.ndarray:
         index = {party: position for position, party in enumerate(served.parties)}
@@ -402,16 +417,16 @@ class Recommender(Server):
         values = np.concatenate(blocks) if blocks else np.empty((0, d), dtype=ring.dtype)
         items, sums = sum_by_item(ring, served.row_items[rows], values, n_items)
         counts = np.bincount(served.row_items[rows], minlength=n_items)[items]
-        return Update(served.round, contributors, items, sums, sums, counts, items)
+        return Update(served.round, contributors, items, sums, sums, counts, counts.astype(np.float64), items)
 
     def _step(self, update: Update) -> None:
-        """Eq. (9), normalized: v_j -= gamma (A_j / n_j + 2 mu v_j) for every updated item."""
+        """Eq. (9), normalized: v_j -= gamma (A_j / c_j + 2 mu v_j) for every updated item."""
         keep = np.isin(update.items, update.updated)
         sums = self.public.ring.decode(update.unmasked[keep])
-        counts = update.counts[keep]
+        divisors = update.divisors[keep]
         items = update.items[keep]
-        self.item_factors[items] = item_step(self.item_factors[items], sums, counts, self.public.hyper)
-        self.recent.append((update.round, items, sums, counts))
+        self.item_factors[items] = item_step(self.item_factors[items], sums, divisors, self.public.hyper)
+        self.recent.append((update.round, items, sums, divisors))
         self.last = update
 
     async def _await(self, kind: type, round_index: int | None, deadline: float):  # type: ignore[no-untyped-def]

@@ -8,11 +8,14 @@ served it receives v_j(t) of its rated items and answers the third party with
 
 where grad_j = -2 e_ij u_i(t-1) (eq. (13)'s local gradient, from the profile before this iteration's
 step), noise_j is its eta-piece (S2) or the piece of tau^_j the recommender handed it (S3), rho~_j(t) is a
-fresh piece (`noise.pieces` with the public H_j(t) and k'_j), and psi_j is the recommender's mask. In the
+fresh piece (`noise.pieces` with the public H_j(t) and k'_j), and psi_j is the recommender's mask. In S3
+with the normalized step, grad_j + rho~_j is first weighted by k_j / k'_j (``known_raters`` / ``raters``
+of the item vectors), so that the served users' sum estimates the sum over all raters without bias. In the
 naive variant it sends grad_j + eta-piece_j straight to the recommender.
 
-The ``last_*`` attributes record what the user added in its last contribution. They are never sent; the
-simulator's invariant monitors read them (the simulator is omniscient, the parties are not).
+The ``last_*`` attributes record what the user added in its last contribution (``last_real``: the weighted
+grad + rho~ it encoded; ``last_rho``: rho~ before the weight). They are never sent; the simulator's
+invariant monitors read them (the simulator is omniscient, the parties are not).
 """
 
 from __future__ import annotations
@@ -153,6 +156,8 @@ class PrivateUser(User):
         if public.protected:
             rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
             real = gradients + rho
+            if request.known_raters is not None:
+                real *= (request.known_raters / request.raters)[:, None]
         else:
             rho = np.zeros_like(gradients)
             real = gradients
@@ -170,6 +175,8 @@ class PrivateUser(User):
         if self.public.scenario == "S3":
             if request.eta_pieces is None:
                 raise ProtocolViolation(f"{where}: S3 item vectors must carry the pieces of tau^")
+            if (request.known_raters is None) == self.public.hyper.normalize:
+                raise ProtocolViolation(f"{where}: S3 item vectors carry the known raters k_j exactly when the step is normalized")
             return from_words(self.public.ring, request.eta_pieces, self.public.d, f"{where} eta pieces")
         if self.eta is None:
             raise ProtocolViolation(f"{where}: served before the noise setup")
