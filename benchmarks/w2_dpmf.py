@@ -10,9 +10,9 @@ the baselines computed after the run are not part of it.
 The floor (`floor`) is the same maths, vectorized over the served users in one process without actors,
 messages, network or monitors: the same initialization (H, k pieces per item, beta, alpha, tau^), then per
 iteration the same churn draws, selection of K online users, fixed-point item vectors, masks, split of
-tau^ into pieces, users' steps (eq. (2), unit ball) and gradients, rho~ pieces, encoding, third-party sums
-minus alpha, unmasking and item step -- with the protocol's own functions (`ringops`, `noise.pieces`,
-`Ring`, `item_step`). ``ratio = sim_s / floor_s`` is what the simulation costs over the bare maths.
+tau^ into pieces, users' steps (eq. (2), unit ball) and gradients, rho~ pieces, the k_j / k'_j weight (k_j
+over the users seen so far), encoding, third-party sums minus alpha, unmasking and item step -- with the
+protocol's own functions (`ringops`, `noise.pieces`, `Ring`, `item_step`). ``ratio = sim_s / floor_s`` is what the simulation costs over the bare maths.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int
     parties = [Party(Role.USER, user) for user in range(n)]
     online = np.zeros(n, dtype=bool)
     online[[party.index for party in churn.initial_online(seed, parties)]] = True
+    seen = np.zeros(n, dtype=bool)
+    known = np.zeros(m, dtype=np.int64)
     # Initialization: k online users per item pre-share eta_j through beta and the third party's alpha.
     sharers = np.flatnonzero(online)
     k = min(config.k_presharing, sharers.size)
@@ -91,6 +93,9 @@ def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int
     _, beta_sums = sum_by_item(ring, row_items, beta, m)
     tau_hat = ring.sub(ring.add(alpha, tau), beta_sums)
     for round_index in range(1, rounds + 1):
+        arrived = np.flatnonzero(online & ~seen)
+        seen[arrived] = True
+        known += np.bincount(index.items[index.positions(arrived)], minlength=m)
         candidates = np.flatnonzero(online & (counts > 0))
         if candidates.size > config.max_users:
             candidates = np.sort(rng.choice(candidates, size=config.max_users, replace=False))
@@ -110,14 +115,14 @@ def floor(train: Ratings, config: DPMFConfig, churn: BernoulliChurn, rounds: int
         U[candidates] = project_unit_ball(u - hyper.gamma * (grad_u + 2.0 * hyper.lam * u))
         gradients = -2.0 * errors[:, None] * u[owner]
         rho = pieces(rng, coin.h(round_index)[items], raters[items], scale)
-        signal = ring.encode(gradients + rho)[0]
+        signal = ring.encode((gradients + rho) * (known[items] / raters[items])[:, None])[0]
         phi = ring.add(ring.add(signal, eta_pieces), masks)
         # Third party, then recommender.
         present, sums = sum_by_item(ring, items, phi, m)
         sums = ring.sub(sums, alpha[present])
         _, mask_sums = sum_by_item(ring, items, masks, m)
         aggregate = ring.decode(ring.sub(sums, mask_sums))
-        V[present] = item_step(V[present], aggregate, raters[present], hyper)
+        V[present] = item_step(V[present], aggregate, known[present], hyper)
         joined, left = churn.between_rounds(seed, round_index, parties, frozenset(parties[i] for i in np.flatnonzero(online)))
         online[[party.index for party in left]] = False
         online[[party.index for party in joined]] = True

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import trio
 
+from fedrecsim.errors import ProtocolViolation
 from fedrecsim.network.ledger import DropReason, Ledger
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
@@ -107,6 +108,45 @@ async def test_messages_due_in_one_tick_arrive_together_in_send_order(autojump_c
         assert await mailbox.wait(start + 1)
         batch = mailbox.take_all(Payload.KIND)
     assert [envelope.body.seq for envelope in batch] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("resolution_s", [0.001, 0.0])
+async def test_a_zero_delay_message_arrives_after_the_instant_it_was_sent(autojump_clock, resolution_s: float) -> None:
+    network = _network(latency_s=0.0, resolution_s=resolution_s)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    async with network.open():
+        sent_at = trio.current_time()
+        network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+        await trio.lowlevel.checkpoint()
+        assert mailbox.take(Payload.KIND) is None
+        assert await mailbox.wait(sent_at + 1)
+        arrived_at = trio.current_time()
+    assert sent_at < arrived_at <= sent_at + max(resolution_s, 1e-9)
+
+
+async def test_a_sleep_ending_with_a_delivery_sees_the_message(autojump_clock) -> None:
+    """The delay line delivers what is due at an instant before it wakes the sleepers of that instant."""
+    network = _network(latency_s=0.25, resolution_s=0.0)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    seen = []
+    async with network.open():
+        start = trio.current_time()
+        network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+        for _ in range(20):
+            await network.sleep_until(start + 0.25)
+            seen.append(mailbox.take(Payload.KIND) is not None)
+            network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+            start = trio.current_time()
+        with pytest.raises(trio.TooSlowError), trio.fail_after(0.1):
+            await network.sleep(1.0)
+    assert all(seen)
+
+
+async def test_sleeping_outside_an_open_network_is_refused(autojump_clock) -> None:
+    with pytest.raises(ProtocolViolation, match="network.open"):
+        await _network().sleep(1.0)
 
 
 async def test_loss_drops_and_counts(autojump_clock) -> None:

@@ -92,7 +92,7 @@ class Population:
 
     async def _follow(self, timeline: Iterator[Transition]) -> None:
         for transition in timeline:
-            await trio.sleep_until(transition.time_s)
+            await self.network.sleep_until(transition.time_s)
             if transition.online and transition.party not in self._online:
                 self._join(transition.party)
             elif not transition.online and transition.party in self._online:

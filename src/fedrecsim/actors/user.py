@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import trio
 
 from ..network.party import SERVER, Party, Role
 from .actor import Actor
@@ -43,4 +42,4 @@ class User(Actor):
     async def compute(self) -> None:
         """Spend this round's local compute time (the straggler model) in virtual time."""
         if self.compute_delay_s > 0:
-            await trio.sleep(self.compute_delay_s)
+            await self.network.sleep(self.compute_delay_s)

@@ -5,10 +5,17 @@ asks the link policy for the arrival time (latency + size / bandwidth, or loss) 
 ``(deliver_at, src, dst, link_seq, ...)`` on a heap. A single task -- owned by ``async with
 network.open():`` -- sleeps until the earliest deadline and delivers every due message in one pass,
 decoding each exactly once into the destination's mailbox. Arrival times are rounded *up* to the
-network's resolution so that messages due together are delivered together. Ties break by sender, then
-receiver, then the message's sequence number on its link -- never by the global order of sends, which
-depends on trio's (deliberately non-deterministic) scheduling of concurrent senders -- so delivery
-order, and with it the transcript hash, is a function of the seed alone.
+network's resolution so that messages due together are delivered together, and never in the instant
+they were sent (a zero delay arrives one tick later). Ties break by sender, then receiver, then the
+message's sequence number on its link -- never by the global order of sends, which depends on trio's
+(deliberately non-deterministic) scheduling of concurrent senders -- so delivery order, and with it the
+transcript hash, is a function of the seed alone.
+
+Why both rules make a run independent of that scheduling: under the autojumping mock clock every task
+runnable at an instant runs before time moves, so a message sent at t -- arriving strictly after t --
+is on the heap before its delivery instant, whichever of the concurrent senders ran first. And every
+wait of the simulation -- a mailbox deadline or `sleep_until` -- is served by the delay line after the
+deliveries due at the same instant, so a task waking at t sees exactly the messages due by t.
 
 Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
 in this process, so the receiver gets a fresh copy rebuilt from them without the checks running twice.
@@ -129,23 +136,23 @@ class Mailbox:
 
 
 class _Timers:
-    """The mailboxes' wait deadlines: a heap served by the delay line, stale entries dropped lazily.
+    """The deadlines of mailbox waits and sleeps: a heap served by the delay line, stale entries dropped lazily.
 
-    A mailbox has at most one current deadline (``Mailbox._timer_at``); an entry whose deadline is no
-    longer its mailbox's current one is stale, skipped when due and purged whenever stale entries
+    A waiter (`Mailbox` or `_Alarm`) has at most one current deadline (``_timer_at``); an entry whose
+    deadline is no longer its waiter's current one is stale, skipped when due and purged whenever stale entries
     outnumber live ones, so memory stays proportional to the number of parties.
     """
 
     def __init__(self, on_earlier_deadline: Callable[[float], None]) -> None:
-        self._heap: list[tuple[float, int, Mailbox]] = []
+        self._heap: list[tuple[float, int, Mailbox | _Alarm]] = []
         self._seq = 0
         self.running = False
         self._purge_at = 1024
         self._on_earlier_deadline = on_earlier_deadline
 
-    def add(self, deadline: float, mailbox: Mailbox) -> None:
+    def add(self, deadline: float, waiter: Mailbox | _Alarm) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, mailbox))
+        heapq.heappush(self._heap, (deadline, self._seq, waiter))
         self._on_earlier_deadline(deadline)
         if len(self._heap) > self._purge_at:
             self._heap = [entry for entry in self._heap if entry[2]._timer_at == entry[0]]
@@ -159,8 +166,29 @@ class _Timers:
     def expire_due(self, now: float) -> None:
         heap = self._heap
         while heap and heap[0][0] <= now:
-            deadline, _, mailbox = heapq.heappop(heap)
-            mailbox._expire(deadline)
+            deadline, _, waiter = heapq.heappop(heap)
+            waiter._expire(deadline)
+
+
+class _Alarm:
+    """One `Network.sleep_until`: the sleeping task, woken when the delay line expires the deadline."""
+
+    __slots__ = ("_timer_at", "_task")
+
+    def __init__(self, deadline: float) -> None:
+        self._timer_at: float | None = deadline
+        self._task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+
+    def _expire(self, deadline: float) -> None:
+        task = self._task
+        if task is not None and deadline == self._timer_at:
+            self._task = self._timer_at = None
+            trio.lowlevel.reschedule(task, outcome.Value(None))
+
+    def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
+        self._task = self._timer_at = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class Network:
@@ -269,11 +297,31 @@ class Network:
             return nbytes
         if self.resolution_s > 0:
             arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
+            if arrival <= now:
+                arrival += self.resolution_s
+        elif arrival <= now:
+            arrival = math.nextafter(now, math.inf)
         link = (src, dst)
         seq = self._link_seq[link] = self._link_seq.get(link, 0) + 1
         heapq.heappush(self._heap, (arrival, src, dst, seq, kind, data))
         self._wake_by(arrival)
         return nbytes
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
+
+        Parties and protocol loops sleep with this rather than `trio.sleep_until`, which would race with
+        the delay line at the same instant (module docstring).
+        """
+        if not self._timers.running:
+            raise ProtocolViolation("sleep_until outside `async with network.open()`: no deadline could fire")
+        alarm = _Alarm(deadline)
+        self._timers.add(deadline, alarm)
+        await trio.lowlevel.wait_task_rescheduled(alarm._abort)
+
+    async def sleep(self, seconds: float) -> None:
+        """`sleep_until` ``seconds`` from now."""
+        await self.sleep_until(trio.current_time() + seconds)
 
     def _wake_by(self, when: float) -> None:
         """Make the delay line wake no later than ``when``."""

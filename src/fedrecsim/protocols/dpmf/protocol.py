@@ -28,14 +28,16 @@ point of that step. ``normalize = false`` restores the raw sums everywhere.
 served in an iteration, yet the aggregate holds the whole eta_j every time. Divided by n_j, eta would
 weigh about k_j E[1/n_j] times more against the gradient than objective (6) gives it (here ~10x with
 K = 100 of 943 users; measured: at eps = 800 it alone raised the training error by 0.021 over the
-noiseless replay, while rho~ raised it by 0.0002). So each served user weights its grad + rho~ by
+noiseless replay, while rho~ raised it by 0.0002; `hua_s3_churn.toml`, seed 1; with the weight below,
++0.0003 in all). So each served user weights its grad + rho~ by
 k_j / k'_j: the served users' sum becomes an unbiased estimate of the sum over all k_j raters that S2's
 eq. (9) aggregates, plus eta_j once -- S2's update in expectation. The recommender divides by
 c_j = k_j n_j / k'_j, so the gradient part of the step is still the contributors' mean (the noiseless
-replay is unchanged), eta enters as eta_j / k_j exactly as in (6), and rho~ keeps its ratio to the
-gradient it protects (it is weighted alike). k_j is what the recommender can know: the raters it has seen
-(each user's first item request; never fewer than k'_j); it is sent with the item vectors
-(``known_raters``). With ``normalize = false`` S3 is the paper's literal raw sum of the served users.
+replay is unchanged), eta enters as eta_j / k_j exactly as in (6) (a served user that drops out raises
+that by k'_j / n_j for the iteration), and rho~ keeps its ratio to the gradient it protects (it is
+weighted alike). k_j is what the recommender can know: the raters it has seen (each user's first item
+request; never fewer than k'_j); it is sent with the item vectors (``known_raters``). With
+``normalize = false`` S3 is the paper's literal raw sum of the served users.
 
 **Metrics** (final, and every ``eval_every`` rounds for S2/S3): ``err_mean`` and ``err_q25`` .. ``err_q90``
 (absolute errors over the training ratings, the paper's CDF), ``train_rmse``/``train_mae``,
@@ -93,6 +95,11 @@ _KNOWN_LEAKS = {
     ],
 }
 _KNOWN_LEAKS["S3"] = _KNOWN_LEAKS["S2"]
+_NOISE_CONSTRUCTION = {
+    "S1": "central draw",
+    "S2": "Theorem 2 pieces (eq. (12))",
+    "S3": "Theorem 2 pieces (eq. (12)); users weight grad + rho~ by k_j / k'_j, so eta_j enters each step as eta_j / k_j",
+}
 _NAIVE_LEAK = "naive variant: per-user gradients reach the recommender unmasked; consecutive differences are exact (eq. (11))"
 
 
@@ -132,7 +139,8 @@ def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
         "epsilon": config.epsilon,
         "sensitivity": delta,
         "mechanism": "theorem1" if config.mechanism == "theorem1" else "laplace (Lemma 1)",
-        "noise_construction": "central draw" if config.scenario == "S1" else "Theorem 2 pieces (eq. (12))",
+        # S3 without the normalized step is the paper's literal raw sum: S2's construction, unweighted.
+        "noise_construction": _NOISE_CONSTRUCTION["S2" if config.scenario == "S3" and not config.normalize else config.scenario],
         "laplace_scale": public.scale,
         "user_profiles_in_unit_ball": True,
         "known_leaks": list(_KNOWN_LEAKS[config.scenario]) + ([_NAIVE_LEAK] if config.variant == "naive" else []),
@@ -165,7 +173,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     timing = ctx.scenario.run
     rounds: list[dict[str, float]] = []
     async with population.open():
-        await trio.sleep(timing.round_gap_s)
+        await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(1, ctx.rounds + 1):
             population.begin_round(round_index)
             held = recommender.collect()
@@ -173,7 +181,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
             rounds.append({"round": round_index, "participants": held})
             population.end_round(round_index)
             ctx.progress(round_index)
-            await trio.sleep(timing.round_gap_s)
+            await ctx.network.sleep(timing.round_gap_s)
     published = recommender.publish(config.mechanism, config.epsilon, public.delta)
     final = accuracy(recommender.user_factors, published, ctx.train, ctx.test)
     held_ratings = recommender.ratings()
@@ -275,7 +283,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
     async with population.open(), trio.open_nursery() as nursery:
         if aggregator is not None:
             nursery.start_soon(aggregator.run)
-        await trio.sleep(timing.round_gap_s)
+        await ctx.network.sleep(timing.round_gap_s)
         started = time.perf_counter()
         if config.scenario == "S2":
             await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
@@ -283,7 +291,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
             await recommender.preshare(timing.round_timeout_s)
             if config.check_invariants:
                 verifier.after_presharing()
-        await trio.sleep(timing.round_gap_s)
+        await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(1, ctx.rounds + 1):
             round_started = time.perf_counter()
             population.begin_round(round_index)
@@ -300,7 +308,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
             rounds.append(row)
             population.end_round(round_index)
             ctx.progress(round_index)
-            await trio.sleep(timing.round_gap_s)
+            await ctx.network.sleep(timing.round_gap_s)
             round_wall_s.append(time.perf_counter() - round_started)
         loop_wall_s = time.perf_counter() - started
         nursery.cancel_scope.cancel()

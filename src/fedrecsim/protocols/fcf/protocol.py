@@ -121,7 +121,7 @@ async def run(ctx: RunContext) -> Outcome:
     timing = ctx.scenario.run
     rounds: list[dict[str, float]] = []
     async with population.open():
-        await trio.sleep(timing.round_gap_s)
+        await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(1, ctx.rounds + 1):
             population.begin_round(round_index)
             report: RoundReport = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
@@ -134,7 +134,7 @@ async def run(ctx: RunContext) -> Outcome:
             rounds.append(row)
             population.end_round(round_index)
             ctx.progress(round_index)
-            await trio.sleep(timing.round_gap_s)
+            await ctx.network.sleep(timing.round_gap_s)
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
     state = {"item_factors": server.item_factors, "initial_item_factors": initial_item_factors}
     if config.feedback == "explicit":

@@ -233,7 +233,7 @@ async def run(ctx: RunContext) -> Outcome:
         for proxy in proxies:
             nursery.start_soon(proxy.run)
         async with population.open():
-            await trio.sleep(timing.round_gap_s)
+            await ctx.network.sleep(timing.round_gap_s)
             for epoch in range(1, ctx.rounds + 1):
                 population.begin_round(epoch)
                 report = await server.epoch(epoch, trio.current_time() + timing.round_timeout_s)
@@ -246,7 +246,7 @@ async def run(ctx: RunContext) -> Outcome:
                 estimates.append(report.estimate)
                 population.end_round(epoch)
                 ctx.progress(epoch)
-                await trio.sleep(timing.round_gap_s)
+                await ctx.network.sleep(timing.round_gap_s)
         nursery.cancel_scope.cancel()
     mf_np = mf_np_trajectory(initial, ctx.train, hyper, config.steps_per_epoch, len(rounds))
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
