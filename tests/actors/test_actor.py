@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from fedrecsim.actors.actor import Actor
+from fedrecsim.actors.membership import Join, Leave, update_members
 from fedrecsim.actors.server import Server
 from fedrecsim.errors import PartyTimeout, ProtocolViolation
 from fedrecsim.network.ledger import Ledger
@@ -131,3 +132,19 @@ async def test_a_message_due_exactly_at_the_deadline_counts_as_received(autojump
         users[0].send(SERVER, Ping(1))
         envelope = await server.recv(Ping, deadline=start + 1.0)
     assert envelope.body.round == 1
+
+
+async def test_update_members_applies_joins_and_leaves_in_send_order_and_returns_who_left(autojump_clock) -> None:
+    network, server, (u0, u1, u2) = _setup(3, latency_s=0.1)
+    members: set[Party] = set()
+    async with network.open():
+        for sender, body in [(u0, Join()), (u1, Join()), (u1, Leave()), (u2, Leave()), (u0, Leave()), (u0, Join())]:
+            sender.send(SERVER, body)
+            await trio.sleep(0.01)
+        await trio.sleep(1.0)
+        left = update_members(server, members)
+        # u2 was never a member; u0 left and came back within the batch.
+        assert members == {u0.party} and left == {u1.party}
+        u0.send(SERVER, Leave())
+        await trio.sleep(1.0)
+        assert update_members(server, members) == {u0.party} and members == set()
