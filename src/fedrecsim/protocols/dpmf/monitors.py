@@ -174,7 +174,7 @@ class Verifier:
 
     def after_round(self, served: Served, update: Update | None) -> dict[str, float]:
         """Check one iteration; returns its per-round measurements (``rho_short``, ``rho_scale_min``)."""
-        ring, d = self.public.ring, self.public.d
+        ring = self.public.ring
         values = self.recommender.vector_values - self._vector_values
         overflow = self.recommender.vector_overflow - self._vector_overflow
         self._vector_values, self._vector_overflow = self.recommender.vector_values, self.recommender.vector_overflow
@@ -205,9 +205,10 @@ class Verifier:
         truth = self.eta_truth(present[keep])
         noise = ring.sub(update.unmasked[keep], signal_sums[keep])
         self.eta.tally(truth.shape[0], np.count_nonzero(np.any(noise != truth, axis=1)), f"{where}: the noise left is not eta_j")
-        reals = grouping.sum(np.concatenate([np.concatenate([user.last_real, user.last_rho], axis=1) for user in contributors]))
+        real_sums = grouping.sum(np.concatenate([user.last_real for user in contributors]))[keep]
+        rho_sums = grouping.sum(np.concatenate([user.last_rho for user in contributors]))[keep]
         pieces = np.diff(np.r_[grouping.starts, items.size])
-        return self._rho(served, update, keep, pieces[keep], reals[keep, :d], reals[keep, d:], ring.decode(truth), where)
+        return self._rho(served, update, keep, pieces[keep], real_sums, rho_sums, ring.decode(truth), where)
 
     def _rho(
         self, served: Served, update: Update, keep: np.ndarray, pieces: np.ndarray, real_sums: np.ndarray,
