@@ -40,3 +40,44 @@ def test_it_agrees_with_trios_autojumping_mock_clock() -> None:
     trio.run(_sleepers, virtual, clock=VirtualClock())
     trio.run(_sleepers, mock, clock=trio.testing.MockClock(autojump_threshold=0))
     assert sorted(virtual) == sorted(mock)
+
+
+class _Alarm:
+    """A wake source: one parked task, woken at ``at`` (what the network's delay line does)."""
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.task: trio.lowlevel.Task | None = None
+
+    def next_wake(self) -> float:
+        return self.at if self.task is not None else float("inf")
+
+    def wake(self) -> None:
+        task, self.task = self.task, None
+        trio.lowlevel.reschedule(task)
+
+    async def park(self) -> None:
+        self.task = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.SUCCEEDED)
+
+
+def test_a_wake_source_is_woken_at_its_time_before_later_deadlines() -> None:
+    log: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        alarm = _Alarm(1.5)
+        clock.add_source(alarm)
+
+        async def sleeper() -> None:
+            await trio.sleep(2.0)
+            log.append(("sleeper", trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            await alarm.park()
+            log.append(("alarm", trio.current_time()))
+        clock.remove_source(alarm)
+
+    trio.run(main, clock=VirtualClock())
+    assert log == [("alarm", 1.5), ("sleeper", 2.0)]

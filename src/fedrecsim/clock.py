@@ -7,14 +7,20 @@ answers "not at all". One pass of trio's loop per jump instead of two, and no ex
 wakes in virtual time for a third of the cost (the delay line of a busy run jumps hundreds of times per
 round).
 
+Wake sources: an object with ``next_wake()`` and ``wake()`` (the network's delay line) can wait without
+a trio deadline at all. When nothing can run, the clock compares the earliest trio deadline with every
+source's ``next_wake()``; if a source's comes first (or at the same instant), time jumps to it and the
+source is woken there -- a plain reschedule instead of a cancel scope expiring.
+
 Invariants: time starts at 0 and never goes backwards; it moves only when nothing can run, and then
-exactly to the earliest pending deadline. A run in which every task waits without a deadline would
+exactly to the earliest pending deadline or wake. A run in which every task waits without a deadline would
 block for ever, as it would under any clock -- fedrecsim's waits all carry virtual deadlines.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import trio
 
@@ -22,11 +28,26 @@ import trio
 _NO_DEADLINE_SLEEP_S = 86_400.0
 
 
+class WakeSource(Protocol):
+    def next_wake(self) -> float:
+        """The virtual time at which this source must be woken (inf: not waiting)."""
+
+    def wake(self) -> None:
+        """Make the source's waiting task runnable; called with the clock at `next_wake` (or later)."""
+
+
 class VirtualClock(trio.abc.Clock):
     """A trio clock for `trio.run(..., clock=VirtualClock())` whose time only moves when all are blocked."""
 
     def __init__(self) -> None:
         self._now = 0.0
+        self._sources: list[WakeSource] = []
+
+    def add_source(self, source: WakeSource) -> None:
+        self._sources.append(source)
+
+    def remove_source(self, source: WakeSource) -> None:
+        self._sources.remove(source)
 
     def start_clock(self) -> None:
         """Nothing to start: virtual time does not follow the wall clock."""
@@ -36,6 +57,16 @@ class VirtualClock(trio.abc.Clock):
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
         # trio calls this only when no task is runnable: jump straight to the deadline and sleep zero.
+        woken, alarm = None, math.inf
+        for source in self._sources:
+            when = source.next_wake()
+            if when < alarm:
+                woken, alarm = source, when
+        if woken is not None and alarm <= deadline:
+            if alarm > self._now:
+                self._now = alarm
+            woken.wake()
+            return 0.0
         if not math.isfinite(deadline):
             return _NO_DEADLINE_SLEEP_S
         if deadline > self._now:
@@ -43,4 +74,4 @@ class VirtualClock(trio.abc.Clock):
         return 0.0
 
 
-__all__ = ["VirtualClock"]
+__all__ = ["VirtualClock", "WakeSource"]
