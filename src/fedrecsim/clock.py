@@ -13,8 +13,8 @@ source's ``next_wake()``; if a source's comes first (or at the same instant), ti
 source is woken there -- a plain reschedule instead of a cancel scope expiring.
 
 Invariants: time starts at 0 and never goes backwards; it moves only when nothing can run, and then
-exactly to the earliest pending deadline or wake. A run in which every task waits without a deadline would
-block for ever, as it would under any clock -- fedrecsim's waits all carry virtual deadlines.
+exactly to the earliest pending deadline or wake. A run in which every task waits without a deadline
+would block for ever, as it would under any clock -- fedrecsim's waits all carry virtual deadlines.
 """
 
 from __future__ import annotations

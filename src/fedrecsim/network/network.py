@@ -137,11 +137,11 @@ class Mailbox:
 
 
 class _Timers:
-    """The deadlines of mailbox waits and sleeps: a heap served by the delay line, stale entries dropped lazily.
+    """The deadlines of mailbox waits and sleeps: a heap served by the delay line, stale entries dropped.
 
     A waiter (`Mailbox` or `_Alarm`) has at most one current deadline (``_timer_at``); an entry whose
-    deadline is no longer its waiter's current one is stale, skipped when due and purged whenever stale entries
-    outnumber live ones, so memory stays proportional to the number of parties.
+    deadline is no longer its waiter's current one is stale, skipped when due and purged whenever stale
+    entries outnumber live ones, so memory stays proportional to the number of waiters.
     """
 
     def __init__(self, on_earlier_deadline: Callable[[float], None]) -> None:
