@@ -96,7 +96,6 @@ def _horizon(horizon_s: float) -> float:
     return float(horizon_s)
 
 
-_role_of = operator.itemgetter(0)
 _index_of = operator.itemgetter(1)
 
 
@@ -132,20 +131,12 @@ def _per_party(
 ) -> np.ndarray:
     """One number per listed party (aligned with ``parties``) that depends on ``(seed, stream, ids, party)``
     only: per role, ``draw(generator(seed, stream, *ids, role.code), max_index + 1)[party.index]``."""
-    if isinstance(parties, PartyList):
-        indices, codes = parties.indices, parties.codes
-        roles = {int(codes[0])} if codes.size and codes.min() == codes.max() else set(codes.tolist())
-    else:
-        indices = np.fromiter(map(_index_of, parties), dtype=np.int64, count=len(parties))
-        roles = {role.code for role in set(map(_role_of, parties))}
-        codes = None
-    if len(roles) == 1:
-        # The common case (only users): no per-role split, which would cost a second pass in Python.
-        (code,) = roles
-        return draw(generator(seed, stream, *ids, code), int(indices.max()) + 1)[indices]
+    listed = parties if isinstance(parties, PartyList) else PartyList(parties)
+    indices, codes = listed.indices, listed.codes
+    if codes.size and codes.min() == codes.max():
+        # The common case (only users): no per-role split.
+        return draw(generator(seed, stream, *ids, int(codes[0])), int(indices.max()) + 1)[indices]
     values = np.empty(len(parties))
-    if codes is None:
-        codes = np.fromiter((party.role.code for party in parties), dtype=np.int64, count=len(parties))
     for code in np.unique(codes).tolist():
         mask = codes == code
         selected = indices[mask]
