@@ -75,6 +75,45 @@ def test_every_dtype_and_shape_round_trips(data: st.DataObject, dtype: str) -> N
     assert (envelope.src, envelope.dst, envelope.sent_at, envelope.kind) == (USER, SERVER, 1.5, f"test.array_{dtype}")
 
 
+def _msgpack_reference(src: Party, dst: Party, sent_at: float, kind: str, fields: list[object]) -> bytes:
+    """What msgpack's own packer makes of the envelope: arrays as ext type 1 (header, then raw elements)."""
+
+    def packable(value: object) -> object:
+        if isinstance(value, np.ndarray):
+            little = value.astype(value.dtype.newbyteorder("<"))
+            header = bytes((DTYPES.index(value.dtype.name), value.ndim)) + np.asarray(value.shape, "<u4").tobytes()
+            return msgpack.ExtType(1, header + little.tobytes())
+        if isinstance(value, Party):
+            return [value.role.code, value.index]
+        if isinstance(value, tuple):
+            return [packable(element) for element in value]
+        return value
+
+    frame = [kind, src.role.code, src.index, dst.role.code, dst.index, sent_at, *map(packable, fields)]
+    return msgpack.packb(frame, use_bin_type=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+def test_encoding_is_byte_for_byte_what_msgpack_packs(data: st.DataObject, dtype: str) -> None:
+    array = data.draw(hnp.arrays(np.dtype(dtype), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6)))
+    sender = Party(Role.USER, data.draw(st.integers(0, 2**32 - 1)))
+    assert encode(sender, SERVER, 0.5, HOLDERS[dtype](array)) == _msgpack_reference(
+        sender, SERVER, 0.5, f"test.array_{dtype}", [array]
+    )
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 4, 5, 6, 7, 10, 249, 250, 40_000, 70_000])
+def test_every_ext_size_class_is_packed_as_msgpack_packs_it(length: int) -> None:
+    # int8 payloads of 2 + 4 + length bytes: fixext 8 and 16, ext 8, ext 16 and ext 32.
+    array = np.arange(length, dtype=np.int8)
+    assert encode(USER, SERVER, 0.0, HOLDERS["int8"](array)) == _msgpack_reference(USER, SERVER, 0.0, "test.array_int8", [array])
+    scalars = Scalars(-3, 0.25, False, "x" * length, b"y" * length, USER, tuple(range(length % 40)), None)
+    assert encode(USER, SERVER, 0.0, scalars) == _msgpack_reference(
+        USER, SERVER, 0.0, "test.scalars", [getattr(scalars, field.name) for field in dataclasses.fields(scalars)]
+    )
+
+
 def test_big_endian_and_non_contiguous_arrays_travel_as_little_endian_values() -> None:
     array = np.arange(12, dtype=">i4").reshape(3, 4)[:, ::2]
     body = decode(encode(USER, SERVER, 0.0, HOLDERS["int32"](array))).body

@@ -93,7 +93,12 @@ def Array(  # noqa: N802 -- reads as a type in annotations
 # --------------------------------------------------------------------------- ndarray ext payload
 
 
-def _pack_array(array: np.ndarray) -> msgpack.ExtType:
+def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
+    """Append the msgpack ext-type encoding of ``array`` to ``chunks``: a header, then the raw elements.
+
+    The bytes are those ``msgpack.packb(ExtType(1, header + elements))`` gives, without building the
+    payload: the elements go in as the (C-contiguous) array itself, whose buffer the final join copies once.
+    """
     code = _DTYPE_CODES.get(array.dtype)
     if code is None and array.dtype.byteorder == ">":
         code = _DTYPE_CODES.get(array.dtype.newbyteorder("<"))
@@ -103,9 +108,25 @@ def _pack_array(array: np.ndarray) -> msgpack.ExtType:
     if ndim >= len(_SHAPE_STRUCTS):
         raise WireError(f"cannot encode an array of {ndim} dimensions (at most {len(_SHAPE_STRUCTS) - 1})")
     contiguous = np.ascontiguousarray(array, dtype=_DTYPES[code])
-    # One copy of the elements: join reads the array's buffer directly.
-    payload = b"".join((_HEADER.pack(code, ndim), _SHAPE_STRUCTS[ndim].pack(*array.shape), contiguous.reshape(-1).view(np.uint8)))
-    return msgpack.ExtType(_NDARRAY_EXT, payload)
+    size = _HEADER.size + 4 * ndim + contiguous.nbytes
+    chunks.append(_ext_header(size) + _HEADER.pack(code, ndim) + _SHAPE_STRUCTS[ndim].pack(*array.shape))
+    chunks.append(contiguous)
+
+
+def _ext_header(size: int) -> bytes:
+    """msgpack's header of an ext-type-1 value with a ``size``-byte payload (its smallest form, as packb)."""
+    fixed = _FIXEXT.get(size)
+    if fixed is not None:
+        return fixed
+    if size < 1 << 8:
+        return _EXT8.pack(0xC7, size, _NDARRAY_EXT)
+    if size < 1 << 16:
+        return _EXT16.pack(0xC8, size, _NDARRAY_EXT)
+    return _EXT32.pack(0xC9, size, _NDARRAY_EXT)
+
+
+_FIXEXT = {size: bytes((marker, _NDARRAY_EXT)) for size, marker in ((1, 0xD4), (2, 0xD5), (4, 0xD6), (8, 0xD7), (16, 0xD8))}
+_EXT8, _EXT16, _EXT32 = struct.Struct(">BBB"), struct.Struct(">BHB"), struct.Struct(">BIB")
 
 
 def _unpack_array(payload: bytes) -> np.ndarray:
@@ -138,33 +159,64 @@ def _ext_hook(code: int, payload: bytes) -> Any:
     return _unpack_array(payload)
 
 
+def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
+    """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, without the checks."""
+    dtype_code, ndim = payload[0], payload[1]
+    shape = _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size)
+    array = np.frombuffer(payload, dtype=_DTYPES[dtype_code], offset=_HEADER.size + 4 * ndim)
+    return array.reshape(shape).astype(_NATIVE[dtype_code])
+
+
 # --------------------------------------------------------------------------- field codecs
 
 
 class _Field:
     """Encoder, strict decoder and trusted converter of one field type.
 
-    ``pack`` validates a Python value and turns it into something msgpack can pack; ``unpack`` validates
-    a freshly decoded value and returns the Python value, raising `WireError` with a message naming
+    ``emit`` validates a Python value and appends its msgpack encoding to a list of byte chunks (bytes or
+    buffers; their concatenation is what ``msgpack.packb`` gives for the value); ``unpack`` validates a
+    freshly decoded value and returns the Python value, raising `WireError` with a message naming
     ``where``; ``convert`` (None = identity) rebuilds the Python value from bytes this process packed.
     """
 
     def __init__(
         self,
         describe: str,
-        pack: Callable[[Any], Any],
+        emit: Callable[[Any, list[Any]], None],
         unpack: Callable[[Any, str], Any],
         convert: Callable[[Any], Any] | None = None,
     ) -> None:
         self.describe = describe
-        self.pack = pack
+        self.emit = emit
         self.unpack = unpack
         self.convert = convert
 
 
+def _packing(pack: Callable[[Any], Any]) -> Callable[[Any, list[Any]], None]:
+    """The ``emit`` of a field whose ``pack`` turns a value into something msgpack packs itself."""
+
+    def emit(value: Any, chunks: list[Any]) -> None:
+        chunks.append(msgpack.packb(pack(value), use_bin_type=True))
+
+    return emit
+
+
+def _array_header(length: int) -> bytes:
+    """msgpack's header of an array of ``length`` elements (its smallest form, as packb)."""
+    if length < 16:
+        return bytes((0x90 | length,))
+    if length < 1 << 16:
+        return _ARRAY16.pack(0xDC, length)
+    return _ARRAY32.pack(0xDD, length)
+
+
+_ARRAY16, _ARRAY32 = struct.Struct(">BH"), struct.Struct(">BI")
+_NIL = b"\xc0"
+
+
 def _scalar_field(kind: type) -> _Field:
     if kind is Party:
-        return _Field("Party", _pack_party, _unpack_party, _convert_party)
+        return _Field("Party", _packing(_pack_party), _unpack_party, _convert_party)
     pack = _SCALAR_PACKERS.get(kind)
     if pack is None:
         raise TypeError(f"unsupported message field type {kind!r}")
@@ -177,7 +229,7 @@ def _scalar_field(kind: type) -> _Field:
             raise WireError(f"{where}: non-finite float {value}")
         return value
 
-    return _Field(kind.__name__, pack, unpack)
+    return _Field(kind.__name__, _packing(pack), unpack)
 
 
 def _pack_bool(value: Any) -> bool:
@@ -273,11 +325,11 @@ def _array_field(spec: ArraySpec) -> _Field:
         if check_finite and not math.isfinite(array.sum()) and not np.isfinite(array).all():
             raise WireError(f"{where}: array holds NaN or Inf")
 
-    def pack(value: Any) -> msgpack.ExtType:
+    def emit(value: Any, chunks: list[Any]) -> None:
         if not isinstance(value, np.ndarray):
             raise WireError(f"expected ndarray of {spec.dtype}, got {type(value).__name__}")
         check(value, "encode")
-        return _pack_array(value)
+        _array_chunks(value, chunks)
 
     def unpack(value: Any, where: str) -> np.ndarray:
         if not isinstance(value, np.ndarray):
@@ -285,14 +337,16 @@ def _array_field(spec: ArraySpec) -> _Field:
         check(value, where)
         return value
 
-    return _Field(f"ndarray[{spec.dtype}]", pack, unpack)
+    return _Field(f"ndarray[{spec.dtype}]", emit, unpack)
 
 
 def _tuple_field(item: _Field) -> _Field:
-    def pack(value: Any) -> list[Any]:
+    def emit(value: Any, chunks: list[Any]) -> None:
         if not isinstance(value, (tuple, list)):
             raise WireError(f"expected a tuple of {item.describe}, got {type(value).__name__}")
-        return [item.pack(element) for element in value]
+        chunks.append(_array_header(len(value)))
+        for element in value:
+            item.emit(element, chunks)
 
     def unpack(value: Any, where: str) -> tuple[Any, ...]:
         if type(value) is not list:
@@ -302,12 +356,15 @@ def _tuple_field(item: _Field) -> _Field:
     def convert(value: list[Any]) -> tuple[Any, ...]:
         return tuple(value) if item.convert is None else tuple(map(item.convert, value))
 
-    return _Field(f"tuple[{item.describe}, ...]", pack, unpack, convert)
+    return _Field(f"tuple[{item.describe}, ...]", emit, unpack, convert)
 
 
 def _optional_field(item: _Field) -> _Field:
-    def pack(value: Any) -> Any:
-        return None if value is None else item.pack(value)
+    def emit(value: Any, chunks: list[Any]) -> None:
+        if value is None:
+            chunks.append(_NIL)
+        else:
+            item.emit(value, chunks)
 
     def unpack(value: Any, where: str) -> Any:
         return None if value is None else item.unpack(value, where)
@@ -315,7 +372,7 @@ def _optional_field(item: _Field) -> _Field:
     def convert(value: Any) -> Any:
         return value if value is None or item.convert is None else item.convert(value)
 
-    return _Field(f"{item.describe} | None", pack, unpack, None if item.convert is None else convert)
+    return _Field(f"{item.describe} | None", emit, unpack, None if item.convert is None else convert)
 
 
 def _field_for(annotation: Any, where: str) -> _Field:
@@ -346,12 +403,15 @@ def _field_for(annotation: Any, where: str) -> _Field:
 
 @dataclass(frozen=True)
 class _Codec:
+    """How one message kind is encoded; ``head`` is the packed envelope array header and kind tag."""
+
     kind: str
     cls: type
     names: tuple[str, ...]
     fields: tuple[_Field, ...]
     converters: tuple[tuple[int, Callable[[Any], Any]], ...]
     validates: bool
+    head: bytes
 
 
 _BY_KIND: dict[str, _Codec] = {}
@@ -379,7 +439,8 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         converters = tuple(
             (position, field.convert) for position, field in enumerate(fields) if field.convert is not None
         )
-        codec = _Codec(kind, cls, names, fields, converters, callable(getattr(cls, "validate", None)))
+        head = _array_header(_ENVELOPE_HEADER_LEN + len(fields)) + msgpack.packb(kind, use_bin_type=True)
+        codec = _Codec(kind, cls, names, fields, converters, callable(getattr(cls, "validate", None)), head)
         if existing is not None:
             _BY_CLASS.pop(existing.cls, None)
         _BY_KIND[kind] = codec
@@ -416,11 +477,12 @@ class Envelope:
     body: Any
 
 
-def _packed_fields(codec: _Codec, body: Any) -> list[Any]:
-    fields = []
+def _body_chunks(codec: _Codec, body: Any) -> list[Any]:
+    """The msgpack encoding of ``body``'s fields in order, as byte chunks; validates every field first."""
+    chunks: list[Any] = []
     for name, field in zip(codec.names, codec.fields):
         try:
-            fields.append(field.pack(getattr(body, name)))
+            field.emit(getattr(body, name), chunks)
         except WireError as exc:
             raise WireError(f"{codec.kind}.{name}: {exc}") from None
     if codec.validates:
@@ -428,7 +490,7 @@ def _packed_fields(codec: _Codec, body: Any) -> list[Any]:
             body.validate()
         except ValueError as exc:
             raise WireError(f"{codec.kind}: {exc}") from exc
-    return fields
+    return chunks
 
 
 def _codec_of(body: Any) -> _Codec:
@@ -446,9 +508,8 @@ def _check_size(kind: str, size: int, max_bytes: int) -> None:
 def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
     """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
     codec = _codec_of(body)
-    frame = [codec.kind, src.role.code, src.index, dst.role.code, dst.index, float(sent_at)]
-    frame += _packed_fields(codec, body)
-    data = msgpack.packb(frame, use_bin_type=True)
+    chunks = _body_chunks(codec, body)
+    data = b"".join((codec.head, _party_bytes(src), _party_bytes(dst), _FLOAT.pack(0xCB, sent_at), *chunks))
     _check_size(codec.kind, len(data), max_bytes)
     return data
 
@@ -459,19 +520,30 @@ def encode_many(
     """Encode the same body to many destinations: ``[encode(src, dst, sent_at, body) for dst in dsts]``.
 
     The result is byte for byte what ``encode`` gives each destination, but the body is validated and
-    packed once: a msgpack array is its header followed by its packed elements, so only the envelope's
-    header elements differ between destinations.
+    packed once: only the envelope's destination differs between them.
     """
     codec = _codec_of(body)
-    packer = msgpack.Packer(use_bin_type=True)
-    body_bytes = b"".join(packer.pack(field) for field in _packed_fields(codec, body))
-    head = packer.pack_array_header(_ENVELOPE_HEADER_LEN + len(codec.fields)) + packer.pack(codec.kind)
-    head += packer.pack(src.role.code) + packer.pack(src.index)
-    tail = packer.pack(float(sent_at)) + body_bytes
-    encoded = [b"".join((head, packer.pack(dst.role.code), packer.pack(dst.index), tail)) for dst in dsts]
+    head = codec.head + _party_bytes(src)
+    tail = b"".join((_FLOAT.pack(0xCB, sent_at), *_body_chunks(codec, body)))
+    encoded = [b"".join((head, _party_bytes(dst), tail)) for dst in dsts]
     if encoded:
         _check_size(codec.kind, max(map(len, encoded)), max_bytes)
     return encoded
+
+
+def _party_bytes(party: Party) -> bytes:
+    """A party's two envelope elements, role code and index, as msgpack packs them."""
+    packed = _PARTY_BYTES.get(party)
+    if packed is None:
+        packed = msgpack.packb(party.role.code) + msgpack.packb(party.index)
+        if len(_PARTY_BYTES) < _PARTY_CACHE_LIMIT:
+            _PARTY_BYTES[party] = packed
+    return packed
+
+
+# msgpack's float64 (the form packb gives a Python float): marker 0xcb, then the big-endian double.
+_FLOAT = struct.Struct(">Bd")
+_PARTY_BYTES: dict[Party, bytes] = {}
 
 
 def decode(data: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Envelope:
@@ -523,7 +595,7 @@ def decode_trusted(data: bytes) -> Envelope:
     uses this on delivery: the receiver still gets a fresh copy rebuilt from the bytes, but the checks run
     once per message instead of twice. Bytes of unknown origin must go through `decode`.
     """
-    frame = msgpack.unpackb(data, raw=False, use_list=True, ext_hook=_ext_hook)
+    frame = msgpack.unpackb(data, raw=False, use_list=True, ext_hook=_trusted_ext_hook)
     codec = _BY_KIND[frame[0]]
     values = frame[_ENVELOPE_HEADER_LEN:]
     for position, convert in codec.converters:

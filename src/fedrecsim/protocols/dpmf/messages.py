@@ -195,11 +195,11 @@ class ItemVectors:
     def validate(self) -> None:
         rows = self.vectors.shape[0]
         _check_rows("raters", self.raters, rows)
-        if np.any(self.raters < 1):
+        if rows and self.raters.min() < 1:
             raise ValueError("every served item has at least one rater")
         if self.known_raters is not None:
             _check_rows("known_raters", self.known_raters, rows)
-            if np.any(self.known_raters < self.raters):
+            if (self.known_raters < self.raters).any():
                 raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
         if self.masks is not None and self.mask_seed is not None:
             raise ValueError("masks come explicitly or as a seed, not both")
