@@ -27,3 +27,6 @@ def test_w2_and_w3_run_at_a_tiny_size() -> None:
     assert w2_dpmf.simulate(size) > 0 and w2_dpmf.floor_time(size) > 0
     figures = w3_dpmf_netflix.measure(users=3000, rounds=2)
     assert figures["users"] == 3000 and figures["s_per_iter"] > 0
+    # Every iteration serves up to K users: item vectors, contributions, requests, plus joins and leaves.
+    assert figures["msgs_per_iter"] >= 3 * 100
+    assert w3_dpmf_netflix.carry_seconds_per_message(served=20, rounds=2) > 0
