@@ -11,7 +11,9 @@ An envelope is encoded as one msgpack array::
 
 Fields travel positionally in declaration order. An ndarray travels as msgpack ext type 1 whose payload
 is a fixed header -- ``uint8`` dtype code, ``uint8`` ndim, ``ndim`` x ``uint32`` shape, all little-endian
--- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed.
+-- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed. The encoder
+writes the msgpack headers itself and joins them with the arrays' own buffers, so each element is copied
+once; the bytes are exactly those msgpack's packer gives for the same array of values.
 
 Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
@@ -509,7 +511,7 @@ def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = D
     """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
     codec = _codec_of(body)
     chunks = _body_chunks(codec, body)
-    data = b"".join((codec.head, _party_bytes(src), _party_bytes(dst), _FLOAT.pack(0xCB, sent_at), *chunks))
+    data = b"".join((codec.head, _party_bytes(src), _party_bytes(dst), _FLOAT.pack(0xCB, float(sent_at)), *chunks))
     _check_size(codec.kind, len(data), max_bytes)
     return data
 
@@ -524,7 +526,7 @@ def encode_many(
     """
     codec = _codec_of(body)
     head = codec.head + _party_bytes(src)
-    tail = b"".join((_FLOAT.pack(0xCB, sent_at), *_body_chunks(codec, body)))
+    tail = b"".join((_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)))
     encoded = [b"".join((head, _party_bytes(dst), tail)) for dst in dsts]
     if encoded:
         _check_size(codec.kind, max(map(len, encoded)), max_bytes)
