@@ -150,9 +150,14 @@ def _unpack_array(payload: bytes) -> np.ndarray:
             f"ndarray payload holds {len(payload) - start} bytes, shape {shape} of {dtype.name} needs "
             f"{count * dtype.itemsize}"
         )
-    array = np.frombuffer(payload, dtype=dtype, count=count, offset=start).reshape(shape)
-    # A private, writable, native-order copy: the receiver never shares memory with the wire buffer.
-    return array.astype(_NATIVE[code])
+    return _copied_array(payload, code, ndim, shape)
+
+
+def _copied_array(payload: bytes, code: int, ndim: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The elements after a well-formed header as a private, writable, native-order copy: the receiver
+    never shares memory with the wire buffer."""
+    array = np.frombuffer(payload, dtype=_DTYPES[code], offset=_HEADER.size + 4 * ndim)
+    return array.reshape(shape).astype(_NATIVE[code])
 
 
 def _ext_hook(code: int, payload: bytes) -> Any:
@@ -164,9 +169,7 @@ def _ext_hook(code: int, payload: bytes) -> Any:
 def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
     """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, without the checks."""
     dtype_code, ndim = payload[0], payload[1]
-    shape = _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size)
-    array = np.frombuffer(payload, dtype=_DTYPES[dtype_code], offset=_HEADER.size + 4 * ndim)
-    return array.reshape(shape).astype(_NATIVE[dtype_code])
+    return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
 
 
 # --------------------------------------------------------------------------- field codecs
