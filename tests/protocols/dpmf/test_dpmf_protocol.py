@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -16,7 +18,7 @@ def _violations(result: fedrecsim.RunResult) -> dict[str, int]:
 
 def test_s3_keeps_eta_and_masks_exact_under_churn_and_dropout(tiny_s3_churn) -> None:
     result = fedrecsim.run(tiny_s3_churn)
-    assert _violations(result) == {"eta_invariant": 0, "masks_cancel": 0, "rho_shortfall": 0, "ring_overflow": 0}
+    assert _violations(result) == {"eta_invariant": 0, "eta_pieces": 0, "masks_cancel": 0, "rho_shortfall": 0, "ring_overflow": 0}
     checked = {invariant["name"]: invariant["checked"] for invariant in result.result["invariants"]}
     assert checked["eta_invariant"] > 100 and checked["masks_cancel"] > 100
     assert sum(row["missing"] for row in result.rounds) > 0, "the scenario must exercise mid-round dropout"
@@ -123,12 +125,24 @@ def test_with_negligible_noise_the_run_is_the_noiseless_replay(tiny_s3_churn) ->
     assert metrics["baseline_err_mean"] != metrics["noiseless_err_mean"]
 
 
-def test_ring_overflow_is_reported_never_wrapped(tiny_dpmf) -> None:
-    tiny_dpmf["protocol"].update({"ring_bits": 32, "frac_bits": 28, "epsilon": 0.2})
+def test_a_ring_too_small_for_the_aggregates_is_refused_and_the_one_it_names_runs_clean(tiny_dpmf) -> None:
+    """S3 with eps = 0.2: the aggregates need more than a 32-bit ring with 28 fractional bits holds (2^3)."""
+    tiny_dpmf["protocol"].update({"scenario": "S3", "ring_bits": 32, "frac_bits": 28, "epsilon": 0.2})
+    with pytest.raises((fedrecsim.ConfigError, BaseExceptionGroup)) as raised:
+        fedrecsim.run(tiny_dpmf)
+    error = _innermost(raised.value)
+    assert isinstance(error, fedrecsim.ConfigError) and error.key_path == "protocol.frac_bits"
+    suggested = int(re.search(r"ring_bits = 32 with frac_bits <= (\d+)", str(error)).group(1))
+    assert "ring_bits = 64 with frac_bits <=" in str(error) and "1e-12" in str(error)
+    tiny_dpmf["protocol"]["frac_bits"] = suggested
     result = fedrecsim.run(tiny_dpmf)
-    overflow = next(item for item in result.result["invariants"] if item["name"] == "ring_overflow")
-    assert overflow["violations"] > 0 and "did not fit" in overflow["detail"]
-    assert result.result["rounds_completed"] == 3
+    assert _violations(result)["ring_overflow"] == 0
+    ring = result.result["privacy"]["ring"]
+    assert ring["bits"] == 32 and ring["frac_bits"] == suggested and ring["needed_abs"] <= ring["max_abs"]
+    # One more fractional bit halves the range below what is needed: the suggestion is the largest.
+    tiny_dpmf["protocol"]["frac_bits"] = suggested + 1
+    with pytest.raises((fedrecsim.ConfigError, BaseExceptionGroup)):
+        fedrecsim.run(tiny_dpmf)
 
 
 def test_seeded_masks_change_the_bytes_not_the_result(tiny_dpmf) -> None:

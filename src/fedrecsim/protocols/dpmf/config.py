@@ -2,7 +2,9 @@
 
 Defaults are the paper's (Sec. 5): gamma = 2^-5, lambda = mu = 0.001, d = 50, K = 100 (MovieLens; the
 paper uses 1000 for Netflix). The paper gives no value for k, the number of users that pre-share each
-item's noise in S3; 10 is our choice.
+item's noise in S3; 10 is our choice. The paper picks one set of k online users that pre-shares the noise
+of every item (``sharers = "common"``, the default); ``"per_item"`` draws k users per item instead (see
+`recommender` for what that changes).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from ...mechanisms.ring import Ring
 from ...models.mf import MFHyper
 
 #: Fractional bits when ``frac_bits`` is not set: 2^-32 resolution with 2^31 of integer range in a 64-bit
-#: ring; 2^-16 resolution with 2^15 of range in a 32-bit ring (enough for the Laplace noise of eps >= 0.05).
+#: ring; 2^-16 resolution with 2^15 of range in a 32-bit ring. Whether that range is enough depends on eps,
+#: Delta, d, K and the data (`headroom`); a run whose ring cannot hold its aggregates is refused.
 DEFAULT_FRAC_BITS = {64: 32, 32: 16}
 
 _NOISE_BY_SCENARIO = {"S1": "theorem1", "S2": "laplace", "S3": "laplace"}
@@ -30,6 +33,8 @@ class DPMFConfig:
     epsilon: float = param(0.1, gt=0, doc="the privacy budget of the published item profiles V")
     max_users: int = param(100, ge=1, doc="S3: K, users served per iteration at most (chosen at random)")
     k_presharing: int = param(10, ge=1, doc="S3: k, online users that pre-share each item's noise eta_j")
+    sharers: Literal["common", "per_item"] = param("common", doc="S3: one set of k sharers for every item (paper) | k per item")
+    presharing_attempts: int = param(5, ge=1, doc="S3: pre-sharing attempts before iteration 1 (items still short are retried before each iteration)")
     ring_bits: Literal[32, 64] = param(64, doc="P = 2^ring_bits, the modulus of the masking ring")
     frac_bits: int | None = param(None, ge=1, doc="fixed-point fractional bits (default: 32 in a 64-bit ring, 16 in a 32-bit one)")
     mask_transport: Literal["explicit", "seeded"] = param("explicit", doc="psi as explicit masks (paper) or a PRG key")

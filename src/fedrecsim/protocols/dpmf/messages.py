@@ -20,10 +20,14 @@ S2, untrusted recommender, static users (Sec. 4.2)::
 S3, untrusted recommender, dynamic users ("Further Practical Consideration") -- S2's iteration, with the
 eta-pieces replaced by pieces of tau^_j that the recommender hands out, after an initialization phase::
 
-    recommender -> third party  dpmf.roster                round 0: who pre-shares noise
-    recommender -> user         dpmf.presharing_request    for the items assigned to the user: H_j, k, beta
-    user        -> third party  dpmf.presharing_share      tau = eta-piece + beta  (mod P)
-    third party -> recommender  dpmf.presharing_aggregate  tau~ = alpha + sum tau  (mod P), and who shared
+    recommender -> third party  dpmf.roster                round 0, attempt a: who pre-shares noise
+    recommender -> user         dpmf.presharing_request    attempt a, for the items assigned to the user:
+                                                           H_j, k, beta
+    user        -> third party  dpmf.presharing_share      attempt a: tau = eta-piece + beta  (mod P)
+    third party -> recommender  dpmf.presharing_aggregate  attempt a: tau~ = alpha + sum tau  (mod P), with
+                                                           a fresh alpha_j, and who shared
+  an attempt leaves some items short of k pieces when sharers leave or answer late; those items are
+  pre-shared again from scratch in attempt a + 1 (before iteration 1, or before a later iteration).
   each iteration: as S2, where item_vectors also carries the user's pieces of tau^_j and the third party
   subtracts alpha_j before it forwards each item's sum.
 
@@ -56,6 +60,11 @@ def _check_items(items: np.ndarray) -> None:
     # Strictly increasing from a non-negative first item: sorted, unique and non-negative in one pass.
     if items.size and (items[0] < 0 or bool((items[1:] <= items[:-1]).any())):
         raise ValueError("items must be non-negative, sorted and unique")
+
+
+def _check_attempt(attempt: int) -> None:
+    if attempt < 1:
+        raise ValueError("pre-sharing attempts count from 1")
 
 
 def _check_rows(name: str, array: np.ndarray, rows: int) -> None:
@@ -106,14 +115,16 @@ class NoiseSetup:
 @message("dpmf.presharing_request")
 @dataclass(frozen=True)
 class PresharingRequest:
-    """S3 initialization: pre-share noise for ``items``: H_j, the number of sharers k_j, and the masks beta_j."""
+    """S3 pre-sharing ``attempt``: pre-share noise for ``items``: H_j, the number of sharers k_j, the masks beta_j."""
 
+    attempt: int
     items: Array("int32", ndim=1)
     h: Array("float64", ndim=2)
     sharers: Array("int32", ndim=1)
     beta: Array("uint32", ndim=2)
 
     def validate(self) -> None:
+        _check_attempt(self.attempt)
         _check_items(self.items)
         _check_rows("h", self.h, self.items.size)
         _check_rows("sharers", self.sharers, self.items.size)
@@ -127,12 +138,14 @@ class PresharingRequest:
 @message("dpmf.presharing_share")
 @dataclass(frozen=True)
 class PresharingShare:
-    """S3 initialization: tau_j = eta-piece_j + beta_j (mod P) for each of ``items``."""
+    """S3 pre-sharing ``attempt``: tau_j = eta-piece_j + beta_j (mod P) for each of ``items``."""
 
+    attempt: int
     items: Array("int32", ndim=1)
     tau: Array("uint32", ndim=2)
 
     def validate(self) -> None:
+        _check_attempt(self.attempt)
         _check_items(self.items)
         _check_rows("tau", self.tau, self.items.size)
 
@@ -140,19 +153,22 @@ class PresharingShare:
 @message("dpmf.roster")
 @dataclass(frozen=True)
 class Roster:
-    """The users asked to send to the third party in iteration ``round`` (0: the S3 initialization phase).
+    """The users asked to send to the third party in iteration ``round`` (0: S3 pre-sharing ``attempt``).
 
     The third party forwards what it collected once every listed user answered or at ``collect_until``
-    (virtual seconds), whichever comes first.
+    (virtual seconds), whichever comes first. ``attempt`` is >= 1 exactly when ``round`` is 0.
     """
 
     round: int
     parties: tuple[Party, ...]
     collect_until: float
+    attempt: int = 0
 
     def validate(self) -> None:
         if self.round < 0:
             raise ValueError("round must be >= 0")
+        if (self.round == 0) != (self.attempt >= 1) or self.attempt < 0:
+            raise ValueError("a pre-sharing roster (round 0) has an attempt >= 1, an iteration's has attempt 0")
         if list(self.parties) != sorted(set(self.parties)):
             raise ValueError("parties must be sorted and unique")
 
@@ -160,13 +176,19 @@ class Roster:
 @message("dpmf.presharing_aggregate")
 @dataclass(frozen=True)
 class PresharingAggregate:
-    """S3 initialization: tau~_j = alpha_j + sum of the tau_j received (mod P); ``contributors`` sent them."""
+    """S3 pre-sharing ``attempt``: tau~_j = alpha_j + sum of the tau_j received (mod P); ``contributors`` sent them.
 
+    alpha_j is drawn afresh for every attempt that covers item j, so the sums of two attempts for one item
+    are independently masked.
+    """
+
+    attempt: int
     items: Array("int32", ndim=1)
     tau_tilde: Array("uint32", ndim=2)
     contributors: tuple[Party, ...]
 
     def validate(self) -> None:
+        _check_attempt(self.attempt)
         _check_items(self.items)
         _check_rows("tau_tilde", self.tau_tilde, self.items.size)
 

@@ -7,6 +7,11 @@ paper promises and to measure what it does not:
   (A_j minus the ring sum of the contributors' grad + rho~) equals eta_j exactly in the ring -- S2: the
   sum of the raters' fixed pieces; S3: tau^_j - alpha_j (itself checked, after the initialization, to be
   the sum of the pre-shared pieces). One check per updated item.
+- ``eta_pieces``: every updated item's eta_j holds all the pieces it was drawn for: S3, the k pieces of the
+  pre-sharing attempt whose tau^_j the recommender kept (the ground truth: the shares the third party
+  summed in the attempt its alpha_j belongs to); S2, the fixed pieces of all k_j raters of the noise
+  setup. An item used with fewer has eta of scale b sqrt(pieces / k) instead of b. One check per updated
+  item per iteration.
 - ``masks_cancel``: the aggregate minus the contributors' masks psi (plus alpha_j in S3) equals the ring
   sum of exactly what the contributors added (grad + noise piece + rho~). One check per aggregated item.
 - ``rho_shortfall``: for every updated item, the n_j the recommender's divisor is built from (n_j, or
@@ -113,6 +118,10 @@ class Verifier:
         self.recommender = recommender
         self.aggregator = aggregator
         self.eta = TallyMonitor("eta_invariant", "the noise in every unmasked aggregate is exactly eta_j")
+        self.pieces = TallyMonitor("eta_pieces", "every updated item's eta_j holds all k pieces it was drawn for")
+        # S3 ground truth per item: pieces in eta_j and the k they were drawn for (0, 0: never pre-shared).
+        self._pieces = np.zeros(public.n_items, dtype=np.int64)
+        self._k = np.zeros(public.n_items, dtype=np.int64)
         self.masks = TallyMonitor("masks_cancel", "removing the contributors' masks leaves exactly their sum")
         self.rho = ShortfallMonitor(public.scale)
         self.overflow = TallyMonitor("ring_overflow", "every encoded value and every aggregate fits the ring")
@@ -120,6 +129,8 @@ class Verifier:
         self._eta_sources = -1
         self._tallied: set[Party] = set()
         self._vector_values = 0
+        self._setup_values = 0
+        self._setup_overflow = 0
         self._vector_overflow = 0
         self.eta_abs_sum = 0.0
         self.eta_values = 0
@@ -129,7 +140,7 @@ class Verifier:
 
     @property
     def monitors(self) -> list[InvariantMonitor]:
-        return [self.eta, self.masks, self.rho, self.overflow]
+        return [self.eta, self.pieces, self.masks, self.rho, self.overflow]
 
     # ------------------------------------------------------------------ ground truth of eta
 
@@ -156,19 +167,35 @@ class Verifier:
             self.overflow.tally(sum(u.setup_values for u in fresh), sum(u.setup_overflow for u in fresh), "S2 eta-pieces did not fit")
         return self._eta_truth[items]  # type: ignore[index]
 
-    def after_presharing(self) -> None:
-        """S3: tau^_j - alpha_j must be the ring sum of the pieces the contributing sharers drew."""
+    def after_presharing(self, accepted: np.ndarray) -> None:
+        """S3, after a pre-sharing attempt: the ground truth of the items it covered, and the kept tau^ checked.
+
+        The items the third party's alpha_j now belongs to this attempt get their true piece count and k
+        (from the sharers' own records of what they drew, for the shares the third party summed). For the
+        ``accepted`` items, tau^_j - alpha_j must be the ring sum of exactly those pieces (one
+        ``eta_invariant`` check per item; an item counts as a violation only if its own sum differs).
+        """
+        if self.aggregator is None:
+            return
         ring, n_items, d = self.public.ring, self.public.n_items, self.public.d
-        sharers = [self.users[party] for party in self.recommender.sharers if self.users[party].shared is not None]
-        items = np.concatenate([user.shared[0] for user in sharers]) if sharers else np.empty(0, dtype=np.int64)  # type: ignore[index]
-        rows = np.concatenate([user.shared[1] for user in sharers]) if sharers else np.empty((0, d), dtype=ring.dtype)  # type: ignore[index]
+        attempt = self.recommender.attempt
+        covered = np.flatnonzero(self.aggregator.alpha_attempt == attempt)
+        shares = [self.users[party].shared[attempt] for party in self.aggregator.presharers.get(attempt, ())]
+        items = np.concatenate([items for items, _, _ in shares]) if shares else np.empty(0, dtype=np.int64)
+        rows = np.concatenate([rows for _, rows, _ in shares]) if shares else np.empty((0, d), dtype=ring.dtype)
+        drawn_for = np.concatenate([k for _, _, k in shares]) if shares else np.empty(0, dtype=np.int64)
         present, sums = sum_by_item(ring, items, rows, n_items)
-        noised = np.flatnonzero(self.recommender.eta_pieces > 0)
-        truth = self.eta_truth(noised)
-        same = np.array_equal(present, noised) and bool(np.all(truth == sums))
-        wrong = noised.size if not np.array_equal(present, noised) else int(np.count_nonzero(np.any(truth != sums, axis=1)))
-        self.eta.tally(noised.size, 0 if same else wrong, "after the initialization, tau^ - alpha is not the sum of the pre-shared pieces")
-        self.overflow.tally(sum(u.setup_values for u in sharers), sum(u.setup_overflow for u in sharers), "pre-shared eta-pieces did not fit")
+        self._pieces[covered] = np.bincount(items, minlength=n_items)[covered]
+        self._k[covered] = 0
+        np.maximum.at(self._k, items, drawn_for)
+        truth = np.zeros((n_items, d), dtype=ring.dtype)
+        truth[present] = sums
+        wrong = np.count_nonzero(np.any(self.eta_truth(accepted) != truth[accepted], axis=1))
+        self.eta.tally(accepted.size, wrong, f"attempt {attempt}: {wrong} items' tau^ - alpha is not the sum of their pre-shared pieces")
+        values = sum(user.setup_values for user in self.users.values())
+        overflow = sum(user.setup_overflow for user in self.users.values())
+        self.overflow.tally(values - self._setup_values, overflow - self._setup_overflow, f"attempt {attempt}: pre-shared eta-pieces did not fit")
+        self._setup_values, self._setup_overflow = values, overflow
 
     # ------------------------------------------------------------------ each iteration
 
@@ -205,9 +232,17 @@ class Verifier:
         truth = self.eta_truth(present[keep])
         noise = ring.sub(update.unmasked[keep], signal_sums[keep])
         self.eta.tally(truth.shape[0], np.count_nonzero(np.any(noise != truth, axis=1)), f"{where}: the noise left is not eta_j")
+        pieces = np.diff(np.r_[grouping.starts, items.size])
+        used = present[keep]
+        if self.public.scenario == "S3":
+            eta_pieces, drawn_for = self._pieces[used], self._k[used]
+        else:
+            # S2: the pieces in the sum are the contributors'; they were drawn for the k_j raters set up.
+            eta_pieces, drawn_for = pieces[keep], self.recommender.eta_pieces[used]
+        short = np.count_nonzero((eta_pieces < drawn_for) | (drawn_for == 0))
+        self.pieces.tally(used.size, short, f"{where}: {short} items updated with fewer eta pieces than k (min {eta_pieces.min() if used.size else 0})")
         real_sums = grouping.sum(np.concatenate([user.last_real for user in contributors]))[keep]
         rho_sums = grouping.sum(np.concatenate([user.last_rho for user in contributors]))[keep]
-        pieces = np.diff(np.r_[grouping.starts, items.size])
         return self._rho(served, update, keep, pieces[keep], real_sums, rho_sums, ring.decode(truth), where)
 
     def _rho(

@@ -80,6 +80,7 @@ from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .central import accuracy, refit_items, replay, train_baseline, train_error
 from .config import DPMFConfig
+from .headroom import ITEM_NORM_BOUND, Headroom, aggregate_headroom, check_ring
 from .monitors import Verifier
 from .noise import PublicCoin
 from .public import PublicParameters
@@ -87,11 +88,17 @@ from .recommender import Recommender, Served, TrustedRecommender, Update
 from .third_party import Aggregator
 from .user import PrivateUser, TrustingUser
 
+_H_LEAK = (
+    "the recommender draws H_j (eq. (12)) and H_j(t) of rho~ is public: given H, every eta_j and rho~_j element it "
+    "sees is Gaussian N(0, 2 b^2 H), not Laplace, so eps-DP against the recommender does not hold as the paper "
+    "states (Lemma 1 with Theorem 2 is eps-DP only for a party that does not know H)"
+)
 _KNOWN_LEAKS = {
     "S1": ["the trusted recommender holds every rating and U (the premise of S1)"],
     "S2": [
         "the recommender learns each user's rated-item set (item requests)",
         "the third party learns each contributor's rated-item set (contributions)",
+        _H_LEAK,
     ],
 }
 _KNOWN_LEAKS["S3"] = _KNOWN_LEAKS["S2"]
@@ -126,12 +133,6 @@ def _user_data(ctx: RunContext) -> list[tuple[Party, np.ndarray, np.ndarray]]:
     ]
 
 
-def _population(ctx: RunContext, users: Mapping[Party, Any]) -> Population:
-    return Population(
-        ctx.network, users, churn=ctx.churn, dropout=ctx.dropout, compute=ctx.compute, seed=ctx.seed, horizon_s=ctx.horizon_s
-    )
-
-
 def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
     delta = public.delta
     privacy: dict[str, Any] = {
@@ -150,12 +151,40 @@ def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
     return privacy
 
 
+def _headroom(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Headroom:
+    """The range S2/S3 aggregates need (`headroom`); refuses a ring that cannot hold it."""
+    headroom = aggregate_headroom(
+        scale=public.scale, d=config.d, rating_range=public.rating_range, max_raters=int(ctx.train.item_counts().max()),
+        max_users=config.max_users, weighted=config.scenario == "S3" and config.normalize, scenario=config.scenario,
+    )
+    context = f"eps = {config.epsilon:g}, Delta = {public.delta:g}, d = {config.d}, K = {config.max_users}, weight <= {headroom.weight_max:g}"
+    check_ring(public.ring, headroom, "protocol.frac_bits" if config.frac_bits is not None else "protocol.ring_bits", context)
+    return headroom
+
+
+def _ring_report(public: PublicParameters, headroom: Headroom) -> dict[str, Any]:
+    return {
+        "bits": public.ring.bits,
+        "frac_bits": public.ring.frac_bits,
+        "max_abs": public.ring.max_abs,
+        "needed_abs": headroom.bound,
+        "tail_probability_per_aggregate": headroom.tail,
+        "noise_term": headroom.noise_term,
+        "gradient_term": headroom.gradient_term,
+        "item_norm_bound": ITEM_NORM_BOUND,
+        "weight_max": headroom.weight_max,
+    }
+
+
 async def run(ctx: RunContext) -> Outcome:
     config: DPMFConfig = ctx.config
     public = _public(ctx, config)
     if config.scenario == "S1":
         return await _run_trusted(ctx, config, public)
-    return await _run_private(ctx, config, public)
+    headroom = _headroom(ctx, config, public)
+    outcome = await _run_private(ctx, config, public)
+    outcome.privacy["ring"] = _ring_report(public, headroom)
+    return outcome
 
 
 # --------------------------------------------------------------------------- S1
@@ -169,7 +198,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     recommender = TrustedRecommender(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, ctx.train.n_users)
     initial_u, initial_v = recommender.user_factors.copy(), recommender.item_factors.copy()
     ctx.network.attach(SERVER)
-    population = _population(ctx, users)
+    population = ctx.population(users)
     timing = ctx.scenario.run
     rounds: list[dict[str, float]] = []
     async with population.open():
@@ -255,7 +284,15 @@ def _round_row(round_index: int, served: Served, update: Update | None) -> dict[
         "participants": contributors,
         "missing": len(served.parties) - contributors,
         "items_updated": int(update.updated.size) if update is not None else 0,
+        "eta_skipped": int(update.items.size - update.updated.size) if update is not None else 0,
     }
+
+
+async def _preshare(recommender: Recommender, verifier: Verifier, config: DPMFConfig, round_timeout_s: float) -> None:
+    """One S3 pre-sharing attempt for the items whose eta_j is not whole, then its ground-truth check."""
+    accepted = await recommender.preshare(round_timeout_s)
+    if config.check_invariants:
+        verifier.after_presharing(accepted)
 
 
 async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Outcome:
@@ -264,7 +301,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
         for party, items, values in _user_data(ctx)
     }
     recommender = Recommender(
-        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, config.max_users, config.k_presharing
+        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, config.max_users, config.k_presharing, config.sharers
     )
     aggregator = None
     if public.protected:
@@ -279,7 +316,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
     rounds: list[dict[str, float]] = []
     contributed: list[np.ndarray] = []
     round_wall_s: list[float] = []
-    population = _population(ctx, users)
+    population = ctx.population(users)
     async with population.open(), trio.open_nursery() as nursery:
         if aggregator is not None:
             nursery.start_soon(aggregator.run)
@@ -288,13 +325,16 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
         if config.scenario == "S2":
             await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
         else:
-            await recommender.preshare(timing.round_timeout_s)
-            if config.check_invariants:
-                verifier.after_presharing()
+            for _ in range(config.presharing_attempts):
+                if recommender.eta_whole.all():
+                    break
+                await _preshare(recommender, verifier, config, timing.round_timeout_s)
         await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(1, ctx.rounds + 1):
             round_started = time.perf_counter()
             population.begin_round(round_index)
+            if config.scenario == "S3" and not recommender.eta_whole.all():
+                await _preshare(recommender, verifier, config, timing.round_timeout_s)
             served = recommender.serve(round_index, timing.round_timeout_s)
             traffic.start(served.parties)
             update = await recommender.collect(trio.current_time() + timing.round_timeout_s)
@@ -339,13 +379,17 @@ def _private_outcome(
         final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
         final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
     privacy = _privacy(config, public)
-    noised = recommender.eta_pieces > 0
+    noised = recommender.eta_whole
     privacy["eta"] = {
         "items_noised": int(noised.sum()),
         "items_without_eta": int(public.n_items - noised.sum()) if config.scenario == "S3" else 0,
         "pieces_min": int(recommender.eta_pieces[noised].min()) if noised.any() else 0,
         "abs_mean": verifier.eta_abs_sum / verifier.eta_values if verifier.eta_values else None,
+        "skipped_updates": recommender.eta_skipped,
     }
+    if config.scenario == "S3":
+        privacy["eta"]["sharers"] = config.sharers
+        privacy["eta"]["presharing"] = list(recommender.presharing)
     privacy["rho"] = verifier.rho.summary() if config.variant == "protected" else {"variant": "naive: no rho~"}
     if config.variant == "protected" and verifier.rho_values:
         privacy["rho"]["abs_mean"] = verifier.rho_abs_sum / verifier.rho_values

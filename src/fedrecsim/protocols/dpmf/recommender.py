@@ -27,7 +27,9 @@ reported by the simulator, not hidden.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -168,12 +170,16 @@ class Recommender(Server):
         collect_share: the fraction of the round's time the third party waits for contributions.
     """
 
-    def __init__(self, party, network, rng, public: PublicParameters, max_users: int, k_presharing: int, collect_share: float = 0.5) -> None:  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, public: PublicParameters, max_users: int, k_presharing: int,
+        sharers: str = "common", collect_share: float = 0.5,
+    ) -> None:
         super().__init__(party, network, rng)
         self.public = public
         self.item_factors = unit_rows(rng, public.n_items, public.d)
         self.max_users = max_users
         self.k_presharing = k_presharing
+        self.sharers_mode = sharers
         self.collect_share = collect_share
         self.requests: dict[Party, np.ndarray] = {}
         self._unconfirmed: dict[Party, np.ndarray] = {}
@@ -183,7 +189,10 @@ class Recommender(Server):
         ring, shape = public.ring, (public.n_items, public.d)
         self.tau_hat = np.zeros(shape, dtype=ring.dtype)
         self.eta_pieces = np.zeros(public.n_items, dtype=np.int64)
-        self.sharers: dict[Party, np.ndarray] = {}
+        self.eta_whole = np.zeros(public.n_items, dtype=bool)
+        self.attempt = 0
+        self.presharing: list[dict[str, int]] = []
+        self.eta_skipped = 0
         self.vector_values = 0
         self.vector_overflow = 0
         self.served: Served | None = None
@@ -241,34 +250,44 @@ class Recommender(Server):
             self.send(party, NoiseSetup(h[items], raters[items].astype(np.int32)))
         self.set_up = frozenset(parties)
         self.eta_pieces = raters
+        self.eta_whole = raters > 0
         return len(parties)
 
     # ------------------------------------------------------------------ S3 initialization
 
-    async def preshare(self, round_timeout_s: float) -> list[Party]:
-        """S3's initialization phase (steps (1)-(4)): derive and keep tau^_j = alpha_j + eta_j for every item.
+    async def preshare(self, round_timeout_s: float) -> np.ndarray:
+        """One attempt of S3's pre-sharing (steps (1)-(4)) for every item whose eta_j is not whole yet.
 
-        Returns the users that were asked to pre-share.
-
-        Raises:
-            ProtocolViolation: nobody is online to pre-share noise.
+        It keeps tau^_j = alpha_j + eta_j of the items for which all k pieces came back, and returns those
+        items. An item that came back short keeps no tau^ from this attempt: the next attempt pre-shares it
+        from scratch (fresh H_j, sharers, beta and, at the third party, alpha_j), so no tau^ ever holds fewer
+        than k pieces. With nobody online the attempt asks nobody and accepts nothing.
         """
         self.refresh()
+        short = np.flatnonzero(~self.eta_whole)
         online = sorted(self.members)
-        if not online:
-            raise ProtocolViolation(f"{self.party} found no online user to pre-share the noise of the items")
+        if not short.size or not online:
+            return _EMPTY
+        self.attempt += 1
+        attempt = self.attempt
         ring, n_items, d = self.public.ring, self.public.n_items, self.public.d
         k = min(self.k_presharing, len(online))
-        # Row r pre-shares item row_items[r] by user row_users[r]: k distinct online users per item.
-        row_users = np.concatenate([self.rng.choice(len(online), size=k, replace=False) for _ in range(n_items)])
-        row_items = np.repeat(np.arange(n_items), k)
-        h = exponential_h(self.rng, (n_items, d))
+        # Row r pre-shares item row_items[r] by user row_users[r]: k distinct online users per item, the
+        # same k for every item (the paper's UO) or k drawn per item.
+        if self.sharers_mode == "common":
+            row_users = np.repeat(self.rng.choice(len(online), size=k, replace=False), short.size)
+            row_items = np.tile(short, k)
+        else:
+            row_users = np.concatenate([self.rng.choice(len(online), size=k, replace=False) for _ in range(short.size)])
+            row_items = np.repeat(short, k)
+        h = np.zeros((n_items, d))
+        h[short] = exponential_h(self.rng, (short.size, d))
         beta = ring.uniform(self.rng, (row_items.size, d))
         order = np.lexsort((row_items, row_users))
         bounds = np.searchsorted(row_users[order], np.arange(len(online) + 1))
         sharers = [online[position] for position in range(len(online)) if bounds[position + 1] > bounds[position]]
         now = self.now
-        self.send(THIRD_PARTY, Roster(0, tuple(sharers), now + self.collect_share * round_timeout_s))
+        self.send(THIRD_PARTY, Roster(0, tuple(sharers), now + self.collect_share * round_timeout_s, attempt))
         rows_of: dict[Party, np.ndarray] = {}
         for position, party in enumerate(online):
             rows = order[bounds[position]:bounds[position + 1]]
@@ -277,23 +296,31 @@ class Recommender(Server):
             rows_of[party] = rows
             items = row_items[rows]
             self.send(party, PresharingRequest(
-                items.astype(np.int32), h[items], np.full(items.size, k, dtype=np.int32), to_words(ring, beta[rows]),
+                attempt, items.astype(np.int32), h[items], np.full(items.size, k, dtype=np.int32), to_words(ring, beta[rows]),
             ))
-        aggregate = await self._await(PresharingAggregate, None, now + round_timeout_s)
-        if aggregate is not None:
-            contributed = [party for party in aggregate.contributors if party in rows_of]
-            if len(contributed) != len(aggregate.contributors):
-                raise ProtocolViolation(f"{self.party}: the third party reported pre-sharers it was not asked about")
-            rows = np.concatenate([rows_of[party] for party in contributed]) if contributed else _EMPTY
-            present, beta_sums = sum_by_item(ring, row_items[rows], beta[rows], n_items)
-            items = aggregate.items.astype(np.int64)
-            if not np.array_equal(present, items):
-                raise ProtocolViolation(f"{self.party}: the pre-sharing aggregate's items do not match its sharers'")
-            tau_tilde = from_words(ring, aggregate.tau_tilde, d, f"{self.party} tau~")
-            self.tau_hat[items] = ring.sub(tau_tilde, beta_sums)
-            self.eta_pieces = np.bincount(row_items[rows], minlength=n_items)
-        self.sharers = rows_of
-        return sharers
+        record = {"attempt": attempt, "items": int(short.size), "sharers": len(sharers), "whole": 0, "pieces_min": 0}
+        self.presharing.append(record)
+        aggregate = await self._await(PresharingAggregate, now + round_timeout_s, lambda body: body.attempt == attempt)
+        if aggregate is None:
+            return _EMPTY
+        contributed = [party for party in aggregate.contributors if party in rows_of]
+        if len(contributed) != len(aggregate.contributors):
+            raise ProtocolViolation(f"{self.party}: the third party reported pre-sharers it was not asked about")
+        rows = np.concatenate([rows_of[party] for party in contributed]) if contributed else _EMPTY
+        present, beta_sums = sum_by_item(ring, row_items[rows], beta[rows], n_items)
+        items = aggregate.items.astype(np.int64)
+        if not np.array_equal(present, items):
+            raise ProtocolViolation(f"{self.party}: the pre-sharing aggregate's items do not match its sharers'")
+        pieces = np.bincount(row_items[rows], minlength=n_items)[items]
+        whole = pieces == k
+        accepted = items[whole]
+        tau_tilde = from_words(ring, aggregate.tau_tilde, d, f"{self.party} tau~")
+        self.tau_hat[accepted] = ring.sub(tau_tilde[whole], beta_sums[whole])
+        self.eta_pieces[accepted] = k
+        self.eta_whole[accepted] = True
+        record["whole"] = int(accepted.size)
+        record["pieces_min"] = int(pieces.min()) if pieces.size else 0
+        return accepted
 
     # ------------------------------------------------------------------ iterations
 
@@ -351,7 +378,7 @@ class Recommender(Server):
         if served is None:
             raise ProtocolViolation(f"{self.party} was asked to collect before it served an iteration")
         if self.public.protected:
-            aggregate = await self._await(Aggregate, served.round, deadline)
+            aggregate = await self._await(Aggregate, deadline, lambda body: body.round == served.round)
             if aggregate is None:
                 return None
             update = self._unmask(served, aggregate)
@@ -388,7 +415,9 @@ class Recommender(Server):
         divisors = counts.astype(np.float64)
         if served.known_raters is not None:
             divisors *= served.known_raters[items] / served.raters[items]
-        updated = items[self.eta_pieces[items] > 0] if self.public.scenario == "S3" else items
+        # S3: an item whose eta_j is not whole is not updated (its tau^ is being pre-shared again).
+        updated = items[self.eta_whole[items]] if self.public.scenario == "S3" else items
+        self.eta_skipped += items.size - updated.size
         return Update(served.round, contributors, items, unmasked, before, counts, divisors, updated)
 
     def _expanded_masks(self, served: Served, contributors: list[Party]) -> np.ndarray:
@@ -429,14 +458,14 @@ class Recommender(Server):
         self.recent.append((update.round, items, sums, divisors))
         self.last = update
 
-    async def _await(self, kind: type, round_index: int | None, deadline: float):  # type: ignore[no-untyped-def]
-        """The third party's message of ``kind`` for ``round_index`` (older ones are stale and dropped)."""
+    async def _await(self, kind: type, deadline: float, current: Callable[[Any], bool]):  # type: ignore[no-untyped-def]
+        """The third party's ``current`` message of ``kind`` (older rounds' or attempts' are stale and dropped)."""
         while True:
             try:
                 body = (await self.recv(kind, deadline=deadline, sender=THIRD_PARTY)).body
             except PartyTimeout:
                 return None
-            if round_index is None or body.round == round_index:
+            if current(body):
                 return body
 
 

@@ -4,8 +4,13 @@ For every roster the recommender sends, it collects what the listed users send i
 or the roster's deadline -- adds them per item mod P in sorted party order, and forwards the sums with
 the list of users whose values are in them:
 
-- round 0 (S3 initialization): tau~_j = alpha_j + sum tau_j, with its own secret alpha_j uniform in the
-  ring, drawn once;
+- round 0 (S3 pre-sharing attempt a): tau~_j = alpha_j + sum tau_j over the shares of attempt a (late
+  shares of an earlier attempt are discarded), with its own secret alpha_j uniform in the ring, drawn
+  afresh for the items of every attempt: an item pre-shared again (its first attempt came out short of
+  k pieces) gets a new alpha_j, so the recommender's two sums for it are independently masked and the
+  short one is never unmasked. The alpha_j it keeps -- and subtracts in every iteration -- is that of the
+  last attempt that covered item j, which is the attempt the recommender accepted if it accepted any
+  (it re-asks only for items it did not accept);
 - round t >= 1: sum phi_j, minus alpha_j in S3 (the third exception of "Further Practical
   Consideration"), so that the recommender's tau^_j - alpha_j leaves exactly eta_j.
 
@@ -21,14 +26,19 @@ import numpy as np
 
 from ...actors.third_party import ThirdParty
 from ...errors import ProtocolViolation
-from ...network.party import SERVER
+from ...network.party import SERVER, Party
 from .messages import Aggregate, Contribution, PresharingAggregate, PresharingShare, Roster
 from .public import PublicParameters
 from .ringops import from_words, sum_by_item, to_words
 
 
 class Aggregator(ThirdParty):
-    """The third party (module docstring). ``alpha`` is its secret (S3); None in S2."""
+    """The third party (module docstring). ``alpha`` is its secret (S3); None in S2.
+
+    ``alpha_attempt[j]`` (the pre-sharing attempt the current alpha_j belongs to; 0: none) and
+    ``presharers[a]`` (whose shares are in attempt a's sums) are its own records; it never sends them, and
+    the simulator's monitors read them.
+    """
 
     horizon_s: float = math.inf
 
@@ -36,6 +46,8 @@ class Aggregator(ThirdParty):
         super().__init__(party, network, rng)
         self.public = public
         self.alpha = public.ring.uniform(rng, (public.n_items, public.d)) if public.scenario == "S3" else None
+        self.alpha_attempt = np.zeros(public.n_items, dtype=np.int64)
+        self.presharers: dict[int, tuple[Party, ...]] = {}
 
     async def run(self) -> None:
         while True:
@@ -46,11 +58,19 @@ class Aggregator(ThirdParty):
                 await self._aggregate(roster)
 
     async def _preshare(self, roster: Roster) -> None:
-        replies = await self.gather(PresharingShare, roster.parties, deadline=roster.collect_until)
+        if self.alpha is None:
+            raise ProtocolViolation(f"{self.party} received a pre-sharing roster in {self.public.scenario}; only S3 pre-shares")
+        replies = await self.gather(
+            PresharingShare, roster.parties, deadline=roster.collect_until, accept=lambda share: share.attempt == roster.attempt
+        )
+        ring = self.public.ring
         items, sums = self._sum([(party, share.items, share.tau) for party, share in replies])
-        if self.alpha is not None:
-            sums = self.public.ring.add(sums, self.alpha[items])
-        self.send(SERVER, PresharingAggregate(items.astype(np.int32), to_words(self.public.ring, sums), tuple(party for party, _ in replies)))
+        self.alpha[items] = ring.uniform(self.rng, (items.size, self.public.d))
+        self.alpha_attempt[items] = roster.attempt
+        contributors = tuple(party for party, _ in replies)
+        self.presharers[roster.attempt] = contributors
+        sums = ring.add(sums, self.alpha[items])
+        self.send(SERVER, PresharingAggregate(roster.attempt, items.astype(np.int32), to_words(ring, sums), contributors))
 
     async def _aggregate(self, roster: Roster) -> None:
         replies = await self.gather(

@@ -65,7 +65,8 @@ class PrivateUser(User):
     Attributes:
         u: the private profile u_i, in the unit ball.
         eta: S2, the ring encodings of its eta-pieces, one row per rated item (None before the setup).
-        shared: S3, the items it pre-shared noise for and the ring encodings of those pieces.
+        shared: S3, per pre-sharing attempt it took part in: the items it pre-shared noise for, the ring
+            encodings of those pieces and the k each was drawn for.
     """
 
     def __init__(self, party, network, rng, items: np.ndarray, ratings: np.ndarray, public: PublicParameters) -> None:  # type: ignore[no-untyped-def]
@@ -75,7 +76,7 @@ class PrivateUser(User):
         self.public = public
         self.u = unit_rows(rng, 1, public.d)[0]
         self.eta: np.ndarray | None = None
-        self.shared: tuple[np.ndarray, np.ndarray] | None = None
+        self.shared: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.setup_values = 0
         self.setup_overflow = 0
         self.last_round = -1
@@ -130,16 +131,16 @@ class PrivateUser(User):
         self.setup_overflow += overflow
 
     def _preshare(self, request: PresharingRequest) -> None:
-        """S3 initialization: tau_j = eta-piece_j + beta_j (mod P) to the third party."""
+        """S3 pre-sharing: tau_j = eta-piece_j + beta_j (mod P) to the third party, for the request's attempt."""
         ring, d = self.public.ring, self.public.d
         if request.h.shape[1] != d or (request.items.size and request.items[-1] >= self.public.n_items):
             raise ProtocolViolation(f"{self.party} received a pre-sharing request for items or H out of range")
         beta = from_words(ring, request.beta, d, f"{self.party} pre-sharing beta")
         encoded, overflow = ring.encode(pieces(self.rng, request.h, request.sharers, self.public.scale))
-        self.shared = (request.items.astype(np.int64), encoded)
+        self.shared[request.attempt] = (request.items.astype(np.int64), encoded, request.sharers.astype(np.int64))
         self.setup_values += encoded.size
         self.setup_overflow += overflow
-        self.send(THIRD_PARTY, PresharingShare(request.items, to_words(ring, ring.add(encoded, beta))))
+        self.send(THIRD_PARTY, PresharingShare(request.attempt, request.items, to_words(ring, ring.add(encoded, beta))))
 
     # ------------------------------------------------------------------ iterations
 
