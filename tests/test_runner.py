@@ -12,7 +12,7 @@ from fedrecsim.errors import DatasetError
 
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
-    "transcript_sha256", "metrics", "ledger", "invariants", "privacy",
+    "transcript_sha256", "metrics", "ledger", "invariants", "privacy", "format", "warnings",
 }
 
 
@@ -48,7 +48,7 @@ def test_rerun_replaces_the_folder_whole(tiny_fcf, tmp_path) -> None:
     out = tmp_path / "run"
     fedrecsim.run(tiny_fcf, out=out)
     tiny_fcf["run"]["rounds"] = 2
-    fedrecsim.run(tiny_fcf, out=out)
+    fedrecsim.run(tiny_fcf, out=out, overwrite=True)
     assert json.loads((out / "result.json").read_text())["rounds_completed"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 

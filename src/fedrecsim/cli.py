@@ -1,119 +1,147 @@
 """The ``fedrecsim`` command.
 
-``fedrecsim run FILE [--set key.path=value ...] [--out DIR] [--seed N] [--transcript]`` runs a scenario,
-shows a progress bar on stderr once a run has taken more than a second, and prints a summary table.
-Exit codes: 0 on success, 2 on a bad scenario or data set (the message, never a traceback), 1 when the
-simulation itself reports an error.
+``fedrecsim run FILE [--set key.path=value ...] [--seed N] [--out DIR [--overwrite]] [--transcript]
+[--quiet | --progress]`` runs a scenario and prints its summary; ``fedrecsim protocols`` lists the
+protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
+
+Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-2``, ``-3``, ... when that
+exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
+folder holding a fedrecsim result, never anything else. The location is checked before the run starts.
+
+Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
+the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
+130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
+result folder behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
 
-from .errors import ConfigError, DatasetError, SimulationError
-from .runner import RunResult, run
+from . import __version__
+from .errors import ConfigError, DatasetError, Interrupted, OutputError, SimulationError
+from .output import prepare_output
+from .progress import ProgressBar
+from .protocols import available_protocols, protocol_spec
+from .runner import run
 from .scenario import apply_overrides, parse_scenario, read_tables
+from .summary import summary_text
 
-_PROGRESS_AFTER_S = 1.0
-_BAR_WIDTH = 30
-
-
-class ProgressBar:
-    """A one-line progress bar on a stream, drawn only once the run has taken over a second."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self.stream = stream
-        self.started = time.perf_counter()
-        self.drawn = False
-
-    def __call__(self, completed: int, total: int) -> None:
-        elapsed = time.perf_counter() - self.started
-        if elapsed < _PROGRESS_AFTER_S and not self.drawn:
-            return
-        filled = int(_BAR_WIDTH * completed / max(total, 1))
-        bar = "#" * filled + "." * (_BAR_WIDTH - filled)
-        self.stream.write(f"\r[{bar}] {completed}/{total} rounds  {elapsed:6.1f}s")
-        self.drawn = True
-        if completed >= total:
-            self.stream.write("\n")
-        self.stream.flush()
-
-
-def summary_table(run_result: RunResult) -> str:
-    """The end-of-run summary: final metrics, bytes per role, and per-user-per-round traffic."""
-    result = run_result.result
-    lines = [
-        f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
-        f"{result['rounds_completed']} rounds, {result['virtual_time_s']:.1f} s virtual in "
-        f"{result['wall_time_s']:.2f} s wall",
-        f"transcript sha256 {result['transcript_sha256']}",
-        "",
-        "final metrics",
-    ]
-    for name, value in result["metrics"]["final"].items():
-        lines.append(f"  {name:<22} {value:>14.6g}")
-    lines += ["", f"  {'role':<12} {'parties':>8} {'sent bytes':>14} {'recv bytes':>14} {'msgs':>10} {'dropped':>8}"]
-    for role, counters in result["ledger"]["roles"].items():
-        lines.append(
-            f"  {role:<12} {counters['parties']:>8} {counters['sent_bytes']:>14,} {counters['recv_bytes']:>14,} "
-            f"{counters['sent_msgs']:>10,} {counters['dropped_msgs']:>8,}"
-        )
-    rounds = max(result["rounds_completed"], 1)
-    users = [counters for party, counters in result["ledger"]["parties"].items() if party.startswith("user:")]
-    if users:
-        up = [counters["sent_bytes"] / rounds for counters in users]
-        down = [counters["recv_bytes"] / rounds for counters in users]
-        lines += [
-            "",
-            "per user per round (bytes)   mean          max",
-            f"  upload               {sum(up) / len(up):>12,.1f} {max(up):>12,.1f}",
-            f"  download             {sum(down) / len(down):>12,.1f} {max(down):>12,.1f}",
-        ]
-    violated = [inv for inv in result["invariants"] if inv["violations"]]
-    for invariant in violated:
-        lines.append(f"INVARIANT VIOLATED: {invariant['name']}: {invariant['violations']} of {invariant['checked']}")
-    if run_result.path is not None:
-        lines += ["", f"results in {run_result.path}"]
-    return "\n".join(lines)
+_EXIT_USAGE = 2
+_EXIT_SIGINT = 128 + signal.SIGINT
+_EXIT_SIGTERM = 128 + signal.SIGTERM
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedrecsim", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"fedrecsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+
     run_cmd = commands.add_parser("run", help="run a scenario file")
     run_cmd.add_argument("scenario", type=Path, help="the scenario TOML file")
     run_cmd.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-        help="override a scenario key (value parsed as a TOML literal); repeatable",
+        help="override a scenario key (value parsed as a TOML literal; a relative path is taken from "
+        "the current folder); repeatable",
     )
-    run_cmd.add_argument("--out", type=Path, help="result folder (default: results/<run.name>)")
     run_cmd.add_argument("--seed", type=int, help="shorthand for --set run.seed=N")
+    run_cmd.add_argument(
+        "--out", type=Path,
+        help="result folder, which must not exist (default: results/<run.name>, numbered -2, -3, ... if taken)",
+    )
+    run_cmd.add_argument(
+        "--overwrite", action="store_true",
+        help="let --out replace an existing fedrecsim result folder (never anything else)",
+    )
     run_cmd.add_argument("--transcript", action="store_true", help="also write transcript.csv")
+    shown = run_cmd.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no progress bar")
+    shown.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
+
+    commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
+    keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
+    keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        if args.command == "protocols":
+            return _list_protocols()
+        if args.command == "keys":
+            from .reference import keys_text  # only this command needs every protocol's schema
+
+            print(keys_text(args.protocol))
+            return 0
+        return _run(args)
+    except (ConfigError, DatasetError, OutputError) as exc:
+        print(f"fedrecsim: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fedrecsim: interrupted", file=sys.stderr)
+        return _EXIT_SIGINT
+
+
+def _list_protocols() -> int:
+    names = available_protocols()
+    width = max(map(len, names), default=0)
+    for name in names:
+        print(f"{name:<{width}}  {protocol_spec(name).description}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
-    try:
-        scenario = parse_scenario(apply_overrides(read_tables(args.scenario), overrides))
-        out = args.out if args.out is not None else Path("results") / scenario.run.name
-        run_result = run(scenario, out=out, transcript=args.transcript, progress=ProgressBar(sys.stderr))
-    except (ConfigError, DatasetError) as exc:
-        print(f"fedrecsim: error: {exc}", file=sys.stderr)
-        return 2
-    except SimulationError as exc:
-        print(f"fedrecsim: simulation error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    print(summary_table(run_result))
+    scenario = parse_scenario(apply_overrides(read_tables(args.scenario), overrides))
+    if args.out is not None:
+        target = prepare_output(args.out, overwrite=args.overwrite)
+    else:
+        target = prepare_output(Path("results") / scenario.run.name, numbered=True)
+    bar = ProgressBar(sys.stderr) if args.progress or (not args.quiet and sys.stderr.isatty()) else None
+    with _sigterm_as_interrupt() as terminated:
+        try:
+            run_result = run(scenario, out=target, transcript=args.transcript, progress=bar)
+        except Interrupted as exc:
+            if bar is not None:
+                bar.break_line()
+            print(f"fedrecsim: {exc}", file=sys.stderr)
+            return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
+        except SimulationError as exc:
+            if bar is not None:
+                bar.break_line()
+            if isinstance(exc, (ConfigError, DatasetError, OutputError)):
+                raise
+            print(f"fedrecsim: simulation error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+    print(summary_text(run_result))
     return 0
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[list[bool]]:
+    """While the block runs, SIGTERM stops the run as Ctrl-C does; the yielded list turns true if it came.
+
+    The handler re-raises the signal as SIGINT, so trio delivers it where it is safe, exactly as a Ctrl-C.
+    """
+    terminated: list[bool] = []
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        terminated.append(True)
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

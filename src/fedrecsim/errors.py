@@ -50,9 +50,35 @@ class PartyTimeout(SimulationError, trio.TooSlowError):
     """A party waited past its virtual deadline for a message that never came."""
 
 
+class OutputError(SimulationError, OSError):
+    """A result folder cannot be written where asked, or writing it would remove something of the user's.
+
+    The message names the path and why; nothing has been created or removed when it is raised.
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by SIGINT or SIGTERM after ``completed`` of ``total`` rounds; it wrote nothing.
+
+    A `KeyboardInterrupt`, so code that already stops on Ctrl-C stops on it too.
+    """
+
+    def __init__(self, completed: int, total: int) -> None:
+        self.completed = completed
+        self.total = total
+        super().__init__(f"interrupted after {completed:,} of {total:,} rounds")
+
+
 __all__ = [
     "ConfigError",
     "DatasetError",
+    "Interrupted",
+    "OutputError",
     "PartyTimeout",
     "ProtocolViolation",
     "SimulationError",

@@ -2,10 +2,13 @@
 
 ``run(scenario)`` prepares the data, builds the seeded link policy, the ledger and the network, runs the
 protocol in virtual time (`VirtualClock`: time jumps to the next deadline whenever every task is
-blocked) -- so a week of protocol time passes in the seconds the computation takes -- and returns a `RunResult` whose ``result`` is the ``result.json``
-contract of DESIGN.md. With ``out`` it also writes the result folder atomically: everything goes to a
-temporary sibling folder first and is renamed into place only when complete, so a failed run leaves no
-folder (and no half-written one) behind.
+blocked) -- so a week of protocol time passes in the seconds the computation takes -- and returns a
+`RunResult` whose ``result`` is the ``result.json`` contract of ``docs/architecture.md``. ``run_async``
+does the same inside a trio loop that is already running.
+
+With ``out``, the location is checked before the simulation starts and the folder is written atomically
+(`fedrecsim.output`): a failed or interrupted run leaves no folder, and nothing of the user's is ever
+removed or overwritten.
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ from __future__ import annotations
 import csv
 import gc
 import json
-import os
-import shutil
-import tempfile
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,17 +29,19 @@ import trio
 from . import __version__
 from .clock import VirtualClock
 from .data import prepare_data
-from .errors import ConfigError
+from .errors import ConfigError, Interrupted
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party
+from .output import RESULT_FORMAT, OutputTarget, prepare_output
+from .progress import ProgressBar
 from .protocols import Outcome, RunContext, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
 
 ProgressCallback = Callable[[int, int], None]
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     """The outcome of one run.
 
@@ -68,6 +71,14 @@ class RunResult:
     def transcript_sha256(self) -> str:
         return self.result["transcript_sha256"]
 
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value:.4g}" for name, value in list(self.metrics.items())[:3])
+        return (
+            f"<RunResult {self.result['scenario']['run']['name']!r} {self.result['protocol']}, "
+            f"{self.result['rounds_completed']} rounds{', ' + shown if shown else ''}, "
+            f"transcript {self.transcript_sha256[:12]}>"
+        )
+
 
 def coerce_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
     """Accept a validated scenario, raw tables, or the path of a scenario file."""
@@ -83,29 +94,118 @@ def coerce_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scen
 def run(
     scenario: Scenario | Mapping[str, Any] | str | Path,
     *,
-    out: str | Path | None = None,
+    out: str | Path | OutputTarget | None = None,
+    overwrite: bool = False,
     transcript: bool = False,
     record_views: Iterable[Party] = (),
-    progress: ProgressCallback | None = None,
+    progress: ProgressCallback | bool | None = None,
 ) -> RunResult:
-    """Run one scenario in virtual time.
+    """Run one scenario in virtual time (its own trio loop on a `VirtualClock`).
 
     Args:
         scenario: a `Scenario`, raw scenario tables, or a scenario file path.
-        out: write the result folder here (atomically); None writes nothing.
+        out: write the result folder here (atomically); None writes nothing. The location is checked
+            before the simulation starts; an existing target is refused (see `fedrecsim.output`).
+        overwrite: replace an existing fedrecsim result folder at ``out`` (never anything else).
         transcript: record every message (``transcript.csv`` in the folder).
         record_views: parties whose received messages are kept in ``RunResult.views``.
-        progress: called as ``progress(completed_rounds, total_rounds)`` after each round.
+        progress: True draws a progress bar on stderr; a callable is called as
+            ``progress(completed_rounds, total_rounds)`` after each round.
 
     Raises:
-        ConfigError: the scenario is invalid. DatasetError: the data cannot be read.
+        ConfigError: the scenario is invalid. DatasetError: the data cannot be read. OutputError: ``out``
+        exists or cannot be written (raised before the simulation starts). Interrupted: SIGINT (or a
+        SIGTERM the caller turned into one) stopped the run; nothing was written.
     """
     scenario = coerce_scenario(scenario)
+    target = _output_target(out, overwrite)
+    rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
+    try:
+        with relaxed_garbage_collection():
+            run_result = trio.run(_simulate, scenario, transcript, tuple(record_views), rounds, clock=VirtualClock())
+        if target is not None:
+            run_result.path = write_result_folder(target, run_result)
+    except BaseException as exc:
+        if target is not None:
+            target.abandon()
+        if _is_interrupt(exc):
+            raise Interrupted(rounds.completed, rounds.total) from None
+        raise
+    return run_result
+
+
+async def run_async(
+    scenario: Scenario | Mapping[str, Any] | str | Path,
+    *,
+    out: str | Path | OutputTarget | None = None,
+    overwrite: bool = False,
+    transcript: bool = False,
+    record_views: Iterable[Party] = (),
+    progress: ProgressCallback | bool | None = None,
+) -> RunResult:
+    """Run one scenario inside the trio loop that is already running (e.g. a pytest-trio test).
+
+    The run uses that loop's clock: under pytest-trio's ``autojump_clock`` (or a `VirtualClock`) it is
+    virtual time, and a loop whose clock starts at 0 gives the transcript hash and metrics that `run`
+    gives; under trio's default clock the protocol's deadlines pass in real time. Arguments, result and
+    errors are those of `run`; a cancelled run writes nothing.
+    """
+    scenario = coerce_scenario(scenario)
+    target = _output_target(out, overwrite)
+    rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
+    try:
+        run_result = await _simulate(scenario, transcript, tuple(record_views), rounds)
+        if target is not None:
+            run_result.path = write_result_folder(target, run_result)
+    except BaseException:
+        if target is not None:
+            target.abandon()
+        raise
+    return run_result
+
+
+class _RoundCounter:
+    """Passes each completed round on to the caller's progress callback and remembers the last one."""
+
+    def __init__(self, progress: ProgressCallback | None, total: int) -> None:
+        self.progress = progress
+        self.total = total
+        self.completed = 0
+
+    def __call__(self, completed: int) -> None:
+        self.completed = completed
+        if self.progress is not None:
+            self.progress(completed, self.total)
+
+
+def _progress_callback(progress: ProgressCallback | bool | None) -> ProgressCallback | None:
+    if progress is True:
+        return ProgressBar(sys.stderr)
+    if progress is False or progress is None:
+        return None
+    return progress
+
+
+def _output_target(out: str | Path | OutputTarget | None, overwrite: bool) -> OutputTarget | None:
+    if out is None or isinstance(out, OutputTarget):
+        return out
+    return prepare_output(out, overwrite=overwrite)
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None
+
+
+async def _simulate(
+    scenario: Scenario, transcript: bool, views: tuple[Party, ...], rounds: _RoundCounter
+) -> RunResult:
+    """Data, network and protocol, run in the current trio loop; the single error of a failed run unwrapped."""
     wall_start = time.perf_counter()
     train, test = prepare_data(scenario.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
     ledger = Ledger(record_transcript=transcript)
-    views = tuple(record_views)
     network = Network(
         scenario.network.link_policy(scenario.run.seed),
         ledger,
@@ -113,7 +213,6 @@ def run(
         max_message_bytes=int(scenario.network.max_message_mb * 1024 * 1024),
         record_views=views,
     )
-    total = scenario.run.rounds
     context = RunContext(
         scenario=scenario,
         train=train,
@@ -122,28 +221,39 @@ def run(
         churn=scenario.availability.churn(),
         dropout=scenario.availability.mid_round_dropout(),
         compute=scenario.availability.compute_time(),
-        progress=(lambda completed: progress(completed, total)) if progress is not None else (lambda completed: None),
+        progress=rounds,
     )
-
-    async def main() -> tuple[Outcome, float]:
-        start = trio.current_time()
+    start = trio.current_time()
+    try:
         async with network.open():
             outcome = await spec.run(context)
-        return outcome, trio.current_time() - start
-
-    try:
-        with relaxed_garbage_collection():
-            outcome, virtual_time = trio.run(main, clock=VirtualClock())
     except BaseExceptionGroup as group:
         single = _sole_error(group)
         if single is None:
             raise
         raise single from None
-    result = _result_document(scenario, outcome, ledger, virtual_time, time.perf_counter() - wall_start)
-    run_result = RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
-    if out is not None:
-        run_result.path = write_result_folder(Path(out), run_result)
-    return run_result
+    virtual_time = trio.current_time() - start
+    result = _result_document(
+        scenario, outcome, ledger, virtual_time, time.perf_counter() - wall_start, _warnings(scenario, context)
+    )
+    return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
+
+
+def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
+    """What the scenario asked for that the run did not simulate."""
+    availability = scenario.availability
+    warnings = []
+    if availability.dropout > 0 and not context.model_use.dropout:
+        warnings.append(
+            f"availability.dropout = {availability.dropout} was not simulated: "
+            "no user of this protocol asked whether it crashes (User.crashes_in)"
+        )
+    if availability.compute_median_s > 0 and not context.model_use.compute:
+        warnings.append(
+            f"availability.compute_median_s = {availability.compute_median_s} (stragglers) was not simulated: "
+            "no user of this protocol spent its compute time (User.compute)"
+        )
+    return warnings
 
 
 @contextmanager
@@ -178,9 +288,15 @@ def _sole_error(group: BaseExceptionGroup) -> BaseException | None:
 
 
 def _result_document(
-    scenario: Scenario, outcome: Outcome, ledger: Ledger, virtual_time: float, wall_time: float
+    scenario: Scenario,
+    outcome: Outcome,
+    ledger: Ledger,
+    virtual_time: float,
+    wall_time: float,
+    warnings: list[str],
 ) -> dict[str, Any]:
     return {
+        "format": RESULT_FORMAT,
         "fedrecsim_version": __version__,
         "scenario": scenario.to_table(),
         "seed": scenario.run.seed,
@@ -189,10 +305,15 @@ def _result_document(
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
         "transcript_sha256": ledger.transcript_sha256,
-        "metrics": {"final": _plain(outcome.final), "rounds": _plain(outcome.rounds)},
+        "metrics": {
+            "final": _plain(outcome.final),
+            "rounds": _plain(outcome.rounds),
+            "baselines": dict(outcome.baselines),
+        },
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],
         "privacy": _plain(outcome.privacy),
+        "warnings": warnings,
     }
 
 
@@ -207,33 +328,18 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_result_folder(path: Path, run_result: RunResult) -> Path:
-    """Write ``result.json``, ``metrics.csv``, ``ledger.csv`` (and ``transcript.csv``) atomically to ``path``.
-
-    An existing folder at ``path`` is replaced only once the new one is complete.
-    """
-    path = path.resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        with open(staging / "result.json", "w") as handle:
-            json.dump(run_result.result, handle, indent=2, allow_nan=False)
-            handle.write("\n")
-        _write_metrics_csv(staging / "metrics.csv", run_result.rounds)
-        run_result.ledger.write_csv(staging / "ledger.csv")
-        if run_result.ledger.transcript is not None:
-            run_result.ledger.write_transcript_csv(staging / "transcript.csv")
-        if path.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-            os.rename(path, retired / path.name)
-            os.rename(staging, path)
-            shutil.rmtree(retired)
-        else:
-            os.rename(staging, path)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return path
+def write_result_folder(target: OutputTarget, run_result: RunResult) -> Path:
+    """Write ``result.json``, ``metrics.csv``, ``ledger.csv`` (and ``transcript.csv``) into the target's
+    staging folder, then move it into place (`OutputTarget.commit`); returns the final path."""
+    staging = target.staging
+    with open(staging / "result.json", "w", encoding="utf-8") as handle:
+        json.dump(run_result.result, handle, indent=2, allow_nan=False)
+        handle.write("\n")
+    _write_metrics_csv(staging / "metrics.csv", run_result.rounds)
+    run_result.ledger.write_csv(staging / "ledger.csv")
+    if run_result.ledger.transcript is not None:
+        run_result.ledger.write_transcript_csv(staging / "transcript.csv")
+    return target.commit()
 
 
 def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
@@ -246,4 +352,4 @@ def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
         writer.writerows(rounds)
 
 
-__all__ = ["RunResult", "coerce_scenario", "relaxed_garbage_collection", "run", "write_result_folder"]
+__all__ = ["RunResult", "coerce_scenario", "relaxed_garbage_collection", "run", "run_async", "write_result_folder"]

@@ -37,12 +37,40 @@ _TABLES = ("run", "data", "network", "availability", "protocol")
 
 @dataclass(frozen=True)
 class RunConfig:
-    protocol: str = param(doc="fcf | dpmf | prototypes | ldp_implicit | fedvae | privirec")
-    name: str = param("run", doc="a label for the run and its result folder")
+    protocol: str = param(
+        doc="a registered protocol (fedrecsim protocols lists them: fcf, dpmf, ldp_implicit) "
+        'or "package.module:ATTRIBUTE" naming a ProtocolSpec'
+    )
+    name: str = param(
+        "run", doc="a label for the run and its result folder: one file-name component (no / or \\, not . or ..)"
+    )
     seed: int = param(0, ge=0, doc="every random stream of the run derives from this")
     rounds: int = param(100, ge=1, doc="the protocol's unit: iterations, epochs or rounds")
     round_gap_s: float = param(1.0, ge=0, doc="virtual seconds between rounds (joins and leaves land here)")
     round_timeout_s: float = param(60.0, gt=0, doc="how long a round waits for replies before it goes on")
+
+    def __post_init__(self) -> None:
+        problem = _file_name_problem(self.name)
+        if problem is not None:
+            raise ConfigError("run.name", f"{problem}, got {self.name!r} (it names the result folder)")
+
+
+_MAX_NAME_LENGTH = 200
+
+
+def _file_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one component of a path on any common file system (None: it can)."""
+    if not name:
+        return "must not be empty"
+    if name in (".", ".."):
+        return "must not be . or .."
+    if "/" in name or "\\" in name:
+        return "must not contain a path separator"
+    if not name.isprintable():
+        return "must be printable (no control characters)"
+    if len(name) > _MAX_NAME_LENGTH:
+        return f"must be at most {_MAX_NAME_LENGTH} characters"
+    return None
 
 
 @dataclass(frozen=True)
@@ -226,16 +254,38 @@ def apply_overrides(tables: dict[str, Any], overrides: Iterable[str]) -> dict[st
     return tables
 
 
+# The keys whose values are file paths: relative ones in a scenario file are taken from the file's folder.
+_PATH_KEYS = (("data", "path"), ("availability", "trace"))
+
+
 def read_tables(path: str | Path) -> dict[str, Any]:
-    """Read a scenario TOML file into raw tables; ConfigError on a missing or malformed file."""
+    """Read a scenario TOML file into raw tables; ConfigError on a missing, unreadable or malformed file.
+
+    A relative ``data.path`` or ``availability.trace`` in the file is resolved against the file's folder,
+    so a scenario and its data can move together; overrides applied afterwards (`apply_overrides`, the
+    CLI's ``--set``) stay relative to the current folder.
+    """
     path = Path(path)
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
+            tables = tomllib.load(handle)
     except FileNotFoundError:
         raise ConfigError("", f"scenario file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError("", f"scenario file {path} is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigError("", f"scenario file {path} cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{path} is not a UTF-8 text file (byte {exc.start}); is it a TOML scenario?") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("", f"{path} is not valid TOML: {exc}") from exc
+        raise ConfigError("", f"{path} is not valid TOML: {exc}") from None
+    for table_name, key in _PATH_KEYS:
+        table = tables.get(table_name)
+        if isinstance(table, dict) and isinstance(table.get(key), str) and table[key]:
+            value = Path(table[key])
+            if not value.is_absolute():
+                table[key] = str(path.parent / value)
+    return tables
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:

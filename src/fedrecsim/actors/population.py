@@ -20,7 +20,7 @@ import trio
 from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, PartyList, Transition
 from ..network.network import Network
 from ..network.party import Party
-from .user import User
+from .user import ModelUse, User
 
 
 class Population:
@@ -34,6 +34,8 @@ class Population:
         compute: the per-round local compute time (stragglers).
         seed: the run seed the availability models derive their generators from.
         horizon_s: the virtual time after which no user waits any longer (every wait has a deadline).
+        model_use: records whether the users consulted ``dropout`` and ``compute`` (the run's
+            `RunContext.model_use`; `RunContext.population` passes it).
     """
 
     def __init__(
@@ -46,11 +48,13 @@ class Population:
         compute: ComputeTime | None = None,
         seed: int,
         horizon_s: float,
+        model_use: ModelUse | None = None,
     ) -> None:
         self.network = network
         self.users = dict(sorted(users.items()))
         for user in self.users.values():
             user.horizon_s = horizon_s
+            user.model_use = model_use
         self.parties = PartyList(self.users)
         self.churn = churn
         self.dropout = dropout

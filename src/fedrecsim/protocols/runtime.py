@@ -7,16 +7,19 @@ It builds its actors, drives its rounds and measures its metrics; the runner own
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..actors.population import Population
+from ..actors.user import ModelUse, User
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
+from ..network.party import Party
 from ..seeding import Stream, generator
 
 
@@ -28,7 +31,9 @@ class RunContext:
         scenario: the validated scenario (``scenario.protocol`` is the protocol's own config).
         train, test: the data split; test may be empty.
         network: the open network every actor talks through (its ``ledger`` counts the bytes).
+        churn, dropout, compute: the availability models (who is online, who crashes, who straggles).
         progress: call with the number of completed rounds after each round.
+        model_use: whether the users consulted ``dropout`` and ``compute`` (filled in by the users).
     """
 
     scenario: Any
@@ -39,6 +44,7 @@ class RunContext:
     dropout: MidRoundDropout | None
     compute: ComputeTime
     progress: Callable[[int], None] = lambda completed: None
+    model_use: ModelUse = field(default_factory=ModelUse)
 
     @property
     def seed(self) -> int:
@@ -55,6 +61,19 @@ class RunContext:
     def rng(self, stream: Stream, *ids: int) -> np.random.Generator:
         return generator(self.seed, stream, *ids)
 
+    def population(self, users: Mapping[Party, User]) -> Population:
+        """The run's `Population` of ``users``, following this run's availability models."""
+        return Population(
+            self.network,
+            users,
+            churn=self.churn,
+            dropout=self.dropout,
+            compute=self.compute,
+            seed=self.seed,
+            horizon_s=self.horizon_s,
+            model_use=self.model_use,
+        )
+
     @property
     def horizon_s(self) -> float:
         """An upper bound on the run's virtual duration: the deadline of every user's wait."""
@@ -64,12 +83,18 @@ class RunContext:
 
 @dataclass
 class Outcome:
-    """What a protocol reports. ``rounds`` holds one metrics dict per round (with its ``round`` number)."""
+    """What a protocol reports.
+
+    ``rounds`` holds one metrics dict per round (with its ``round`` number); ``final`` the final metrics;
+    ``baselines`` maps a final metric to the final metric holding its non-private baseline (e.g.
+    ``{"err_mean": "baseline_err_mean"}``), so a summary can show the two side by side.
+    """
 
     rounds_completed: int
     rounds: list[dict[str, float]]
     final: dict[str, float]
     privacy: dict[str, Any] = field(default_factory=dict)
+    baselines: dict[str, str] = field(default_factory=dict)
     invariants: list[InvariantMonitor] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 

@@ -25,7 +25,6 @@ from typing import Any, Literal
 import numpy as np
 import trio
 
-from ...actors.population import Population
 from ...config import param
 from ...errors import ConfigError
 from ...data.metrics import hit_rate_at_k, mae, rmse
@@ -114,10 +113,7 @@ async def run(ctx: RunContext) -> Outcome:
     initial_item_factors = server.item_factors.copy()
     initial_user_factors = np.stack([user.u for user in users.values()]) if config.feedback == "explicit" else None
     ctx.network.attach(SERVER)
-    population = Population(
-        ctx.network, users, churn=ctx.churn, dropout=ctx.dropout, compute=ctx.compute,
-        seed=ctx.seed, horizon_s=ctx.horizon_s,
-    )
+    population = ctx.population(users)
     timing = ctx.scenario.run
     rounds: list[dict[str, float]] = []
     async with population.open():

@@ -55,7 +55,6 @@ from typing import Any
 import numpy as np
 import trio
 
-from ...actors.population import Population
 from ...config import param
 from ...data.metrics import hit_rate_at_k
 from ...errors import ConfigError
@@ -219,10 +218,7 @@ async def run(ctx: RunContext) -> Outcome:
     # The proxies must be online before the users' joins (sent as the population opens) reach them.
     for party in (SERVER, *proxy_parties):
         ctx.network.attach(party)
-    population = Population(
-        ctx.network, users, churn=ctx.churn, dropout=ctx.dropout, compute=ctx.compute,
-        seed=ctx.seed, horizon_s=ctx.horizon_s,
-    )
+    population = ctx.population(users)
     monitors = _monitors()
     size = ctx.train.n_items * config.d
     timing = ctx.scenario.run

@@ -1,0 +1,191 @@
+"""Result folders: where a run's files go, checked before the run, written atomically after it.
+
+The one rule: fedrecsim never removes or overwrites anything it did not create.
+
+- `prepare_output` runs before the simulation. It refuses an existing target (a file, a folder, a
+  symlink, even an empty folder) unless ``overwrite`` is set, and then accepts only a folder that holds a
+  fedrecsim result -- a ``result.json`` carrying `RESULT_FORMAT` and nothing but the files a run writes
+  (`RESULT_FILES`). It creates the missing parent folders and a hidden staging folder beside the target,
+  so an unwritable location fails now, not after an hour of simulation.
+- `OutputTarget.commit` moves the complete staging folder into place with one rename. A replaced result
+  is first renamed aside, then its files are deleted by name and its folder removed with ``rmdir``, which
+  cannot remove anything else.
+- `OutputTarget.abandon` (a failed or interrupted run) removes the staging folder and the parent folders
+  `prepare_output` created, and nothing else.
+- With ``numbered`` (the default location ``results/<name>``), an existing target is not refused: the
+  run goes to the first free ``<name>-2``, ``<name>-3``, ... instead.
+
+Folders and files are created with the user's umask, like any file they would create themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import OutputError
+
+RESULT_FORMAT = "fedrecsim-result/1"
+RESULT_FILES = frozenset({"result.json", "metrics.csv", "ledger.csv", "transcript.csv"})
+
+
+def _lexists(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def replaceable_problem(path: Path) -> str | None:
+    """Why the existing ``path`` is not a fedrecsim result folder that ``--overwrite`` may replace (None: it is)."""
+    if path.is_symlink() or not path.is_dir():
+        return "exists and is not a folder; --overwrite replaces only a fedrecsim result folder"
+    try:
+        with open(path / "result.json", encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError):
+        return "is not a fedrecsim result folder (no readable result.json); refusing to replace it"
+    if not isinstance(document, dict) or document.get("format") != RESULT_FORMAT:
+        return f"is not a fedrecsim result folder (result.json lacks format {RESULT_FORMAT!r}); refusing to replace it"
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in RESULT_FILES or not entry.is_file())
+    if foreign:
+        return f"holds {foreign[0]!r}, which fedrecsim did not write; refusing to replace it"
+    return None
+
+
+@dataclass
+class OutputTarget:
+    """A checked place for one run's result folder and the staging folder being filled for it.
+
+    Attributes:
+        path: where the folder will be (absolute, symlinks in it not resolved).
+        staging: the hidden sibling folder the run's files are written to.
+        numbered: on commit, a target that appeared meanwhile moves the result to the next free suffix.
+        overwrite: on commit, an existing fedrecsim result at ``path`` is replaced.
+        created_parents: the folders `prepare_output` made, outermost first.
+    """
+
+    path: Path
+    staging: Path
+    numbered: bool = False
+    overwrite: bool = False
+    created_parents: list[Path] = field(default_factory=list)
+
+    def commit(self) -> Path:
+        """Move the staging folder into place and return the final path; OutputError if that is unsafe."""
+        if self.numbered:
+            self.path = _first_free(self.path)
+        elif _lexists(self.path):
+            problem = replaceable_problem(self.path) if self.overwrite else "appeared during the run; not replacing it"
+            if problem is not None:
+                raise OutputError(self.path, f"{problem} (this run's results are in {self.staging})")
+            self._replace_existing()
+            return self.path
+        os.rename(self.staging, self.path)
+        return self.path
+
+    def _replace_existing(self) -> None:
+        retired = _hidden_sibling(self.path, "replaced")
+        os.rename(self.path, retired)
+        os.rename(self.staging, self.path)
+        for name in RESULT_FILES:
+            if (retired / name).exists():
+                (retired / name).unlink()
+        retired.rmdir()
+
+    def abandon(self) -> None:
+        """Remove what `prepare_output` and the run created: the staging folder and the new parents."""
+        for name in RESULT_FILES:
+            candidate = self.staging / name
+            if candidate.exists():
+                candidate.unlink()
+        if self.staging.exists():
+            self.staging.rmdir()
+        for parent in reversed(self.created_parents):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+
+def _first_free(path: Path) -> Path:
+    candidate, number = path, 1
+    while _lexists(candidate):
+        number += 1
+        candidate = path.with_name(f"{path.name}-{number}")
+    return candidate
+
+
+def _hidden_sibling(path: Path, purpose: str) -> Path:
+    """A name beside ``path`` that nothing uses yet: ``.<name>.<purpose>-<pid>-<n>``."""
+    number = 0
+    candidate = path.with_name(f".{path.name}.{purpose}-{os.getpid()}-{number}")
+    while _lexists(candidate):
+        number += 1
+        candidate = path.with_name(f".{path.name}.{purpose}-{os.getpid()}-{number}")
+    return candidate
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing ancestors; return the ones created, outermost first."""
+    missing: list[Path] = []
+    probe = folder
+    while not _lexists(probe):
+        missing.append(probe)
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(probe, "is not a folder, so no result folder can be made inside it")
+    created: list[Path] = []
+    try:
+        for parent in reversed(missing):
+            os.mkdir(parent)
+            created.append(parent)
+    except OSError as exc:
+        for parent in reversed(created):
+            parent.rmdir()
+        raise OutputError(exc.filename or folder, f"cannot create the folder: {exc.strerror}") from None
+    return created
+
+
+def prepare_output(path: str | Path, *, overwrite: bool = False, numbered: bool = False) -> OutputTarget:
+    """Check ``path`` for a run's result folder and create its staging folder, before the run starts.
+
+    Args:
+        path: the result folder to be.
+        overwrite: accept an existing fedrecsim result folder at ``path`` (it is replaced on commit).
+        numbered: accept an existing ``path`` by using the first free ``path-2``, ``path-3``, ... instead.
+
+    Raises:
+        OutputError: the target exists (and may not be replaced), or its location is not writable.
+    """
+    target = Path(os.path.abspath(path))
+    if target.parent == target:
+        raise OutputError(target, "is a file-system root, not a place for a result folder")
+    if numbered:
+        target = _first_free(target)
+    elif _lexists(target):
+        if not overwrite:
+            raise OutputError(target, "already exists; choose a new location, or --overwrite (overwrite=True) to replace a fedrecsim result folder")
+        problem = replaceable_problem(target)
+        if problem is not None:
+            raise OutputError(target, problem)
+    created = _make_parents(target.parent)
+    try:
+        staging = _staging_folder(target)
+    except OSError as exc:
+        for parent in reversed(created):
+            parent.rmdir()
+        raise OutputError(target.parent, f"cannot write here: {exc.strerror}") from None
+    return OutputTarget(target, staging, numbered=numbered, overwrite=overwrite, created_parents=created)
+
+
+def _staging_folder(target: Path) -> Path:
+    while True:
+        candidate = _hidden_sibling(target, "partial")
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        return candidate
+
+
+__all__ = ["RESULT_FILES", "RESULT_FORMAT", "OutputTarget", "prepare_output", "replaceable_problem"]

@@ -1,0 +1,142 @@
+"""The end-of-run summary a person reads: every number labelled, nothing hidden that result.json holds.
+
+Sections, in order: the run line and transcript hash; warnings (what the scenario configured but the run
+did not simulate); final metrics, each beside its non-private baseline where the protocol computes one;
+who took part; traffic per role (bytes and messages sent and received, messages dropped); traffic per
+user; the privacy accounting; every invariant monitor with its checks and violations.
+
+Counts are printed with thousands separators and never in exponent notation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .runner import RunResult
+
+
+def number(value: Any) -> str:
+    """A number for people: integers (and integral floats) as ``1,234,567``, others to six digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or (value == value and abs(value) < 1e15 and float(value).is_integer()):
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{value:,.1f}"
+    if value != 0 and abs(value) < 1e-4:
+        return f"{value:.3e}"
+    return f"{value:.6g}"
+
+
+def summary_text(run_result: RunResult) -> str:
+    """The summary of one run as printed by ``fedrecsim run``."""
+    result = run_result.result
+    lines = [
+        f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
+        f"{result['rounds_completed']:,} rounds, {result['virtual_time_s']:,.1f} s virtual time in "
+        f"{result['wall_time_s']:,.2f} s wall time",
+        f"transcript sha256 {result['transcript_sha256']}",
+    ]
+    for warning in result.get("warnings", []):
+        lines.append(f"WARNING: {warning}")
+    lines += _metrics(result)
+    lines += _participation(result)
+    lines += _traffic_per_role(result)
+    lines += _traffic_per_user(result)
+    lines += _privacy(result["privacy"])
+    lines += _invariants(result["invariants"])
+    if run_result.path is not None:
+        lines += ["", f"results in {run_result.path}"]
+    return "\n".join(lines)
+
+
+def _metrics(result: Mapping[str, Any]) -> list[str]:
+    final = result["metrics"]["final"]
+    baselines = result["metrics"].get("baselines", {})
+    shown_as_baseline = set(baselines.values())
+    lines = ["", f"final metrics{'':<18}{'value':>14}  {'non-private baseline':>20}" if baselines else "final metrics"]
+    for name, value in final.items():
+        if name in shown_as_baseline or name == "participants":
+            continue
+        baseline = baselines.get(name)
+        beside = f"  {number(final[baseline]):>20}" if baseline in final else ""
+        lines.append(f"  {name:<29}{number(value):>14}{beside}")
+    return lines
+
+
+def _participation(result: Mapping[str, Any]) -> list[str]:
+    users = result["ledger"]["roles"].get("user", {}).get("parties", 0)
+    final = result["metrics"]["final"]
+    if "participants" not in final:
+        return ["", f"parties: {users:,} users exist"]
+    return [
+        "",
+        f"participants: {number(final['participants'])} users answered in the last round, "
+        f"of {users:,} user parties in the run",
+    ]
+
+
+def _traffic_per_role(result: Mapping[str, Any]) -> list[str]:
+    header = (
+        f"  {'role':<12} {'parties':>8} {'bytes sent':>15} {'bytes received':>15} "
+        f"{'msgs sent':>11} {'msgs received':>13} {'msgs dropped':>12}"
+    )
+    lines = ["", "traffic per role (whole run)", header]
+    for role, counters in result["ledger"]["roles"].items():
+        lines.append(
+            f"  {role:<12} {counters['parties']:>8,} {counters['sent_bytes']:>15,} {counters['recv_bytes']:>15,} "
+            f"{counters['sent_msgs']:>11,} {counters['recv_msgs']:>13,} {counters['dropped_msgs']:>12,}"
+        )
+    return lines
+
+
+def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
+    rounds = max(result["rounds_completed"], 1)
+    users = [counters for party, counters in result["ledger"]["parties"].items() if party.startswith("user:")]
+    if not users:
+        return []
+    up = [counters["sent_bytes"] / rounds for counters in users]
+    down = [counters["recv_bytes"] / rounds for counters in users]
+    return [
+        "",
+        f"per user per round (bytes; {rounds:,} rounds)  {'mean over users':>16} {'heaviest user':>14}",
+        f"  upload {'':<35}{sum(up) / len(up):>16,.1f} {max(up):>14,.1f}",
+        f"  download {'':<33}{sum(down) / len(down):>16,.1f} {max(down):>14,.1f}",
+    ]
+
+
+def _privacy(privacy: Mapping[str, Any]) -> list[str]:
+    if not privacy:
+        return ["", "privacy: none (this protocol makes no privacy claim)"]
+    return ["", "privacy accounting", *_table_lines(privacy, indent=2)]
+
+
+def _table_lines(table: Mapping[str, Any], indent: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            lines.append(f"{pad}{key}:")
+            lines += _table_lines(value, indent + 2)
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}:")
+            lines += [f"{pad}  - {number(item)}" for item in value]
+        else:
+            lines.append(f"{pad}{key}: {number(value)}")
+    return lines
+
+
+def _invariants(invariants: list[Mapping[str, Any]]) -> list[str]:
+    if not invariants:
+        return ["", "invariant monitors: none registered by this protocol"]
+    lines = ["", f"invariant monitors {'':<14}{'checks':>15} {'violations':>11}"]
+    for invariant in invariants:
+        flag = "  VIOLATED" if invariant["violations"] else ""
+        lines.append(f"  {invariant['name']:<30} {invariant['checked']:>15,} {invariant['violations']:>11,}{flag}")
+        if invariant["violations"]:
+            lines.append(f"    {invariant['detail']}")
+    return lines
+
+
+__all__ = ["number", "summary_text"]
