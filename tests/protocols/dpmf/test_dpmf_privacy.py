@@ -108,22 +108,66 @@ def test_the_difference_attack_recovers_gradients_from_the_naive_variant_only(ti
 
 
 def test_the_noise_the_parties_build_is_laplace_of_lemma_1(tiny_dpmf) -> None:
-    """Theorem 2 at the protocol level: eta_j of S2 and S3, and rho~_j(t), as they sit in the aggregates."""
+    """Theorem 2 at the protocol level: eta_j of S2 and S3, and rho~_j(t), as they sit in the aggregates.
+
+    The scale is 2 Delta sqrt(d) / eps with Delta the scenario's rating range, computed here -- never the
+    run's own reported scale. S3 serves K = 20 of 60 users, so k'_j < k_j for most items: rho~ must be
+    drawn for the k'_j users really served.
+    """
     tiny_dpmf["data"] = {"source": "synthetic", "users": 60, "items": 150, "ratings": 2400}
     tiny_dpmf["run"]["rounds"] = 1
+    tiny_dpmf["protocol"]["max_users"] = 20
     train, _ = prepare_data(fedrecsim.parse_scenario(tiny_dpmf).data, tiny_dpmf["run"]["seed"])
+    low, high = train.rating_range
+    assert high - low == 4.0, "the synthetic ratings are on a 1..5 scale"
+    scale = 2.0 * (high - low) * np.sqrt(D) / tiny_dpmf["protocol"]["epsilon"]
     rated = train.item_counts() > 0
     for scenario in ("S2", "S3"):
         tiny_dpmf["protocol"]["scenario"] = scenario
         result = fedrecsim.run(tiny_dpmf)
-        scale = result.result["privacy"]["laplace_scale"]
         state = result.outcome.state
         # S2: the sum of every rater's piece; S3: tau^ - alpha, pre-shared by k = 10 users per item.
         eta = state["eta"][rated] if scenario == "S2" else state["eta"]
         assert eta.size >= 800
         # Fixed seeds; KS at 1e-3 rejects a true Laplace(0, b) sample with probability 1e-3.
         assert stats.kstest(eta.ravel(), stats.laplace(scale=scale).cdf).pvalue > 1e-3, scenario
-        _, rho = state["rho_last"]
+        rho_items, rho = state["rho_last"]
+        assert rho.size >= 300
+        if scenario == "S3":
+            served = np.isin(train.users, state["contributors"][0])
+            served_raters = np.bincount(train.items[served], minlength=train.n_items)[rho_items]
+            assert np.mean(served_raters < train.item_counts()[rho_items]) > 0.8, "k'_j < k_j for most items"
         assert stats.kstest(rho.ravel(), stats.laplace(scale=scale).cdf).pvalue > 1e-3, scenario
-        # The test has power: the same samples are not Laplace of 1.5 times the scale.
+        # The tests have power: the same samples are not Laplace of 1.5 times the scale.
         assert stats.kstest(rho.ravel(), stats.laplace(scale=1.5 * scale).cdf).pvalue < 1e-3, scenario
+        assert stats.kstest(eta.ravel(), stats.laplace(scale=1.5 * scale).cdf).pvalue < 1e-3, scenario
+
+
+def test_the_third_party_view_of_s2_is_uniform_and_unmasked_values_are_not(tiny_dpmf, monkeypatch) -> None:
+    """S2: every contribution the third party receives is uniform in the ring; with psi = 0 it is not."""
+    tiny_dpmf["run"]["rounds"] = 4
+
+    def top_bits_p(result: fedrecsim.RunResult) -> float:
+        view = [envelope for envelope in result.views[THIRD_PARTY] if envelope.kind == "dpmf.contribution"]
+        elements = np.concatenate([from_words(RING, envelope.body.phi, D, "view") for envelope in view])
+        assert elements.size > 5000
+        return _top_bits_chi2(elements)
+
+    # Fixed seed; uniform values fail this 16-bin test at 1e-3 with probability 1e-3.
+    assert top_bits_p(fedrecsim.run(tiny_dpmf, record_views=[THIRD_PARTY])) > 1e-3
+    # The control: psi = 0 (in S2 the recommender's masks are the only uniform ring draws) must be rejected.
+    monkeypatch.setattr(Ring, "uniform", lambda self, rng, shape: np.zeros(shape, dtype=self.dtype))
+    assert top_bits_p(fedrecsim.run(tiny_dpmf, record_views=[THIRD_PARTY])) < 1e-6
+
+
+def test_the_privacy_report_says_the_recommender_knows_h(tiny_dpmf) -> None:
+    for scenario in ("S1", "S2", "S3"):
+        tiny_dpmf["protocol"]["scenario"] = scenario
+        privacy = fedrecsim.run(tiny_dpmf).result["privacy"]
+        leaks = [leak for leak in privacy["known_leaks"] if "H_j" in leak]
+        if scenario == "S1":
+            assert not leaks
+            continue
+        assert any("rated-item set" in leak for leak in privacy["known_leaks"])
+        (leak,) = leaks
+        assert "Gaussian" in leak and "eps-DP against the recommender does not hold" in leak
