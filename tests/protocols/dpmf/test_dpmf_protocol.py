@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +12,9 @@ import pytest
 import fedrecsim
 from fedrecsim.data import prepare_data
 from fedrecsim.models.mf import MFHyper, item_step
+from fedrecsim.protocols.dpmf.headroom import aggregate_headroom, frac_bits_for
+
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
 
 def _violations(result: fedrecsim.RunResult) -> dict[str, int]:
@@ -36,6 +41,8 @@ def test_s2_is_not_robust_to_dropout_and_the_monitor_says_so(tiny_dpmf) -> None:
     tiny_dpmf["run"]["rounds"] = 4
     violations = _violations(fedrecsim.run(tiny_dpmf))
     assert violations["eta_invariant"] > 0
+    # The items it left short are used with fewer pieces than their k_j raters drew: counted.
+    assert violations["eta_pieces"] > 0
     assert violations["masks_cancel"] == 0
 
 
@@ -125,24 +132,41 @@ def test_with_negligible_noise_the_run_is_the_noiseless_replay(tiny_s3_churn) ->
     assert metrics["baseline_err_mean"] != metrics["noiseless_err_mean"]
 
 
-def test_a_ring_too_small_for_the_aggregates_is_refused_and_the_one_it_names_runs_clean(tiny_dpmf) -> None:
-    """S3 with eps = 0.2: the aggregates need more than a 32-bit ring with 28 fractional bits holds (2^3)."""
-    tiny_dpmf["protocol"].update({"scenario": "S3", "ring_bits": 32, "frac_bits": 28, "epsilon": 0.2})
+def test_hua_s3_churn_in_a_32_bit_ring_is_refused_and_the_ring_it_names_runs_clean() -> None:
+    """16 fractional bits leave 2^15 of range; S3's aggregates need far more (the weight k_j / k'_j)."""
+    tiny = ["run.rounds=3", "data.users=30", "data.items=120", "data.ratings=900", "protocol.ring_bits=32"]
+    path = SCENARIOS / "hua_s3_churn.toml"
     with pytest.raises((fedrecsim.ConfigError, BaseExceptionGroup)) as raised:
-        fedrecsim.run(tiny_dpmf)
+        fedrecsim.run(fedrecsim.load_scenario(path, tiny))
     error = _innermost(raised.value)
-    assert isinstance(error, fedrecsim.ConfigError) and error.key_path == "protocol.frac_bits"
+    assert isinstance(error, fedrecsim.ConfigError) and error.key_path == "protocol.ring_bits"
     suggested = int(re.search(r"ring_bits = 32 with frac_bits <= (\d+)", str(error)).group(1))
     assert "ring_bits = 64 with frac_bits <=" in str(error) and "1e-12" in str(error)
-    tiny_dpmf["protocol"]["frac_bits"] = suggested
-    result = fedrecsim.run(tiny_dpmf)
-    assert _violations(result)["ring_overflow"] == 0
+    result = fedrecsim.run(fedrecsim.load_scenario(path, [*tiny, f"protocol.frac_bits={suggested}"]))
+    assert _violations(result) == dict.fromkeys(_violations(result), 0)
     ring = result.result["privacy"]["ring"]
-    assert ring["bits"] == 32 and ring["frac_bits"] == suggested and ring["needed_abs"] <= ring["max_abs"]
+    assert (ring["bits"], ring["frac_bits"]) == (32, suggested) and ring["needed_abs"] <= ring["max_abs"]
     # One more fractional bit halves the range below what is needed: the suggestion is the largest.
-    tiny_dpmf["protocol"]["frac_bits"] = suggested + 1
-    with pytest.raises((fedrecsim.ConfigError, BaseExceptionGroup)):
-        fedrecsim.run(tiny_dpmf)
+    with pytest.raises((fedrecsim.ConfigError, BaseExceptionGroup)) as raised:
+        fedrecsim.run(fedrecsim.load_scenario(path, [*tiny, f"protocol.frac_bits={suggested + 1}"]))
+    assert _innermost(raised.value).key_path == "protocol.frac_bits"
+
+
+def test_the_aggregate_bound_of_the_ring() -> None:
+    """B = n_g 2 (R_abs + V) + (w_max + 1) b ln(2 d / p), computed here from its parts (headroom docstring)."""
+    b = 2 * 4.0 * math.sqrt(50) / 0.1
+    noise = b * math.log(2 * 50 / 1e-12)
+    common = {"scale": b, "d": 50, "rating_range": (1.0, 5.0), "max_raters": 773, "max_users": 100}
+    s3 = aggregate_headroom(**common, weighted=True, scenario="S3")
+    assert s3.bound == pytest.approx(773 * 2 * (5 + 64) + 774 * noise, rel=1e-12)
+    assert s3.tail == 1e-12 and s3.weight_max == 773
+    raw = aggregate_headroom(**common, weighted=False, scenario="S3")
+    assert raw.bound == pytest.approx(100 * 2 * (5 + 64) + 2 * noise, rel=1e-12)
+    s2 = aggregate_headroom(**common, weighted=False, scenario="S2")
+    assert s2.bound == pytest.approx(773 * 2 * (5 + 64) + 2 * noise, rel=1e-12)
+    # 1.42e7 needs 24 integer bits and a sign: 7 fractional bits in a 32-bit ring, 39 in a 64-bit one.
+    assert (frac_bits_for(32, s3.bound), frac_bits_for(64, s3.bound)) == (7, 39)
+    assert frac_bits_for(32, 2.0**31) == 0
 
 
 def test_seeded_masks_change_the_bytes_not_the_result(tiny_dpmf) -> None:
@@ -202,6 +226,8 @@ def test_s1_error_increase_vanishes_as_epsilon_grows(tiny_dpmf) -> None:
     ("ring_bits", 16, "protocol.ring_bits"),
     ("epsilon", 0.0, "protocol.epsilon"),
     ("mask_transport", "carrier pigeon", "protocol.mask_transport"),
+    ("sharers", "everyone", "protocol.sharers"),
+    ("presharing_attempts", 0, "protocol.presharing_attempts"),
 ])
 def test_bad_protocol_keys_name_their_path(tiny_dpmf, key: str, value: object, fragment: str) -> None:
     tiny_dpmf["protocol"].update({"scenario": "S3", key: value})
