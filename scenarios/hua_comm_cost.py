@@ -3,7 +3,8 @@
 Runs ``hua_comm_cost.toml`` twice -- masks psi sent explicitly (the paper) and as a 16-byte PRG key per
 user and iteration (``mask_transport = "seeded"``) -- and prints, per iteration, the most bytes any served
 user downloaded and uploaded and what the third party sent, as exact encoded message sizes from the
-ledger, beside the paper's claims (Sec. 5). ``--quick`` runs a tenth of the size (the claims are about
+ledger, beside the paper's claims (Sec. 5), and the ring the values travel in (its width, its fractional
+bits and the range the run needs, `fedrecsim.protocols.dpmf.headroom`). ``--quick`` runs a tenth of the size (the claims are about
 1000 users; the quick figures only show that the script works).
 """
 
@@ -36,7 +37,9 @@ def measure(overrides: list[str]) -> dict[str, dict[str, float]]:
             "served": max(row["selected"] for row in result.rounds),
             "max_items": max((items.size for items in rated.values()), default=0),
             "items": int(np.unique(np.concatenate(list(rated.values()))).size) if rated else 0,
-            "ring_bits": scenario.protocol.ring_bits,
+            "ring_bits": result.result["privacy"]["ring"]["bits"],
+            "frac_bits": result.result["privacy"]["ring"]["frac_bits"],
+            "ring_needed_abs": result.result["privacy"]["ring"]["needed_abs"],
         }
     return figures
 
@@ -60,7 +63,8 @@ def table(figures: dict[str, dict[str, float]]) -> str:
     saved = 1 - seeded["down"] / explicit["down"] if explicit["down"] else 0.0
     per_item = explicit["third_party"] / explicit["items"] if explicit["items"] else 0.0
     lines.append(
-        f"({explicit['ring_bits']:.0f}-bit ring; B = bytes, KiB = 1024 B; seeded masks save {saved:.0%} of the download; "
+        f"(ring Z_2^{explicit['ring_bits']:.0f} with {explicit['frac_bits']:.0f} fractional bits: range +-2^{explicit['ring_bits'] - 1 - explicit['frac_bits']:.0f}, "
+        f"the aggregates need +-{explicit['ring_needed_abs']:.3g} at a tail probability of 1e-12 per aggregate; B = bytes, KiB = 1024 B; seeded masks save {saved:.0%} of the download; "
         f"the third party sends {per_item:,.0f} B per aggregated item)"
     )
     return "\n".join(lines)

@@ -52,10 +52,11 @@ def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixt
     comm = _script("hua_comm_cost")
     figures = comm.measure(comm.QUICK)
     explicit, seeded = figures["explicit"], figures["seeded"]
-    assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32
+    assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32 and explicit["frac_bits"] == 8
     # 20 items x 50 values x 4 bytes for each of v_j, psi and the tau^ pieces, plus framing.
     assert 12_000 <= explicit["down"] <= 12 * 1024
     assert 4_000 <= explicit["up"] <= 5_000
     assert seeded["down"] < explicit["down"] - 3_900 and seeded["up"] == explicit["up"]
     print(comm.table(figures))
-    assert "<= 12 KB" in capsys.readouterr().out
+    output = capsys.readouterr().out
+    assert "<= 12 KB" in output and "ring Z_2^32 with 8 fractional bits: range +-2^23" in output
