@@ -171,3 +171,4 @@ def test_the_privacy_report_says_the_recommender_knows_h(tiny_dpmf) -> None:
         assert any("rated-item set" in leak for leak in privacy["known_leaks"])
         (leak,) = leaks
         assert "Gaussian" in leak and "eps-DP against the recommender does not hold" in leak
+        assert privacy["eps_dp_against_recommender"] is False

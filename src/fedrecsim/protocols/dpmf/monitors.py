@@ -104,7 +104,7 @@ class ShortfallMonitor(TallyMonitor):
 
 
 class Verifier:
-    """Reads every party's state after each step of a run and tallies the four monitors.
+    """Reads every party's state after each step of a run and tallies the five monitors.
 
     Args:
         public: the run's public parameters.

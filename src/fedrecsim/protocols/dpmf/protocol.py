@@ -8,7 +8,9 @@
   grad + eta-piece + rho~ + psi (mod P) to the third party, which sums per item; the recommender removes
   the masks and steps V (eq. (9)).
 - **S3** (dynamic users, "Further Practical Consideration"): an initialization phase pre-shares every eta_j
-  through k online users, beta and alpha, and the recommender keeps tau^_j = alpha_j + eta_j; each
+  through k online users (one set for all items, ``sharers = "common"``, as the paper; or k per item),
+  beta and alpha, and the recommender keeps tau^_j = alpha_j + eta_j -- only from an attempt that brought
+  all k pieces; short items are pre-shared again and not updated until whole (`recommender`); each
   iteration it serves at most K online users with pieces of tau^_j, and the third party subtracts alpha_j.
   Users join and leave between iterations (``[availability]``); a user that leaves keeps u_i. Mid-round
   dropout is recovered exactly (see `recommender`), and the rho~ it leaves short is reported.
@@ -51,7 +53,16 @@ unprotected baseline, and ``noiseless_err_mean`` / ``noise_err_increase`` agains
   baseline; S3's ``err_increase`` therefore includes what churn and K cost. The noiseless replay runs the
   same iterations with exactly the users that contributed to each, without noise, masks or ring.
 
-Per round (S2/S3): ``selected``, ``participants`` (contributors), ``missing``, ``items_updated``,
+**The ring** must hold every aggregate: `headroom` derives the range they need from eps, Delta, d, K and the
+weights at a tail probability of 1e-12 per aggregate, and a run whose ring is smaller is refused with a
+ConfigError naming the rings that would do; ``privacy.ring`` reports the ring used and that range.
+
+**Privacy report** (``privacy``): eps, Delta, the mechanism, b, the eta and rho~ measurements, the ring,
+and ``known_leaks``: the rated-item sets, and that the recommender knows H (it draws H_j; H_j(t) of rho~
+is public), so the noise it sees is Gaussian given H and eps-DP against the recommender does not hold
+as the paper states (``eps_dp_against_recommender: false``).
+
+Per round (S2/S3): ``selected``, ``participants`` (contributors), ``missing``, ``items_updated``, ``eta_skipped``,
 ``rho_short``/``rho_scale_min`` (see `monitors`), and the bytes of the iteration: ``user_down_max_b`` and
 ``user_up_max_b`` (the most any served user received / sent) and ``tp_sent_b`` (the third party).
 
@@ -146,6 +157,8 @@ def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
         "user_profiles_in_unit_ball": True,
         "known_leaks": list(_KNOWN_LEAKS[config.scenario]) + ([_NAIVE_LEAK] if config.variant == "naive" else []),
     }
+    if config.scenario != "S1":
+        privacy["eps_dp_against_recommender"] = False
     if config.mechanism == "theorem1":
         privacy["theorem1_norm_gamma"] = {"shape": config.d, "scale": 2.0 * delta / config.epsilon}
     return privacy

@@ -22,6 +22,26 @@ recovery is exactly the two sums above: only the masks of
 users that contributed are removed, and the tau^ pieces of those that did not are added back, so the noise
 left is eta_j in every iteration. The rho~ pieces of the missing users are missing; that shortfall is
 reported by the simulator, not hidden.
+
+**S3 pre-sharing, and what to do with a short item -- a documented choice.** The paper's initialization
+assumes all k chosen users answer. A sharer that leaves, or whose share reaches the third party after its
+deadline, leaves tau^_j with fewer than k pieces, each drawn as N(0, 1/k) sqrt(2H) b: eta_j would then have
+scale b sqrt(k''/k) and still be used as Laplace(b). The recommender keeps tau^_j only from an attempt that
+brought all k pieces of item j (the third party reports who shared); every other item is pre-shared again
+*from scratch* in the next attempt -- fresh H_j, fresh sharers among the users online then, fresh beta, and
+at the third party a fresh alpha_j, so the short sum is never unmasked and no two attempts' sums share a
+mask. (Topping up only the missing pieces with the same H_j would waste less, but a late or lost
+aggregate would leave the recommender and the third party disagreeing on which pieces and which alpha_j
+are in tau^_j.) Up to ``presharing_attempts`` attempts run before iteration 1, and one more before every
+iteration while items are short; an item whose eta_j is not whole is served (its users cannot tell) but
+not updated, and each such skipped update is counted (``eta_skipped``). Late messages of an earlier
+attempt carry its number and are discarded.
+
+**Sharers.** The paper's step (1) picks one set UO of k online users that pre-shares every item
+(``sharers = "common"``, the default): k users each draw a piece for all m items, and one sharer lost
+makes every item of the attempt short. ``"per_item"`` draws k users per item (our earlier behaviour): the
+work and the trust spread over many users, and a lost sharer shortens only its items, but far more users
+take part in the phase (and learn that they were asked about those items, which are not their ratings).
 """
 
 from __future__ import annotations
@@ -167,6 +187,7 @@ class Recommender(Server):
     Args:
         max_users: S3: K, users served per iteration at most (S2 serves every set-up user).
         k_presharing: S3: k, the users that pre-share each item's noise.
+        sharers: S3: ``common`` (one set of k users for every item, the paper) or ``per_item``.
         collect_share: the fraction of the round's time the third party waits for contributions.
     """
 
