@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-MODULES = ["fedrecsim", "fedrecsim.network", "fedrecsim.actors", "fedrecsim.data", "fedrecsim.models",
-           "fedrecsim.mechanisms", "fedrecsim.protocols"]
+MODULES = ["fedrecsim", "fedrecsim.sim", "fedrecsim.testing", "fedrecsim.network", "fedrecsim.actors",
+           "fedrecsim.data", "fedrecsim.models", "fedrecsim.mechanisms", "fedrecsim.protocols"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,6 +1,15 @@
 """fedrecsim: simulate privacy-preserving federated recommendation protocols, byte for byte, in virtual time.
 
-The public API is what this module exports; everything else is internal and may change.
+Three modules are public; everything else (``fedrecsim.network``, ``fedrecsim.actors``,
+``fedrecsim.protocols``, ...) is internal and may change between releases:
+
+- ``fedrecsim`` (this module): load and run scenarios -- `run`, `run_async` (inside a running trio loop,
+  e.g. a pytest-trio test), `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols` --
+  and the errors they raise.
+- ``fedrecsim.sim``: what a protocol author imports to write a protocol of their own (actors, messages,
+  config, `ProtocolSpec`, seeding, invariant monitors); see ``docs/writing-a-protocol.md``.
+- ``fedrecsim.testing``: the pytest plugin (fixtures for an open network in virtual time, ledger
+  assertions, recorders), installed with the ``test`` extra.
 """
 
 __version__ = "0.1.0"
@@ -15,7 +24,7 @@ from .errors import (  # noqa: E402 -- the version must exist before the runner 
 )
 from .network.party import Party, Role  # noqa: E402
 from .protocols import available_protocols  # noqa: E402
-from .runner import RunResult, run  # noqa: E402
+from .runner import RunResult, run, run_async  # noqa: E402
 from .scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 
 __all__ = [
@@ -34,4 +43,5 @@ __all__ = [
     "load_scenario",
     "parse_scenario",
     "run",
+    "run_async",
 ]

@@ -430,14 +430,22 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
 
     A message may define ``validate(self)`` to check relations between fields (e.g. equal lengths); the
     decoder calls it and turns any ValueError it raises into a `WireError`.
+
+    A kind names one class: registering a kind that another class -- another module or qualified name --
+    already holds raises ValueError naming both, at import time, instead of silently taking the kind over.
+    Registering the same class again (same module and qualified name, e.g. a reloaded module) replaces
+    the earlier registration.
     """
 
     def register(cls: type[M]) -> type[M]:
         if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
             raise TypeError(f"message {kind!r}: {cls.__name__} must be a frozen dataclass")
         existing = _BY_KIND.get(kind)
-        if existing is not None and existing.cls.__qualname__ != cls.__qualname__:
-            raise ValueError(f"message kind {kind!r} is already registered to {existing.cls.__qualname__}")
+        if existing is not None and _class_name(existing.cls) != _class_name(cls):
+            raise ValueError(
+                f"message kind {kind!r} is already registered to {_class_name(existing.cls)}; "
+                f"{_class_name(cls)} cannot take it too (prefix kinds with your protocol's name)"
+            )
         hints = typing.get_type_hints(cls, include_extras=True)
         names = tuple(field.name for field in dataclasses.fields(cls))
         fields = tuple(_field_for(hints[name], f"{kind}.{name}") for name in names)
@@ -454,6 +462,11 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         return cls
 
     return register
+
+
+def _class_name(cls: type) -> str:
+    """``module.QualifiedName``: what identifies a message class across reloads."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def kind_of(message_type: type) -> str:
