@@ -18,6 +18,9 @@ Fixtures:
     The `LinkSpec` of every link: ``LinkSpec()`` (no latency, unlimited bandwidth, no loss). Override it
     like ``sim_seed``, e.g. ``LinkSpec(Constant(0.05), bandwidth_bps=1e6, loss=0.1)``.
 
+The link models are exported here for ``sim_links`` and `open_network`: `LinkSpec` and the latency
+models `Constant`, `Uniform`, `LogNormal` and `Empirical`.
+
 A `SimNetwork` starts actors (`SimNetwork.start`, `SimNetwork.population`), records what a party
 receives (`SimNetwork.record`) and asserts on the ledger (`SimNetwork.assert_bytes`,
 `SimNetwork.assert_no_drops`). `open_network` gives the same object without the fixture, e.g. for a
@@ -43,7 +46,7 @@ from .actors.user import User
 from .clock import VirtualClock
 from .network.availability import AlwaysOnline, Churn, ComputeTime, MidRoundDropout
 from .network.ledger import Ledger
-from .network.links import LinkSpec, Links
+from .network.links import Constant, Empirical, LinkSpec, Links, LogNormal, Uniform
 from .network.network import Network
 from .network.party import Party, Role
 from .network.wire import Envelope, decode, encode
@@ -291,8 +294,13 @@ async def sim_network(sim_seed: int, sim_links: LinkSpec) -> AsyncIterator[SimNe
 
 __all__ = [
     "DEFAULT_HORIZON_S",
+    "Constant",
+    "Empirical",
+    "LinkSpec",
+    "LogNormal",
     "Received",
     "SimNetwork",
+    "Uniform",
     "open_network",
     "sim_links",
     "sim_network",

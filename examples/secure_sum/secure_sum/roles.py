@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedrecsim.sim import Replies, Server, Stream, User, generator
+from fedrecsim.sim import Network, Party, Replies, Server, Stream, User, generator
 
 from .messages import MaskedCounts, SumRequest
 
@@ -17,7 +17,9 @@ from .messages import MaskedCounts, SumRequest
 def pair_mask(pair_seed: int, round_index: int, a: int, b: int, n_items: int) -> np.ndarray:
     """The mask users ``a`` and ``b`` share in ``round_index``: the same for both, unknown to the server.
 
-    A stand-in for key agreement: a real pair would derive it from a Diffie-Hellman shared secret.
+    A stand-in for key agreement: a real pair derives it from a Diffie-Hellman shared secret, which the
+    server cannot compute; here the simulator derives it from the run's seed, keyed by round and pair,
+    and the server's code never calls this function.
     """
     rng = generator(pair_seed, Stream.PROTOCOL, round_index, min(a, b), max(a, b))
     return rng.integers(0, 2**64, size=n_items, dtype=np.uint64)
@@ -26,7 +28,9 @@ def pair_mask(pair_seed: int, round_index: int, a: int, b: int, n_items: int) ->
 class CountingUser(User):
     """Holds its item counts (1 per item it interacted with); sends only their masked version."""
 
-    def __init__(self, party, network, rng, counts: np.ndarray, pair_seed: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, party: Party, network: Network, rng: np.random.Generator, counts: np.ndarray, pair_seed: int
+    ) -> None:
         super().__init__(party, network, rng)
         self.counts = np.asarray(counts, dtype=np.uint64)
         self.pair_seed = pair_seed
@@ -53,7 +57,7 @@ class CountingUser(User):
 class SummingServer(Server):
     """Asks every member for its masked counts and adds the replies that arrive before the deadline."""
 
-    def __init__(self, party, network, rng, n_items: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, party: Party, network: Network, rng: np.random.Generator, n_items: int) -> None:
         super().__init__(party, network, rng)
         self.n_items = n_items
 
