@@ -32,7 +32,8 @@ def measure(items: int, users: int | None = None) -> dict[str, float]:
     tables = read_tables(SCENARIO)
     overrides = [f"data.items={items}"]
     if users is not None:
-        overrides += [f"data.users={users}", f"data.ratings={users * 20}"]
+        # One pool of all users per epoch, as in the file: a pool short of min_users is never released.
+        overrides += [f"data.users={users}", f"data.ratings={users * 20}", f"protocol.min_users={users}"]
     scenario = parse_scenario(apply_overrides(tables, overrides))
     result = fedrecsim.run(scenario)
     ledger, epochs = result.result["ledger"], result.result["rounds_completed"]

@@ -21,7 +21,8 @@ TINY: dict[str, Any] = {
              "split": "leave_one_out"},
     "network": {"latency": {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}},
     "availability": {"model": "always"},
-    "protocol": {"k": 20},
+    # One pool of all 40 users per epoch; tests with fewer users per proxy lower it.
+    "protocol": {"k": 20, "min_users": 40},
 }
 
 
@@ -125,7 +126,7 @@ def test_the_estimate_error_shrinks_like_one_over_sqrt_users_times_k(tiny) -> No
     errors = {}
     for users, k in ((40, 10), (160, 10), (40, 40), (160, 40)):
         tiny["data"].update({"users": users, "items": 100, "ratings": 8 * users})
-        tiny["protocol"]["k"] = k
+        tiny["protocol"].update({"k": k, "min_users": users})
         errors[users, k] = _estimate_error(tiny)
     for measured, predicted in errors.values():
         assert measured == pytest.approx(predicted, rel=0.25)
@@ -146,7 +147,8 @@ def test_with_eps_to_infinity_and_k_mf_the_trajectory_approaches_non_private_fcf
         tables = {
             "run": {"protocol": "ldp_implicit", "seed": 5, "rounds": 4},
             "data": {"source": "npz", "path": str(path), "split": "random"},
-            "protocol": {"d": d, "k": n_items * d, "epsilon": 50.0, "init_scale": 0.3, "alpha": 0.0, "eval_every": 100},
+            "protocol": {"d": d, "k": n_items * d, "epsilon": 50.0, "init_scale": 0.3, "alpha": 0.0, "eval_every": 100,
+                         "min_users": users},
         }
         state = fedrecsim.run(tables).outcome.state
         V0, reference = state["initial_item_factors"], state["mf_np_trajectory"]
@@ -173,11 +175,14 @@ def test_pools_are_released_at_min_users_and_the_accounting_counts_the_smallest(
 
 
 def test_several_proxies_share_the_users_and_their_reports(tiny) -> None:
-    tiny["protocol"]["proxies"] = 3
+    tiny["protocol"].update({"proxies": 3, "min_users": 5})
     result = fedrecsim.run(tiny)
     parties = result.result["ledger"]["parties"]
     assert all(parties[f"proxy:{index}"]["recv_msgs"] > 0 for index in range(3))
-    assert all(row["reports"] == 800 for row in result.rounds)
+    # Each proxy gets about 13 users an epoch: a remainder short of 5 is held, then dropped at the epoch's end.
+    assert all(row["reports"] + row["reports_dropped"] == 800 for row in result.rounds)
+    assert all(row["reports_missing"] == row["reports_dropped"] for row in result.rounds)
+    assert all(row["anonymity_set"] >= 5 for row in result.rounds)
     assert result.result["ledger"]["kinds"]["ldp.relayed"]["msgs"] == 2 * 3
     assert all(i["violations"] == 0 for i in result.result["invariants"])
 
@@ -185,9 +190,11 @@ def test_several_proxies_share_the_users_and_their_reports(tiny) -> None:
 def test_dropout_and_churn_cost_reports_not_correctness(tiny) -> None:
     tiny["run"].update({"rounds": 4, "round_timeout_s": 20.0})
     tiny["availability"] = {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.1, "dropout": 0.2}
+    tiny["protocol"]["min_users"] = 5
     result = fedrecsim.run(tiny)
     assert result.result["rounds_completed"] == 4
     assert sum(row["reports_missing"] for row in result.rounds) > 0
+    assert all(row["reports"] > 0 for row in result.rounds)
     assert all(row["reports"] == 20 * row["participants"] - row["reports_missing"] for row in result.rounds)
     assert all(i["violations"] == 0 for i in result.result["invariants"])
     again = fedrecsim.run(tiny)
@@ -196,11 +203,11 @@ def test_dropout_and_churn_cost_reports_not_correctness(tiny) -> None:
 
 def test_lost_messages_cost_reports_and_raise_no_false_alarm(tiny) -> None:
     """5% loss on every link: reports, relayed counts and models are lost (with seed 2, a proxy's count
-    in epoch 2); the server then collects until the deadline, and the invariants judge only what
-    arrived."""
+    in epoch 3); the server then collects until the deadline, and the invariants judge only what
+    arrived. ``min_users = 1``: every message is released as it comes, so only the network loses reports."""
     tiny["run"].update({"rounds": 4, "round_timeout_s": 20.0, "seed": 2})
     tiny["network"]["loss"] = 0.05
-    tiny["protocol"]["proxies"] = 2
+    tiny["protocol"].update({"proxies": 2, "min_users": 1})
     result = fedrecsim.run(tiny)
     assert result.result["rounds_completed"] == 4
     assert result.result["ledger"]["kinds"]["ldp.reports"]["msgs"] < 4 * 40

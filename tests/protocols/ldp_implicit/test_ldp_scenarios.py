@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import fedrecsim
 from fedrecsim.network.party import Party, Role
 from fedrecsim.network.wire import encode
 from fedrecsim.protocols.ldp_implicit.messages import Model, Reports
+from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -58,3 +60,15 @@ def test_the_comm_cost_study_reports_exact_message_sizes() -> None:
     assert fields["download_per_user_epoch"] == f"{model:,}"
     assert fields["upload_per_user_epoch"] == f"{reports:,}"
     assert "(paper ~4k = 400 B)" in line
+
+
+@pytest.mark.parametrize("name", ["minto_ldp.toml", "minto_comm_cost.toml"])
+def test_the_scenario_files_train_at_a_tiny_size_with_min_users_scaled_down(name: str) -> None:
+    """At 30 users the files' min_users (10,000 and 200) could never fill a pool, so nothing would be
+    released; scaled to the 30 users, every epoch is one pool of all of them."""
+    overrides = ["run.rounds=2", "data.users=30", "data.items=120", "data.ratings=900", "protocol.min_users=30"]
+    result = fedrecsim.run(parse_scenario(apply_overrides(read_tables(ROOT / "scenarios" / name), overrides)))
+    k = result.result["scenario"]["protocol"]["k"]
+    assert all(row["reports"] == 30 * k and row["anonymity_set"] == 30 for row in result.rounds)
+    assert all(row["reports_dropped"] == 0 for row in result.rounds)
+    assert all(invariant["violations"] == 0 for invariant in result.result["invariants"])

@@ -17,6 +17,7 @@ from fedrecsim.network.links import LinkSpec, Links, LogNormal
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.ldp_implicit.messages import Relayed, ReportBatch, Reports
+from fedrecsim.protocols.ldp_implicit.pool import Underfull
 from fedrecsim.protocols.ldp_implicit.roles import ShuffleProxy
 from fedrecsim.seeding import Stream, generator
 
@@ -30,7 +31,7 @@ def test_the_servers_view_holds_no_user_identity() -> None:
                  "split": "leave_one_out"},
         "network": {"latency": {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}},
         "availability": {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.2},
-        "protocol": {"k": 10, "proxies": 2},
+        "protocol": {"k": 10, "proxies": 2, "min_users": 5},
     }
     view = fedrecsim.run(tables, record_views=[SERVER]).views[SERVER]
     assert view
@@ -69,7 +70,7 @@ async def test_arrival_order_at_the_server_is_independent_of_send_order_and_late
     ]
     proxy = ShuffleProxy(
         PROXY, network, generator(1, Stream.ACTOR, Role.PROXY.code, 0),
-        server=SERVER, min_users=n_users, batch_size=50, wait_s=30.0, horizon_s=1e6,
+        server=SERVER, min_users=n_users, underfull=Underfull.HOLD, batch_size=50, wait_s=30.0, horizon_s=1e6,
     )
     timing = np.random.default_rng(3)
     send_rank_vs_arrival, arrival_vs_position = [], []

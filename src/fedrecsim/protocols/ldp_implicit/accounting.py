@@ -9,19 +9,41 @@ where that theorem applies. It counts one report per user, so an epoch is accoun
 one report from each of n users, composed: a proxy shuffling all n*k reports of a pool at once outputs
 a post-processing of those k shuffles (shuffle their concatenation again), so it is at least as
 private. n is the smallest anonymity set the run actually produced -- the fewest distinct users in any
-pool a proxy released -- not the configured ``min_users``, which a deadline can undercut. The
-``delta`` budget is for the whole run and is split evenly over its T*k shuffles.
+pool a proxy released, never below ``min_users`` (a proxy holds or drops a smaller pool) and possibly
+above it. The ``delta`` budget is for the whole run and is split evenly over its T*k shuffles.
+
+The ``pools`` table reports the anonymity set of the releases (how many, the fewest and the mean
+distinct users per release) and the fates of the reports the proxies received: released, held past
+their pool's deadline (then released or dropped), dropped unreleased.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ...mechanisms.shuffle import compose_approximate, compose_pure, shuffle_epsilon
+from .pool import ClosedPool, Fate
+
+
+def pools_report(pools: Sequence[ClosedPool], min_users: int, underfull: str) -> dict[str, Any]:
+    """The ``privacy.pools`` table: the anonymity set of every release and the fate of every report."""
+    released = [pool.users for pool in pools if pool.fate is Fate.RELEASED]
+    return {
+        "min_users": min_users,
+        "underfull": underfull,
+        "releases": len(released),
+        "users_per_release_min": min(released) if released else None,
+        "users_per_release_mean": sum(released) / len(released) if released else None,
+        "reports_released": sum(pool.reports for pool in pools if pool.fate is Fate.RELEASED),
+        "reports_held": sum(pool.reports for pool in pools if pool.held),
+        "reports_dropped": sum(pool.reports for pool in pools if pool.fate is Fate.DROPPED),
+        "end_of_run": "reports a proxy still held when the run ended were dropped, never released",
+    }
 
 
 def privacy_report(
-    epsilon: float, k: int, epochs: int, anonymity_set: int | None, min_users: int, delta: float
+    epsilon: float, k: int, epochs: int, pools: Sequence[ClosedPool], min_users: int, underfull: str, delta: float
 ) -> dict[str, Any]:
     """The ``privacy`` table of ``result.json``.
 
@@ -29,10 +51,13 @@ def privacy_report(
         epsilon: The per-report budget.
         k: Reports per user per epoch.
         epochs: Epochs the run completed.
-        anonymity_set: The fewest distinct users in a released pool; None if no pool was released.
-        min_users: The configured pool threshold, reported for comparison.
+        pools: Every pool the proxies released or dropped.
+        min_users: The configured pool threshold.
+        underfull: The configured fate of a pool short of ``min_users`` at its deadline.
         delta: The run's total delta for the central guarantee.
     """
+    table = pools_report(pools, min_users, underfull)
+    anonymity_set = table["users_per_release_min"]
     report: dict[str, Any] = {
         "mechanism": "randomized binary response on one gradient entry per report (Minto et al. Alg. 1)",
         "epsilon_per_report": epsilon,
@@ -41,11 +66,11 @@ def privacy_report(
         "epochs": epochs,
         "epsilon_per_user_total": compose_pure(epsilon, k * epochs),
         "composition": "basic: k reports per epoch, over every epoch (worst case: a user in every epoch)",
+        "pools": table,
     }
     shuffles = k * epochs
     shuffle: dict[str, Any] = {
         "bound": "Feldman, McMillan, Talwar 2021, Thm 3.1; k shuffles per epoch, basic composition",
-        "min_users_configured": min_users,
         "anonymity_set": anonymity_set,
         "delta_total": delta,
     }
@@ -69,4 +94,4 @@ def privacy_report(
     return report
 
 
-__all__ = ["privacy_report"]
+__all__ = ["pools_report", "privacy_report"]

@@ -9,14 +9,54 @@ every arrangement of the pool's reports is equally likely whatever the arrival o
 
 What a pool does not hide is the pool itself: the server can tell which batches came from one pool,
 hence roughly when their senders reported. The pool, not the epoch, is the anonymity set; its number
-of distinct users is what the shuffle-amplification bound may count (`accounting`).
+of distinct users is what the shuffle-amplification bound may count (`accounting`). That is why a
+proxy never releases a pool of fewer than ``min_users`` distinct users (`roles.ShuffleProxy`): a pool
+that reaches its deadline short of them is held or dropped, never sent.
 """
 
 from __future__ import annotations
 
+import enum
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...network.party import Party
+
+
+class Underfull(enum.Enum):
+    """What a proxy does with a pool still short of ``min_users`` distinct users at its deadline."""
+
+    HOLD = "hold"
+    """Keep it: later reports of its epoch join it until it reaches ``min_users`` or its epoch ends."""
+    DROP = "drop"
+    """Discard its reports unreleased."""
+
+
+class Fate(enum.Enum):
+    """How a pool left its proxy."""
+
+    RELEASED = "released"
+    DROPPED = "dropped"
+
+
+@dataclass(frozen=True)
+class ClosedPool:
+    """A pool that left its proxy: what the simulator records (the server never sees it).
+
+    Attributes:
+        epoch: The pool's epoch.
+        users: Its distinct users; ``>= min_users`` whenever ``fate`` is `Fate.RELEASED`.
+        reports: Its single reports.
+        fate: Released to the server, or dropped unreleased.
+        held: Whether it passed its deadline short of ``min_users`` and was held (`Underfull.HOLD`).
+    """
+
+    epoch: int
+    users: int
+    reports: int
+    fate: Fate
+    held: bool
 
 
 class ReportPool:
@@ -24,14 +64,19 @@ class ReportPool:
 
     Args:
         epoch: The epoch every report in the pool belongs to (pools never mix epochs).
-        deadline: The virtual time at which the proxy releases the pool whatever its size.
+        deadline: The virtual time at which the proxy decides what to do with a pool that is still
+            short of its ``min_users``: hold it or drop it.
+
+    Attributes:
+        held: Whether the pool passed its deadline short of ``min_users`` and was kept waiting.
     """
 
-    __slots__ = ("epoch", "deadline", "_indices", "_signs", "_senders", "_size")
+    __slots__ = ("epoch", "deadline", "held", "_indices", "_signs", "_senders", "_size")
 
     def __init__(self, epoch: int, deadline: float) -> None:
         self.epoch = epoch
         self.deadline = deadline
+        self.held = False
         self._indices: list[np.ndarray] = []
         self._signs: list[np.ndarray] = []
         self._senders: set[Party] = set()
@@ -77,4 +122,4 @@ class ReportPool:
         ]
 
 
-__all__ = ["ReportPool"]
+__all__ = ["ClosedPool", "Fate", "ReportPool", "Underfull"]

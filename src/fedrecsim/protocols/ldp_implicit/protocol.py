@@ -22,9 +22,17 @@ Decisions where the paper is silent or ambiguous:
 * The proxy network also carries V and membership, so the server never exchanges a message with a
   user (Sec. 3.1.2: "the proxy network sits between the server and the client"). A user's joins go
   to a home proxy drawn once from its generator; its reports go to a proxy drawn every epoch.
-* A pool is released at ``min_users`` distinct users or ``proxy_wait_s`` after its first report; with
-  ``min_users`` at or above the users per proxy every epoch is one pool per proxy. ``proxy_wait_s``
-  must be shorter than ``run.round_timeout_s``, the server's deadline for an epoch's reports.
+* Pools (the paper names no threshold): a proxy releases a pool the moment it holds reports of
+  ``min_users`` distinct users, and never releases a smaller one. A pool still short of them
+  ``proxy_wait_s`` after its first report is, per ``underfull``, held (default: the stragglers that
+  missed the previous pool wait for later reports of their epoch and leave with them once the pool
+  reaches ``min_users``) or dropped. A held pool ends with its epoch: it is dropped when its proxy
+  relays the next epoch's model, and whatever a proxy holds when the run ends is dropped too -- held
+  reports are never released late or small. Dropped reports are missing at the server (its epoch then
+  runs to its deadline). With ``min_users`` equal to the users per proxy every epoch is one pool per
+  proxy; with ``min_users`` above the users a proxy can ever see, no pool is released and the run
+  trains nothing (``reports`` 0, ``reports_dropped`` all of them). ``proxy_wait_s`` must be shorter
+  than ``run.round_timeout_s``, the server's deadline for an epoch's reports.
 
 Evaluation (Sec. 4.2): leave-one-out (``data.split = "leave_one_out"``); each held-out item is ranked
 against ``negatives`` (99) sampled items the user never interacted with, the same sample for every
@@ -39,8 +47,13 @@ Per-epoch metrics: ``participants`` (users V was relayed to), ``reports`` (aggre
 ``reports_missing`` (awaited but not in by the deadline), ``reports_late`` (of an earlier epoch,
 discarded), ``silent_proxies`` (proxies whose relayed count was lost: the epoch then runs to its
 deadline and ``reports_missing`` counts only what the other proxies announced), ``anonymity_set``
-(fewest distinct users in a pool released for the epoch), and the hit rates every ``eval_every``
-epochs and after the last. Privacy accounting is in `accounting`.
+(fewest distinct users in a pool released for the epoch, absent if none was), ``reports_held``
+(reports in pools that passed their deadline short of ``min_users`` and were held; they end up
+released or dropped), ``reports_dropped`` (reports a proxy received for the epoch and never released:
+dropped at the deadline, at the epoch's end or at the run's end), and the hit rates every
+``eval_every`` epochs and after the last. The pool figures are the proxies' records, read when the
+run is over, so they include what happened to an epoch's reports after the server closed it. Privacy
+accounting, with the anonymity set of every release, is in `accounting`.
 
 Data: users hold whatever ``[data]`` yields: every entry is a preference p = 1 with confidence
 ``1 + alpha r`` (``r`` the entry's value), so ratings are used as interaction strengths unless
@@ -50,7 +63,7 @@ Data: users hold whatever ``[data]`` yields: every entry is a preference p = 1 w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import trio
@@ -64,6 +77,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .accounting import privacy_report
+from .pool import ClosedPool, Fate, Underfull
 from .roles import EpochReport, LDPServer, LDPUser, ShuffleProxy
 from .training import mf_np_trajectory
 
@@ -84,9 +98,12 @@ class LDPImplicitConfig:
     epsilon: float = param(2.5, gt=0, doc="LDP budget of one report")
     k: int = param(100, ge=1, doc="reports per user per epoch")
     proxies: int = param(1, ge=1, doc="proxies in the proxy network")
-    min_users: int = param(1000, ge=1, doc="a proxy releases a pool once it has reports from this many users")
+    min_users: int = param(1000, ge=1, doc="a proxy releases a pool at this many distinct users, never fewer")
+    underfull: Literal["hold", "drop"] = param(
+        "hold", doc="a pool short of min_users at its deadline waits for later reports of its epoch, or is dropped"
+    )
     batch_size: int = param(10_000, ge=1, doc="reports per proxy -> server batch")
-    proxy_wait_s: float = param(5.0, gt=0, doc="a proxy releases a pool this long after its first report")
+    proxy_wait_s: float = param(5.0, gt=0, doc="a pool short of min_users this long after its first report: underfull")
     delta: float = param(1e-6, gt=0, lt=1, doc="the run's total delta for the shuffled central guarantee")
     negatives: int = param(99, ge=1, doc="sampled untouched items each held-out item is ranked against")
     eval_every: int = param(1, ge=1, doc="measure hit rates every this many epochs (and after the last)")
@@ -179,8 +196,8 @@ def _check_invariants(
     )
 
 
-def _epoch_row(report: EpochReport, proxies: list[ShuffleProxy]) -> dict[str, float]:
-    row: dict[str, float] = {
+def _epoch_row(report: EpochReport) -> dict[str, float]:
+    return {
         "round": report.epoch,
         "participants": report.relayed,
         "reports": report.received,
@@ -188,10 +205,16 @@ def _epoch_row(report: EpochReport, proxies: list[ShuffleProxy]) -> dict[str, fl
         "reports_late": report.late,
         "silent_proxies": report.silent_proxies,
     }
-    pools = [users for proxy in proxies for epoch, users in proxy.released if epoch == report.epoch]
-    if pools:
-        row["anonymity_set"] = min(pools)
-    return row
+
+
+def _add_pool_figures(row: dict[str, float], pools: list[ClosedPool]) -> None:
+    """The fates of the epoch's pools (``pools``: every closed pool of the run) into its metrics row."""
+    mine = [pool for pool in pools if pool.epoch == row["round"]]
+    released = [pool.users for pool in mine if pool.fate is Fate.RELEASED]
+    if released:
+        row["anonymity_set"] = min(released)
+    row["reports_held"] = sum(pool.reports for pool in mine if pool.held)
+    row["reports_dropped"] = sum(pool.reports for pool in mine if pool.fate is Fate.DROPPED)
 
 
 async def run(ctx: RunContext) -> Outcome:
@@ -209,8 +232,8 @@ async def run(ctx: RunContext) -> Outcome:
     proxies = [
         ShuffleProxy(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.PROXY.code, party.index), server=SERVER,
-            min_users=config.min_users, batch_size=config.batch_size, wait_s=config.proxy_wait_s,
-            horizon_s=ctx.horizon_s,
+            min_users=config.min_users, underfull=Underfull(config.underfull), batch_size=config.batch_size,
+            wait_s=config.proxy_wait_s, horizon_s=ctx.horizon_s,
         )
         for party in proxy_parties
     ]
@@ -234,7 +257,7 @@ async def run(ctx: RunContext) -> Outcome:
                 population.begin_round(epoch)
                 report = await server.epoch(epoch, trio.current_time() + timing.round_timeout_s)
                 _check_invariants(monitors, report, users, size)
-                row = _epoch_row(report, proxies)
+                row = _epoch_row(report)
                 if negatives is not None and (epoch % config.eval_every == 0 or epoch == ctx.rounds):
                     row.update(_hit_rates(ctx, server.item_factors, hyper, negatives))
                 rounds.append(row)
@@ -244,6 +267,11 @@ async def run(ctx: RunContext) -> Outcome:
                 ctx.progress(epoch)
                 await ctx.network.sleep(timing.round_gap_s)
         nursery.cancel_scope.cancel()
+    for proxy in proxies:
+        proxy.finish()
+    closed = [pool for proxy in proxies for pool in proxy.closed]
+    for row in rounds:
+        _add_pool_figures(row, closed)
     mf_np = mf_np_trajectory(initial, ctx.train, hyper, config.steps_per_epoch, len(rounds))
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
     if negatives is not None and mf_np:
@@ -251,9 +279,8 @@ async def run(ctx: RunContext) -> Outcome:
         final.update({f"{name}_mf_np": value for name, value in baseline.items()})
         final.update({f"hr@{cutoff}_random": cutoff / (negatives + 1) for cutoff in _CUTOFFS})
         final["eval_negatives"] = negatives
-    pools = [users_in_pool for proxy in proxies for _, users_in_pool in proxy.released]
     privacy = privacy_report(
-        config.epsilon, config.k, len(rounds), min(pools) if pools else None, config.min_users, config.delta
+        config.epsilon, config.k, len(rounds), closed, config.min_users, config.underfull, config.delta
     )
     state: dict[str, Any] = {
         "item_factors": server.item_factors,
@@ -262,7 +289,8 @@ async def run(ctx: RunContext) -> Outcome:
         "estimates": estimates,
         "mf_np_trajectory": mf_np,
         "user_factors": np.stack([user.x for user in users.values()]) if users else np.empty((0, config.d)),
-        "released_pools": [list(proxy.released) for proxy in proxies],
+        "released_pools": [proxy.released for proxy in proxies],
+        "closed_pools": [list(proxy.closed) for proxy in proxies],
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     return Outcome(

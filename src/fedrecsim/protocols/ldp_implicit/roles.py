@@ -10,9 +10,10 @@ home proxy (drawn once, uniformly, from its generator), never to the server.
 
 Proxies (Sec. 3.1.2) relay V from the server to their online members, and anonymize the reports: a
 proxy re-sends everything as itself, splits users' messages into single reports, holds them in a
-per-epoch `ReportPool` until the pool has reports from ``min_users`` distinct users or ``wait_s``
-virtual seconds have passed since its first report, and then shuffles the pool with its own generator
-and forwards it to the server in batches of ``batch_size`` reports.
+per-epoch `ReportPool` until the pool has reports from ``min_users`` distinct users, and then shuffles
+the pool with its own generator and forwards it to the server in batches of ``batch_size`` reports. A
+pool still short of ``min_users`` ``wait_s`` virtual seconds after its first report is held for later
+reports of its epoch or dropped (``underfull``), never released; see `ShuffleProxy`.
 
 The server (Sec. 3.1.3) only ever talks to proxies. Each epoch it sends V to every proxy, learns from
 their ``ldp.relayed`` counts how many reports to expect, collects report batches until it has them all
@@ -22,6 +23,7 @@ by eq. (9) and updates V (`training`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +39,7 @@ from ...models.implicit_mf import ImplicitHyper, confidence, user_factors
 from ...network.party import Party, Role
 from .gradient import gradient_entries
 from .messages import Model, Relayed, ReportBatch, Reports
-from .pool import ReportPool
+from .pool import ClosedPool, Fate, ReportPool, Underfull
 from .training import apply_steps
 
 
@@ -107,30 +109,49 @@ class LDPUser(User):
 class ShuffleProxy(Proxy):
     """Relays V to its members and shuffles users' reports before the server sees them.
 
+    A proxy never releases a pool with fewer than ``min_users`` distinct users. A pool is released the
+    moment it reaches them. At its deadline (``wait_s`` after its first report) a pool still short of
+    them is dropped (`Underfull.DROP`) or held (`Underfull.HOLD`): a held pool keeps taking its epoch's
+    reports -- the stragglers that missed the pool before it -- and is released once it reaches
+    ``min_users``. A held pool ends with its epoch: it is dropped when the proxy relays a later epoch's
+    model (the server has closed the epoch and would discard its reports as late), and a pool whose
+    deadline passes after that is dropped rather than held. Whatever a proxy still holds when the run
+    ends is dropped (`finish`): it is never released. Every pool's fate is recorded in ``closed``.
+
     Args:
         server: The recommender.
-        min_users: Release a pool once it holds reports from this many distinct users.
+        min_users: The fewest distinct users a released pool may hold.
+        underfull: What to do with a pool short of ``min_users`` at its deadline.
         batch_size: Reports per forwarded ``ldp.report_batch``.
-        wait_s: Release a pool this long after its first report arrived, whatever its size.
+        wait_s: A pool's deadline is this long after its first report arrived.
         horizon_s: The proxy stops after this virtual time (the run's horizon).
 
     Attributes:
         members: The users online at this proxy, from their join and leave messages.
-        released: ``(epoch, distinct users)`` of every pool released, in release order.
+        closed: Every pool released or dropped, in the order it left the proxy.
     """
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, party, network, rng, *, server: Party, min_users: int, batch_size: int, wait_s: float, horizon_s: float,
+        self, party, network, rng, *, server: Party, min_users: int, underfull: Underfull, batch_size: int,
+        wait_s: float, horizon_s: float,
     ) -> None:
         super().__init__(party, network, rng)
         self.server = server
         self.min_users = min_users
+        self.underfull = underfull
         self.batch_size = batch_size
         self.wait_s = wait_s
         self.horizon_s = horizon_s
         self.members: set[Party] = set()
         self.pools: dict[int, ReportPool] = {}
-        self.released: list[tuple[int, int]] = []
+        self.closed: list[ClosedPool] = []
+        # The newest epoch whose model this proxy relayed: every earlier epoch is over at the server.
+        self._latest_epoch = 0
+
+    @property
+    def released(self) -> list[tuple[int, int]]:
+        """``(epoch, distinct users)`` of every pool released, in release order."""
+        return [(pool.epoch, pool.users) for pool in self.closed if pool.fate is Fate.RELEASED]
 
     async def run(self) -> None:
         mailbox = self.network.mailbox(self.party)
@@ -141,9 +162,13 @@ class ShuffleProxy(Proxy):
                 self._relay(envelope.src, envelope.body)
             for envelope in self.drain(Reports):
                 self._admit(envelope.src, envelope.body)
-            self._release_due()
-            deadline = min((pool.deadline for pool in self.pools.values()), default=self.horizon_s)
-            await mailbox.wait(deadline)
+            self._past_deadline()
+            await mailbox.wait(min([self.horizon_s, *(pool.deadline for pool in self.pools.values())]))
+
+    def finish(self) -> None:
+        """The run is over: drop every pool still here, in epoch order; none is released."""
+        for epoch in sorted(self.pools):
+            self._close(epoch, Fate.DROPPED)
 
     def _relay(self, sender: Party, model: Model) -> None:
         if sender != self.server:
@@ -151,6 +176,10 @@ class ShuffleProxy(Proxy):
         recipients = sorted(self.members)
         self.send_many(recipients, model)
         self.send(self.server, Relayed(model.epoch, len(recipients)))
+        self._latest_epoch = max(self._latest_epoch, model.epoch)
+        for epoch in sorted(self.pools):
+            if self.pools[epoch].held and epoch < self._latest_epoch:
+                self._close(epoch, Fate.DROPPED)
 
     def _admit(self, sender: Party, reports: Reports) -> None:
         if sender.role is not Role.USER:
@@ -161,17 +190,24 @@ class ShuffleProxy(Proxy):
         indices, signs = reports.unpack()
         pool.add(sender, indices, signs)
         if pool.users >= self.min_users:
-            self._release(reports.epoch)
+            self._close(reports.epoch, Fate.RELEASED)
 
-    def _release_due(self) -> None:
+    def _past_deadline(self) -> None:
+        """Pools at their deadline are short of ``min_users`` (a full pool left on admission): hold or drop."""
         for epoch in sorted(epoch for epoch, pool in self.pools.items() if pool.deadline <= self.now):
-            self._release(epoch)
+            if self.underfull is Underfull.HOLD and epoch >= self._latest_epoch:
+                pool = self.pools[epoch]
+                pool.held = True
+                pool.deadline = math.inf
+            else:
+                self._close(epoch, Fate.DROPPED)
 
-    def _release(self, epoch: int) -> None:
+    def _close(self, epoch: int, fate: Fate) -> None:
         pool = self.pools.pop(epoch)
-        for indices, signs in pool.release(self.rng, self.batch_size):
-            self.send(self.server, ReportBatch.pack(epoch, indices, signs))
-        self.released.append((epoch, pool.users))
+        if fate is Fate.RELEASED:
+            for indices, signs in pool.release(self.rng, self.batch_size):
+                self.send(self.server, ReportBatch.pack(epoch, indices, signs))
+        self.closed.append(ClosedPool(epoch, pool.users, pool.reports, fate, pool.held))
 
 
 @dataclass(frozen=True)
