@@ -127,9 +127,10 @@ def _run(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[list[bool]]:
-    """While the block runs, SIGTERM stops the run as Ctrl-C does; the yielded list turns true if it came.
+    """While the block runs, SIGINT and SIGTERM stop the run; the yielded list turns true if SIGTERM came.
 
-    The handler re-raises the signal as SIGINT, so trio delivers it where it is safe, exactly as a Ctrl-C.
+    SIGINT gets Python's default handler even where the shell started us ignoring it (a background job),
+    and the SIGTERM handler re-raises its signal as SIGINT, so trio delivers both where it is safe.
     """
     terminated: list[bool] = []
 
@@ -137,11 +138,13 @@ def _sigterm_as_interrupt() -> Iterator[list[bool]]:
         terminated.append(True)
         signal.raise_signal(signal.SIGINT)
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_term = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield terminated
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The progress bar of a run: one line on a stream, redrawn after each round.
 
-It draws nothing during a run's first second (a short run prints only its summary) and ends its line
-when the last round completes, so whatever is printed next starts on a line of its own.
+It draws nothing during a run's first second (a short run prints only its summary), then at most ten
+times a second, and always the last round, which ends its line so whatever is printed next starts on a
+line of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 from typing import TextIO
 
 _DRAW_AFTER_S = 1.0
+_REDRAW_EVERY_S = 0.1
 _BAR_WIDTH = 30
 
 
@@ -20,11 +22,14 @@ class ProgressBar:
         self.stream = stream
         self.started = time.perf_counter()
         self.drawn = False
+        self.last_drawn_s = -_REDRAW_EVERY_S
 
     def __call__(self, completed: int, total: int) -> None:
         elapsed = time.perf_counter() - self.started
-        if elapsed < _DRAW_AFTER_S and not self.drawn:
+        due = elapsed >= _DRAW_AFTER_S and elapsed - self.last_drawn_s >= _REDRAW_EVERY_S
+        if not due and not (completed >= total and self.drawn):
             return
+        self.last_drawn_s = elapsed
         filled = int(_BAR_WIDTH * completed / max(total, 1))
         bar = "#" * filled + "." * (_BAR_WIDTH - filled)
         self.stream.write(f"\r[{bar}] {completed:,}/{total:,} rounds  {elapsed:6.1f}s")

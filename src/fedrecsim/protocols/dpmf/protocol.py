@@ -118,6 +118,8 @@ _NOISE_CONSTRUCTION = {
     "S2": "Theorem 2 pieces (eq. (12))",
     "S3": "Theorem 2 pieces (eq. (12)); users weight grad + rho~ by k_j / k'_j, so eta_j enters each step as eta_j / k_j",
 }
+# The summary shows each error beside the same error of the non-private baseline (Hua et al.'s comparison).
+_BASELINES = {"err_mean": "baseline_err_mean"}
 _NAIVE_LEAK = "naive variant: per-user gradients reach the recommender unmasked; consecutive differences are exact (eq. (11))"
 
 
@@ -254,7 +256,9 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
         "eta": recommender.eta,
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state
+    )
 
 
 # --------------------------------------------------------------------------- S2, S3
@@ -420,7 +424,10 @@ def _private_outcome(
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     invariants = verifier.monitors if config.check_invariants else []
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, invariants=invariants, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
+        invariants=invariants, state=state,
+    )
 
 
 PROTOCOL = ProtocolSpec("dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party")
