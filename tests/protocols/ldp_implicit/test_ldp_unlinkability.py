@@ -7,13 +7,14 @@ import typing
 from typing import ClassVar
 
 import numpy as np
+import pytest
 import trio
 from scipy import stats
 
 import fedrecsim
 from fedrecsim.actors.actor import Actor
 from fedrecsim.network.ledger import Ledger
-from fedrecsim.network.links import LinkSpec, Links, LogNormal
+from fedrecsim.network.links import Constant, LinkSpec, Links, LogNormal
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.ldp_implicit.messages import Relayed, ReportBatch, Reports
@@ -100,3 +101,61 @@ async def test_arrival_order_at_the_server_is_independent_of_send_order_and_late
     # reports land, as a fraction of the pool, is uniform (KS, 200 positions).
     first = np.concatenate([np.flatnonzero(pair[0] == 0) / pair.shape[1] for pair in arrival_vs_position])
     assert stats.kstest(first, "uniform").pvalue > 0.01
+
+
+def adjacent_same_user_null(n_users: int, k: int) -> tuple[float, float]:
+    """Mean and variance of the number of adjacent same-user pairs when n_users x k reports are in a
+    uniformly random order.
+
+    With N = n_users * k and I_i = [reports i and i+1 have one sender], P(I_i) = (k-1)/(N-1). Two
+    overlapping pairs (i, i+1, i+2 one sender) have probability (k-1)(k-2)/((N-1)(N-2)); two disjoint
+    pairs are one sender's or two senders', [n k(k-1)(k-2)(k-3) + n(n-1) k^2 (k-1)^2] / (N(N-1)(N-2)(N-3)).
+    """
+    n, N = n_users, n_users * k
+    p = (k - 1) / (N - 1)
+    overlapping = (k - 1) * (k - 2) / ((N - 1) * (N - 2))
+    disjoint = (n * k * (k - 1) * (k - 2) * (k - 3) + n * (n - 1) * k**2 * (k - 1) ** 2) / (
+        N * (N - 1) * (N - 2) * (N - 3)
+    )
+    mean = (N - 1) * p
+    variance = mean + 2 * (N - 2) * overlapping + (N - 2) * (N - 3) * disjoint - mean**2
+    return mean, variance
+
+
+async def test_the_released_order_does_not_keep_a_users_reports_together(autojump_clock) -> None:
+    """30 users x 8 reports, 25 epochs, one pool per epoch cut in batches of 50: in the order the server
+    receives an epoch's reports, count the neighbours that came from one user.
+
+    Under a uniform permutation of the pool the count has mean k - 1 = 7 per epoch (whatever the
+    number of users) and the variance of `adjacent_same_user_null` (6.79); over 25 epochs, 175 with
+    sd 13.0. The test allows 4 sd either way (fixed seeds). A proxy that shuffles users instead of
+    reports -- each user's 8 reports released as one run -- gives 7 pairs per user, 210 per epoch.
+    """
+    n_users, k, epochs = 30, 8, 25
+    network = Network(Links(1, LinkSpec(Constant(0.05))), Ledger(), record_views=[SERVER])
+    for party in (SERVER, PROXY, *(Party(Role.USER, index) for index in range(n_users))):
+        network.attach(party)
+    senders = [
+        Sender(Party(Role.USER, index), network, generator(2, Stream.ACTOR, 0, index)) for index in range(n_users)
+    ]
+    proxy = ShuffleProxy(
+        PROXY, network, generator(2, Stream.ACTOR, Role.PROXY.code, 0),
+        server=SERVER, min_users=n_users, underfull=Underfull.HOLD, batch_size=50, wait_s=30.0, horizon_s=1e6,
+    )
+    timing = np.random.default_rng(5)
+    pairs = []
+    async with network.open(), trio.open_nursery() as nursery:
+        nursery.start_soon(proxy.run)
+        for epoch in range(1, epochs + 1):
+            async with trio.open_nursery() as sending:
+                for sender, delay in zip(senders, timing.uniform(0.0, 1.0, n_users)):
+                    sending.start_soon(sender.report, epoch, float(delay), k)
+            await trio.sleep(5.0)
+            released = np.concatenate([e.body.indices for e in network.view(SERVER) if e.body.epoch == epoch])
+            assert released.size == n_users * k
+            owners = released // k
+            pairs.append(int(np.sum(owners[1:] == owners[:-1])))
+        nursery.cancel_scope.cancel()
+    mean, variance = adjacent_same_user_null(n_users, k)
+    assert mean == pytest.approx(k - 1)
+    assert abs(sum(pairs) - epochs * mean) <= 4 * np.sqrt(epochs * variance), pairs
