@@ -1,4 +1,5 @@
-"""Amplification by shuffling (Feldman, McMillan, Talwar 2021, Theorem 3.1) and basic composition."""
+"""Amplification by shuffling (Feldman, McMillan, Talwar 2021, Theorem 3.1, the conservative form) and
+basic composition."""
 
 from __future__ import annotations
 
@@ -13,18 +14,44 @@ from fedrecsim.mechanisms import ShuffleBound, compose_approximate, compose_pure
 
 
 def closed_form(epsilon0: float, n: int, delta: float) -> float:
-    """The theorem's bound written out literally, as the reference for the implementation."""
+    """Form (B) of the bound (the authors' companion code), written out literally as the reference."""
+    a = 8 * math.sqrt(math.exp(epsilon0) * math.log(4 / delta)) / math.sqrt(n)
+    c = 8 * math.exp(epsilon0) / n
+    eps_prime = math.log(1 + a + c)
+    return math.log(1 + (1 - math.exp(-epsilon0)) / (1 + math.exp(-epsilon0 - eps_prime)) * (a + c))
+
+
+def quoted_form(epsilon0: float, n: int, delta: float) -> float:
+    """Form (A), the theorem as usually quoted: the same terms times (e^eps0 - 1)/(e^eps0 + 1)."""
     e = math.exp(epsilon0)
-    return math.log(
-        1 + (e - 1) / (e + 1) * (8 * math.sqrt(e * math.log(4 / delta)) / math.sqrt(n) + 8 * e / n)
-    )
+    return math.log(1 + (e - 1) / (e + 1) * (8 * math.sqrt(e * math.log(4 / delta)) / math.sqrt(n) + 8 * e / n))
 
 
 def smallest_applicable_n(epsilon0: float, delta: float) -> int:
-    return math.ceil(16 * math.log(2 / delta) * math.exp(epsilon0))
+    """The least n with epsilon0 <= log(n / (16 log(4/delta)))."""
+    return math.ceil(16 * math.log(4 / delta) * math.exp(epsilon0))
 
 
-def test_the_bound_is_the_closed_form_of_theorem_3_1() -> None:
+def test_a_worked_number_of_the_conservative_form() -> None:
+    """n = 10,000, eps0 = 2.5, delta = 3.3e-9, by hand:
+
+        e^2.5 = 12.18249,  log(4 / 3.3e-9) = 20.91564,
+        a = 8 sqrt(12.18249 x 20.91564) / 100 = 1.277008,  c = 8 x 12.18249 / 10,000 = 0.009746,
+        eps' = log(1 + 1.286754) = 0.827133,
+        factor = (1 - e^-2.5) / (1 + e^-(2.5 + 0.827133)) = 0.917915 / 1.035894 = 0.886107,
+        eps = log(1 + 0.886107 x 1.286754) = log(2.140204) = 0.7609.
+
+    The quoted form (A) multiplies by tanh(1.25) = 0.848284 instead and gives 0.7379: 0.023 less.
+    The precondition: log(10,000 / (16 x 20.91564)) = 3.3973 >= 2.5.
+    """
+    bound = shuffle_epsilon(2.5, 10_000, 3.3e-9)
+    assert bound.applicable and bound.delta == 3.3e-9
+    assert bound.epsilon == pytest.approx(0.7609, abs=1e-4)
+    assert quoted_form(2.5, 10_000, 3.3e-9) == pytest.approx(0.7379, abs=1e-4)
+    assert "3.39725" in bound.condition and "16 log(4/delta)" in bound.condition
+
+
+def test_the_bound_is_the_conservative_closed_form() -> None:
     bound = shuffle_epsilon(1.0, 10_000, 1e-6)
     assert bound.applicable
     assert bound.epsilon == pytest.approx(closed_form(1.0, 10_000, 1e-6), rel=1e-12)
@@ -80,8 +107,12 @@ def test_the_reported_guarantee_never_exceeds_the_local_one(
     if bound.delta > 0:
         assert bound.applicable and bound.epsilon < epsilon0
         assert bound.epsilon == pytest.approx(closed_form(epsilon0, n, delta), rel=1e-9)
-    applicable = epsilon0 <= math.log(n / (16 * math.log(2 / delta)))
+        # Never below the quoted form, so it holds under either reading of the theorem.
+        assert bound.epsilon >= quoted_form(epsilon0, n, delta) * (1 - 1e-12)
+    applicable = epsilon0 <= math.log(n / (16 * math.log(4 / delta)))
     assert bound.applicable == applicable
+    # The stricter precondition implies the quoted one, log(n / (16 log(2/delta))).
+    assert not applicable or epsilon0 <= math.log(n / (16 * math.log(2 / delta)))
 
 
 def test_basic_composition() -> None:

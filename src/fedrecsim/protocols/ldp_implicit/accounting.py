@@ -4,11 +4,11 @@ Local (Minto et al. Theorem 3 and Sec. 5.1): every report is eps-LDP, a user's k
 are k*eps-LDP, and T epochs compose to T*k*eps (a worst case: a user that missed epochs spent less).
 
 Central, beyond the paper: the proxies shuffle reports, and shuffling n users' eps0-LDP reports is
-(eps, delta)-DP with the closed form of Feldman, McMillan and Talwar (`fedrecsim.mechanisms.shuffle`),
-where that theorem applies. It counts one report per user, so an epoch is accounted as k shuffles of
-one report from each of n users, composed: a proxy shuffling all n*k reports of a pool at once outputs
-a post-processing of those k shuffles (shuffle their concatenation again), so it is at least as
-private. n is the smallest anonymity set the run actually produced -- the fewest distinct users in any
+(eps, delta)-DP by Feldman, McMillan and Talwar's Theorem 3.1, in the conservative closed form of
+`fedrecsim.mechanisms.shuffle`, where its precondition holds. It counts one report per user, so an
+epoch is accounted as k shuffles of one report from each of n users, composed: a proxy shuffling all
+n*k reports of a pool at once outputs a post-processing of those k shuffles (shuffle their
+concatenation again), so it is at least as private. n is the smallest anonymity set the run actually produced -- the fewest distinct users in any
 pool a proxy released, never below ``min_users`` (a proxy holds or drops a smaller pool) and possibly
 above it. The ``delta`` budget is for the whole run and is split evenly over its T*k shuffles.
 
@@ -70,7 +70,11 @@ def privacy_report(
     }
     shuffles = k * epochs
     shuffle: dict[str, Any] = {
-        "bound": "Feldman, McMillan, Talwar 2021, Thm 3.1; k shuffles per epoch, basic composition",
+        "bound": (
+            "Feldman, McMillan, Talwar 2021 (arXiv:2012.12803), Thm 3.1, in its conservative closed form (the "
+            "authors' companion code), under eps0 <= log(n / (16 log(4/delta))); k shuffles per epoch, basic "
+            "composition"
+        ),
         "anonymity_set": anonymity_set,
         "delta_total": delta,
     }
