@@ -1,4 +1,4 @@
-"""Evaluation metrics, named as in DESIGN.md ("Metric names") and returned as plain Python floats.
+"""Evaluation metrics, named as in docs/architecture.md ("Metric names") and returned as plain Python floats.
 
 Rating prediction: `rmse`, `mae`, and `error_summary` (the distribution of absolute errors, which is
 how Hua et al. report accuracy). Ranking: `hit_rate_at_k` (leave-one-out, the held-out item ranked

@@ -134,7 +134,7 @@ class Ledger:
         return dict(zip(_COUNTER_NAMES, totals))
 
     def summary(self) -> dict[str, Any]:
-        """The ``ledger`` section of result.json (see DESIGN.md), keys in a stable order."""
+        """The ``ledger`` section of result.json (see docs/architecture.md, "Results"), keys in a stable order."""
         parties = {str(party): self.party(party) for party in self.parties()}
         roles: dict[str, dict[str, int]] = {}
         for party in self.parties():

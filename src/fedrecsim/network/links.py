@@ -14,6 +14,7 @@ earlier *on the same link*, never on which links were used first or on how trio 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 import numbers
 import os
@@ -25,6 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..config import param
 from ..errors import ConfigError, DatasetError
 from ..seeding import Stream, generator
 from .party import Party, Role
@@ -59,6 +61,10 @@ class Latency(abc.ABC):
     model: ClassVar[str]
     """The ``model`` name in a scenario table (``network.latency.model``)."""
 
+    file_keys: ClassVar[Mapping[str, str]] = types.MappingProxyType({})
+    """Keys that name a file to read a field's values from instead of giving them inline, each with its
+    meaning; `latency_from_table` accepts them, the scenario reference lists them."""
+
     @abc.abstractmethod
     def sample(self, rng: np.random.Generator) -> float:
         """One delay in seconds (>= 0), drawn from ``rng``."""
@@ -77,7 +83,7 @@ class Constant(Latency):
     """Every message takes exactly ``seconds``; draws nothing."""
 
     model: ClassVar[str] = "constant"
-    seconds: float
+    seconds: float = param(ge=0, doc="the delay of every message, in seconds")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seconds", _seconds(self.seconds, f"{_LATENCY_KEY}.seconds"))
@@ -94,8 +100,8 @@ class Uniform(Latency):
     """Delays uniform on ``[low_s, high_s)``; one ``rng.random()`` per message."""
 
     model: ClassVar[str] = "uniform"
-    low_s: float
-    high_s: float
+    low_s: float = param(ge=0, doc="the shortest delay, in seconds")
+    high_s: float = param(ge=0, doc="the longest delay, in seconds (>= low_s)")
 
     def __post_init__(self) -> None:
         low = _seconds(self.low_s, f"{_LATENCY_KEY}.low_s")
@@ -126,8 +132,8 @@ class LogNormal(Latency):
     """
 
     model: ClassVar[str] = "lognormal"
-    median_s: float
-    sigma: float
+    median_s: float = param(gt=0, doc="the median delay, in seconds")
+    sigma: float = param(ge=0, doc="the standard deviation of log(delay)")
 
     def __post_init__(self) -> None:
         median = _seconds(self.median_s, f"{_LATENCY_KEY}.median_s")
@@ -162,7 +168,10 @@ class Empirical(Latency):
     """
 
     model: ClassVar[str] = "empirical"
-    samples_s: tuple[float, ...]
+    file_keys: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {"file": "instead of samples_s: a text file of one delay in seconds per line (blank lines skipped)"}
+    )
+    samples_s: tuple[float, ...] = param(ge=0, doc="measured delays in seconds, each message's drawn uniformly")
 
     def __post_init__(self) -> None:
         key = f"{_LATENCY_KEY}.samples_s"
@@ -184,12 +193,10 @@ class Empirical(Latency):
         return lambda: samples[int(uniform() * count)]
 
 
-_LATENCY_MODELS: dict[str, tuple[type[Latency], tuple[str, ...]]] = {
-    "constant": (Constant, ("seconds",)),
-    "uniform": (Uniform, ("low_s", "high_s")),
-    "lognormal": (LogNormal, ("median_s", "sigma")),
-    "empirical": (Empirical, ("samples_s",)),
-}
+#: The latency models a scenario's ``model`` key names; each takes its fields (all required) as keys.
+LATENCY_MODELS: Mapping[str, type[Latency]] = types.MappingProxyType(
+    {cls.model: cls for cls in (Constant, Uniform, LogNormal, Empirical)}
+)
 
 
 def latency_from_table(
@@ -216,12 +223,13 @@ def latency_from_table(
     if not isinstance(table, Mapping):
         raise ConfigError(key_path, f'must be a table like {{ model = "constant", seconds = 0.0 }}, got {table!r}')
     model = table.get("model")
-    if not isinstance(model, str) or model not in _LATENCY_MODELS:
-        allowed = ", ".join(f'"{name}"' for name in _LATENCY_MODELS)
+    if not isinstance(model, str) or model not in LATENCY_MODELS:
+        allowed = ", ".join(f'"{name}"' for name in LATENCY_MODELS)
         problem = "is missing" if model is None else f"is {model!r}"
         raise ConfigError(f"{key_path}.model", f"{problem}; allowed models: {allowed}")
-    cls, required = _LATENCY_MODELS[model]
-    optional = ("file",) if cls is Empirical else ()
+    cls = LATENCY_MODELS[model]
+    required = tuple(field.name for field in dataclasses.fields(cls))
+    optional = tuple(cls.file_keys)
     allowed_keys = ", ".join(("model", *required, *optional))
     values = {key: value for key, value in table.items() if key != "model"}
     for key in values:
@@ -402,6 +410,7 @@ class Links:
 __all__ = [
     "Constant",
     "Empirical",
+    "LATENCY_MODELS",
     "Latency",
     "LinkSpec",
     "Links",

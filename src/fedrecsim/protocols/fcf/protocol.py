@@ -42,7 +42,10 @@ _NEGATIVES = 99
 
 @dataclass(frozen=True)
 class FCFConfig:
-    feedback: Literal["explicit", "implicit"] = param("explicit")
+    feedback: Literal["explicit", "implicit"] = param(
+        "explicit",
+        doc="explicit: MF on the rating values (rmse, mae) | implicit: confidence-weighted MF on interactions (hr@k)",
+    )
     d: int = param(50, ge=1, doc="latent dimension")
     gamma: float = param(2.0**-5, gt=0, doc="learning rate")
     lam: float = param(0.001, ge=0, doc="user regularization (lambda)")
