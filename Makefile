@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SCENARIO ?= scenarios/fcf_churn.toml
+SCENARIO ?= scenarios/demo.toml
 
 .PHONY: demo test bench clean
 

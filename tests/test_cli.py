@@ -154,7 +154,7 @@ def test_summary_labels_every_number(scenario_file, tmp_path, capsys) -> None:
     assert main(["run", str(scenario_file), "--out", str(tmp_path / "out"), "--set", "availability.dropout=0.2"]) == 0
     printed = capsys.readouterr().out
     for label in ("bytes sent", "bytes received", "msgs sent", "msgs received", "msgs dropped",
-                  "participants:", "user parties", "mean over users", "heaviest user",
+                  "participants:", "users in the data", "ever online", "mean over users", "heaviest user",
                   "privacy: none", "invariant monitors"):
         assert label in printed, label
     assert "e+" not in printed
@@ -239,3 +239,17 @@ def test_dropout_and_stragglers_nobody_consults_are_reported(tiny_fcf, tmp_path,
     assert "availability.compute_median_s" in warnings[1] and "User.compute" in warnings[1]
     tiny_fcf.update(run={"protocol": "fcf", "rounds": 2}, protocol={"d": 4})
     assert fedrecsim.run(tiny_fcf).result["warnings"] == []
+
+
+def test_relative_latency_files_in_a_scenario_file_are_taken_from_its_folder(tmp_path) -> None:
+    (tmp_path / "study").mkdir()
+    path = tmp_path / "study" / "s.toml"
+    path.write_text(SCENARIO + '''
+[network]
+latency = { model = "empirical", file = "delays.txt" }
+[network.links."user->server"]
+latency = { model = "empirical", file = "up.txt" }
+''')
+    tables = read_tables(path)
+    assert tables["network"]["latency"]["file"] == str(tmp_path / "study" / "delays.txt")
+    assert tables["network"]["links"]["user->server"]["latency"]["file"] == str(tmp_path / "study" / "up.txt")

@@ -12,7 +12,7 @@ from fedrecsim.errors import DatasetError
 
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
-    "transcript_sha256", "metrics", "ledger", "invariants", "privacy", "format", "warnings",
+    "transcript_sha256", "metrics", "ledger", "invariants", "privacy", "format", "warnings", "data", "paper_figures",
 }
 
 

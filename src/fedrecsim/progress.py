@@ -32,8 +32,9 @@ class ProgressBar:
         self.last_drawn_s = elapsed
         filled = int(_BAR_WIDTH * completed / max(total, 1))
         bar = "#" * filled + "." * (_BAR_WIDTH - filled)
-        self.stream.write(f"\r[{bar}] {completed:,}/{total:,} rounds  {elapsed:6.1f}s")
+        # Marked drawn first: a Ctrl-C landing in the write must still get its line ended by break_line.
         self.drawn = True
+        self.stream.write(f"\r[{bar}] {completed:,}/{total:,} rounds  {elapsed:6.1f}s")
         if completed >= total:
             self.stream.write("\n")
         self.stream.flush()

@@ -14,6 +14,7 @@ removed or overwritten.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gc
 import json
 import sys
@@ -233,8 +234,9 @@ async def _simulate(
             raise
         raise single from None
     virtual_time = trio.current_time() - start
+    shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
     result = _result_document(
-        scenario, outcome, ledger, virtual_time, time.perf_counter() - wall_start, _warnings(scenario, context)
+        scenario, shape, outcome, ledger, virtual_time, time.perf_counter() - wall_start, _warnings(scenario, context)
     )
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
 
@@ -289,6 +291,7 @@ def _sole_error(group: BaseExceptionGroup) -> BaseException | None:
 
 def _result_document(
     scenario: Scenario,
+    shape: dict[str, int],
     outcome: Outcome,
     ledger: Ledger,
     virtual_time: float,
@@ -299,6 +302,7 @@ def _result_document(
         "format": RESULT_FORMAT,
         "fedrecsim_version": __version__,
         "scenario": scenario.to_table(),
+        "data": shape,
         "seed": scenario.run.seed,
         "protocol": scenario.run.protocol,
         "rounds_completed": outcome.rounds_completed,
@@ -313,6 +317,7 @@ def _result_document(
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],
         "privacy": _plain(outcome.privacy),
+        "paper_figures": [_plain(dataclasses.asdict(figure)) for figure in outcome.paper_figures],
         "warnings": warnings,
     }
 

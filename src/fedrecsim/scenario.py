@@ -75,9 +75,15 @@ def _file_name_problem(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    source: Literal["synthetic", "movielens-100k", "movielens-1m", "npz"] = param("synthetic")
-    path: str = param("", doc="the file or folder a loader reads")
-    feedback: Literal["explicit", "implicit"] = param("explicit")
+    source: Literal["synthetic", "movielens-100k", "movielens-1m", "npz"] = param(
+        "synthetic", doc="where the data comes from: the synthetic generator or a loader reading data.path"
+    )
+    path: str = param(
+        "", doc="the file or folder a loader reads; relative paths are taken from the scenario file's folder"
+    )
+    feedback: Literal["explicit", "implicit"] = param(
+        "explicit", doc="explicit ratings or implicit interactions (0/1)"
+    )
     users: int = param(943, ge=1, doc="synthetic: number of users")
     items: int = param(1682, ge=1, doc="synthetic: number of items")
     ratings: int = param(100_000, ge=1, doc="synthetic: number of observed ratings or interactions")
@@ -86,22 +92,27 @@ class DataConfig:
     min_per_user: int | None = param(
         None, ge=0, doc="synthetic: entries every user gets at least (default min(20, ratings // users))"
     )
-    split: Literal["random", "per_user", "leave_one_out"] = param("random")
-    test_fraction: float = param(0.1, gt=0, lt=1)
+    split: Literal["random", "per_user", "leave_one_out"] = param(
+        "random", doc="how test entries are held out: at random, a fraction of each user's, or one per user"
+    )
+    test_fraction: float = param(0.1, gt=0, lt=1, doc="the share of entries held out for testing")
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
-    min_user_interactions: int = param(0, ge=0)
-    min_item_interactions: int = param(0, ge=0)
+    min_user_interactions: int = param(0, ge=0, doc="drop users with fewer entries (0 = keep all)")
+    min_item_interactions: int = param(0, ge=0, doc="drop items with fewer entries (0 = keep all)")
     subsample_items: int = param(0, ge=0, doc="keep the most popular items only (0 = all); after the filters")
     subsample_users: int = param(0, ge=0, doc="then keep this many random users among those left (0 = all)")
 
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    latency: dict[str, Any] = field(default_factory=lambda: {"model": "constant", "seconds": 0.0})
+    latency: dict[str, Any] = field(
+        default_factory=lambda: {"model": "constant", "seconds": 0.0},
+        metadata={"doc": "the one-way delay of every link: a latency model table (model = ...)"},
+    )
     bandwidth_bps: float = param(0.0, ge=0, doc="bits per second per directed link; 0 = unlimited")
-    loss: float = param(0.0, ge=0, lt=1)
+    loss: float = param(0.0, ge=0, lt=1, doc="the chance each message is lost in flight")
     resolution_s: float = param(0.001, ge=0, doc="delivery times are rounded up to this; 0 = exact")
-    max_message_mb: float = param(256.0, gt=0)
+    max_message_mb: float = param(256.0, gt=0, doc="the wire refuses a message larger than this (MiB)")
     links: dict[str, Any] = field(
         default_factory=dict,
         metadata={"doc": 'per role pair: "user-server" (both directions) or "user->server" (one)'},
@@ -130,9 +141,11 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class _LinkTable:
-    latency: dict[str, Any] = field(default_factory=dict)
-    bandwidth_bps: float | None = param(None, ge=0)
-    loss: float | None = param(None, ge=0, lt=1)
+    latency: dict[str, Any] = field(
+        default_factory=dict, metadata={"doc": "this link's latency model table; unset = network.latency"}
+    )
+    bandwidth_bps: float | None = param(None, ge=0, doc="unset = network.bandwidth_bps; 0 = unlimited")
+    loss: float | None = param(None, ge=0, lt=1, doc="unset = network.loss")
 
 
 def _role_pairs(key: str, key_path: str) -> list[tuple[Role, Role]]:
@@ -149,18 +162,22 @@ def _role_pairs(key: str, key_path: str) -> list[tuple[Role, Role]]:
 
 @dataclass(frozen=True)
 class AvailabilityConfig:
-    model: Literal["always", "bernoulli", "markov", "trace"] = param("always")
+    model: Literal["always", "bernoulli", "markov", "trace"] = param(
+        "always", doc="who is online when: everyone, Bernoulli churn between rounds, Markov on/off, a trace"
+    )
     p_join: float = param(0.005, ge=0, le=1, doc="bernoulli: chance an offline user joins between rounds")
     p_leave: float = param(0.01, ge=0, le=1, doc="bernoulli: chance an online user leaves between rounds")
     initial_online: float = param(1.0, ge=0, le=1, doc="bernoulli: fraction online at the start")
     mean_on_s: float = param(3600.0, gt=0, doc="markov: mean online period")
     mean_off_s: float = param(3600.0, gt=0, doc="markov: mean offline period")
-    trace: str = param("", doc="trace: CSV with party,online_from_s,online_until_s")
+    trace: str = param(
+        "", doc="trace: CSV with party,online_from_s,online_until_s (relative: from the scenario file's folder)"
+    )
     dropout: float = param(0.0, ge=0, le=1, doc="chance an online user crashes mid-round")
     compute_median_s: float = param(0.0, ge=0, doc="median local compute time per round (0 = none)")
-    compute_sigma: float = param(0.5, ge=0)
+    compute_sigma: float = param(0.5, ge=0, doc="the standard deviation of log(compute time)")
     slow_fraction: float = param(0.0, ge=0, le=1, doc="fraction of users that are stragglers")
-    slow_factor: float = param(10.0, ge=1)
+    slow_factor: float = param(10.0, ge=1, doc="stragglers compute this many times longer")
 
     def __post_init__(self) -> None:
         if self.model == "trace" and not self.trace:
@@ -254,15 +271,34 @@ def apply_overrides(tables: dict[str, Any], overrides: Iterable[str]) -> dict[st
     return tables
 
 
-# The keys whose values are file paths: relative ones in a scenario file are taken from the file's folder.
-_PATH_KEYS = (("data", "path"), ("availability", "trace"))
+# The keys whose values are file paths ("*" stands for any table name): relative ones in a scenario file
+# are taken from the file's folder.
+_PATH_KEYS = (
+    ("data", "path"),
+    ("availability", "trace"),
+    ("network", "latency", "file"),
+    ("network", "links", "*", "latency", "file"),
+)
+
+
+def _resolve_relative_paths(table: dict[str, Any], keys: tuple[str, ...], folder: Path) -> None:
+    """Make the relative path at ``keys`` under ``table`` ("*" matches every key) start at ``folder``."""
+    head, rest = keys[0], keys[1:]
+    if not rest:
+        value = table.get(head)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            table[head] = str(folder / value)
+        return
+    for child in list(table.values()) if head == "*" else [table.get(head)]:
+        if isinstance(child, dict):
+            _resolve_relative_paths(child, rest, folder)
 
 
 def read_tables(path: str | Path) -> dict[str, Any]:
     """Read a scenario TOML file into raw tables; ConfigError on a missing, unreadable or malformed file.
 
-    A relative ``data.path`` or ``availability.trace`` in the file is resolved against the file's folder,
-    so a scenario and its data can move together; overrides applied afterwards (`apply_overrides`, the
+    A relative file path in the file (``data.path``, ``availability.trace``, a latency model's ``file``)
+    is resolved against the file's folder, so a scenario and its data can move together; overrides applied afterwards (`apply_overrides`, the
     CLI's ``--set``) stay relative to the current folder.
     """
     path = Path(path)
@@ -279,12 +315,8 @@ def read_tables(path: str | Path) -> dict[str, Any]:
         raise ConfigError("", f"{path} is not a UTF-8 text file (byte {exc.start}); is it a TOML scenario?") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("", f"{path} is not valid TOML: {exc}") from None
-    for table_name, key in _PATH_KEYS:
-        table = tables.get(table_name)
-        if isinstance(table, dict) and isinstance(table.get(key), str) and table[key]:
-            value = Path(table[key])
-            if not value.is_absolute():
-                table[key] = str(path.parent / value)
+    for keys in _PATH_KEYS:
+        _resolve_relative_paths(tables, keys, path.parent)
     return tables
 
 

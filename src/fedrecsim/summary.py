@@ -3,7 +3,7 @@
 Sections, in order: the run line and transcript hash; warnings (what the scenario configured but the run
 did not simulate); final metrics, each beside its non-private baseline where the protocol computes one;
 who took part; traffic per role (bytes and messages sent and received, messages dropped); traffic per
-user; the privacy accounting; every invariant monitor with its checks and violations.
+user; the paper's own figures beside this run's, where the protocol states them; the privacy accounting; every invariant monitor with its checks and violations.
 
 Counts are printed with thousands separators and never in exponent notation.
 """
@@ -44,6 +44,7 @@ def summary_text(run_result: RunResult) -> str:
     lines += _participation(result)
     lines += _traffic_per_role(result)
     lines += _traffic_per_user(result)
+    lines += _paper_figures(result.get("paper_figures", []))
     lines += _privacy(result["privacy"])
     lines += _invariants(result["invariants"])
     if run_result.path is not None:
@@ -66,15 +67,13 @@ def _metrics(result: Mapping[str, Any]) -> list[str]:
 
 
 def _participation(result: Mapping[str, Any]) -> list[str]:
-    users = result["ledger"]["roles"].get("user", {}).get("parties", 0)
+    users = result["data"]["users"]
+    active = result["ledger"]["roles"].get("user", {}).get("parties", 0)
     final = result["metrics"]["final"]
-    if "participants" not in final:
-        return ["", f"parties: {users:,} users exist"]
-    return [
-        "",
-        f"participants: {number(final['participants'])} users answered in the last round, "
-        f"of {users:,} user parties in the run",
-    ]
+    lines = ["", f"parties: {users:,} users in the data, {active:,} of them ever online (sent or received)"]
+    if "participants" in final:
+        lines.append(f"participants: {number(final['participants'])} users answered in the last round")
+    return lines
 
 
 def _traffic_per_role(result: Mapping[str, Any]) -> list[str]:
@@ -106,6 +105,21 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _paper_figures(figures: list[Mapping[str, Any]]) -> list[str]:
+    if not figures:
+        return []
+    lines = ["", "the paper's figures beside this run"]
+    for figure in figures:
+        measured = (
+            f"{figure['measured']:,.0f} B ({figure['measured'] / 1024:,.1f} KiB)"
+            if figure["unit"] == "B"
+            else f"{number(figure['measured'])} {figure['unit']}"
+        )
+        setting = f"; {figure['setting']}" if figure["setting"] else ""
+        lines += [f"  {figure['quantity']}", f"    paper: {figure['paper']}", f"    this run: {measured}{setting}"]
+    return lines
+
+
 def _privacy(privacy: Mapping[str, Any]) -> list[str]:
     if not privacy:
         return ["", "privacy: none (this protocol makes no privacy claim)"]
@@ -121,10 +135,16 @@ def _table_lines(table: Mapping[str, Any], indent: int) -> list[str]:
             lines += _table_lines(value, indent + 2)
         elif isinstance(value, list):
             lines.append(f"{pad}{key}:")
-            lines += [f"{pad}  - {number(item)}" for item in value]
+            lines += [f"{pad}  - {_inline(item)}" for item in value]
         else:
             lines.append(f"{pad}{key}: {number(value)}")
     return lines
+
+
+def _inline(item: Any) -> str:
+    if isinstance(item, Mapping):
+        return ", ".join(f"{key} {number(value)}" for key, value in item.items())
+    return number(item)
 
 
 def _invariants(invariants: list[Mapping[str, Any]]) -> list[str]:

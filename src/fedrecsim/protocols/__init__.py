@@ -25,7 +25,7 @@ import importlib.metadata
 from typing import Any
 
 from ..errors import ConfigError
-from .runtime import Outcome, ProtocolSpec, RunContext
+from .runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
 
 #: The entry-point group under which installed packages register their protocols.
 ENTRY_POINT_GROUP = "fedrecsim.protocols"
@@ -117,6 +117,7 @@ def _load(reference: str, what: str) -> ProtocolSpec:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Outcome",
+    "PaperFigure",
     "ProtocolSpec",
     "RunContext",
     "available_protocols",

@@ -81,13 +81,33 @@ class RunContext:
         return (self.rounds + 2) * (run.round_gap_s + run.round_timeout_s) * 4 + 3600.0
 
 
+@dataclass(frozen=True)
+class PaperFigure:
+    """A figure the paper states, beside the same quantity measured in this run.
+
+    Attributes:
+        quantity: what is measured, e.g. "user download per iteration (heaviest served user)".
+        paper: the paper's figure with its conditions, as text (e.g. "<= 12 KB with <= 20 rated items").
+        measured: this run's value, in ``unit``.
+        unit: "B" for bytes (printed with KiB beside), or any other unit name.
+        setting: what the measured value depends on that the paper may not share (e.g. the ring used).
+    """
+
+    quantity: str
+    paper: str
+    measured: float
+    unit: str = "B"
+    setting: str = ""
+
+
 @dataclass
 class Outcome:
     """What a protocol reports.
 
     ``rounds`` holds one metrics dict per round (with its ``round`` number); ``final`` the final metrics;
     ``baselines`` maps a final metric to the final metric holding its non-private baseline (e.g.
-    ``{"err_mean": "baseline_err_mean"}``), so a summary can show the two side by side.
+    ``{"err_mean": "baseline_err_mean"}``), so a summary can show the two side by side;
+    ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's.
     """
 
     rounds_completed: int
@@ -95,6 +115,7 @@ class Outcome:
     final: dict[str, float]
     privacy: dict[str, Any] = field(default_factory=dict)
     baselines: dict[str, str] = field(default_factory=dict)
+    paper_figures: list[PaperFigure] = field(default_factory=list)
     invariants: list[InvariantMonitor] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 
