@@ -242,7 +242,7 @@ async def _simulate(
 
 
 def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
-    """What the scenario asked for that the run did not simulate."""
+    """What the scenario asked for that the run did not simulate (the protocol adds its own warnings)."""
     availability = scenario.availability
     warnings = []
     if availability.dropout > 0 and not context.model_use.dropout:
@@ -318,7 +318,7 @@ def _result_document(
         "invariants": [monitor.report() for monitor in outcome.invariants],
         "privacy": _plain(outcome.privacy),
         "paper_figures": [_plain(dataclasses.asdict(figure)) for figure in outcome.paper_figures],
-        "warnings": warnings,
+        "warnings": [*warnings, *outcome.warnings],
     }
 
 

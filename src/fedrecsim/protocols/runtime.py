@@ -107,7 +107,8 @@ class Outcome:
     ``rounds`` holds one metrics dict per round (with its ``round`` number); ``final`` the final metrics;
     ``baselines`` maps a final metric to the final metric holding its non-private baseline (e.g.
     ``{"err_mean": "baseline_err_mean"}``), so a summary can show the two side by side;
-    ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's.
+    ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's;
+    ``warnings`` say what the run did not do that its user will have expected (e.g. no report released).
     """
 
     rounds_completed: int
@@ -116,6 +117,7 @@ class Outcome:
     privacy: dict[str, Any] = field(default_factory=dict)
     baselines: dict[str, str] = field(default_factory=dict)
     paper_figures: list[PaperFigure] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     invariants: list[InvariantMonitor] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 

@@ -72,3 +72,15 @@ def test_the_scenario_files_train_at_a_tiny_size_with_min_users_scaled_down(name
     assert all(row["reports"] == 30 * k and row["anonymity_set"] == 30 for row in result.rounds)
     assert all(row["reports_dropped"] == 0 for row in result.rounds)
     assert all(invariant["violations"] == 0 for invariant in result.result["invariants"])
+
+
+def test_a_threshold_no_pool_can_reach_is_a_warning_and_the_baseline_sits_beside_hr() -> None:
+    tables = read_tables(ROOT / "scenarios" / "minto_ldp.toml")
+    overrides = ["run.rounds=1", "data.users=30", "data.items=120", "data.ratings=900"]
+    starved = fedrecsim.run(parse_scenario(apply_overrides(tables, [*overrides, "protocol.min_users=31"])))
+    assert starved.result["privacy"]["pools"]["releases"] == 0
+    assert ["protocol.min_users = 31" in warning for warning in starved.result["warnings"]] == [True]
+    fed = fedrecsim.run(parse_scenario(apply_overrides(read_tables(ROOT / "scenarios" / "minto_ldp.toml"),
+                                                       [*overrides, "protocol.min_users=10"])))
+    assert fed.result["warnings"] == []
+    assert fed.result["metrics"]["baselines"]["hr@10"] == "hr@10_mf_np" and "hr@10_mf_np" in fed.metrics

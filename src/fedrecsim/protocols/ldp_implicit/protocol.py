@@ -293,9 +293,16 @@ async def run(ctx: RunContext) -> Outcome:
         "closed_pools": [list(proxy.closed) for proxy in proxies],
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
+    warnings = []
+    if rounds and privacy["pools"]["releases"] == 0:
+        warnings.append(
+            f"no proxy released a pool: protocol.min_users = {config.min_users} distinct users never reported to "
+            f"one proxy within an epoch ({ctx.train.n_users} users in the data), so no report reached the server"
+        )
     return Outcome(
-        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, invariants=list(monitors),
-        state=state,
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy,
+        baselines={f"hr@{cutoff}": f"hr@{cutoff}_mf_np" for cutoff in _CUTOFFS}, invariants=list(monitors),
+        warnings=warnings, state=state,
     )
 
 
