@@ -7,7 +7,7 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    ``float``, ``bool``, ``str``, ``bytes``, `Party`, ``tuple[T, ...]``, ``T | None`` and numpy arrays
    declared with ``Array(dtype, ndim=..., shape=...)``. The wire refuses anything else, and a kind
    another class already holds is refused at import time. Prefix kinds with your protocol's name.
-2. **Roles** -- subclasses of `User`, `Server`, `Silo`, `Proxy` or `ThirdParty` (all `Actor`\\ s): each
+2. **Roles** -- subclasses of `User`, `Server`, `Silo`, `Proxy` or `ThirdParty` (each an `Actor`): each
    owns its state and its generator ``rng``, and talks only through ``send``, ``recv``, ``gather`` and
    ``drain``, every wait bounded by a virtual deadline. A `User` implements ``async run()``; it calls
    ``crashes_in(round)`` after it received a round's request and ``await compute()`` before it replies,
