@@ -20,7 +20,7 @@ PROMISED = {
     "fedrecsim.network.wire": ["message", "Array", "ArraySpec", "Envelope", "kind_of"],
     "fedrecsim.network.party": ["Party", "Role", "SERVER", "THIRD_PARTY"],
     "fedrecsim.config": ["param"],
-    "fedrecsim.protocols.runtime": ["ProtocolSpec", "RunContext", "Outcome"],
+    "fedrecsim.protocols.runtime": ["ProtocolSpec", "RunContext", "Outcome", "PaperFigure"],
     "fedrecsim.seeding": ["Stream", "generator"],
     "fedrecsim.invariants": ["InvariantMonitor"],
     "fedrecsim.errors": ["SimulationError", "ConfigError", "DatasetError", "WireError", "ProtocolViolation", "PartyTimeout"],

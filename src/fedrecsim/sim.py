@@ -50,7 +50,7 @@ from .network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
 from .network.network import Network
 from .network.party import SERVER, THIRD_PARTY, Party, Role
 from .network.wire import Array, ArraySpec, Envelope, kind_of, message
-from .protocols.runtime import Outcome, ProtocolSpec, RunContext
+from .protocols.runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
 from .seeding import Stream, generator
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "MidRoundDropout",
     "Network",
     "Outcome",
+    "PaperFigure",
     "Party",
     "PartyTimeout",
     "Population",
