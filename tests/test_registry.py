@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import fedrecsim
+from fedrecsim import cli
 from fedrecsim.errors import ConfigError
 from fedrecsim.protocols import (
     ENTRY_POINT_GROUP,
@@ -155,3 +156,12 @@ def test_an_entry_point_that_fails_to_load_is_named(tmp_path, monkeypatch) -> No
         protocol_spec("gone")
     message = str(raised.value)
     assert "installed protocol 'gone'" in message and "reg_gone_module" in message
+
+
+def test_the_protocol_listing_survives_a_broken_installed_protocol(tmp_path, monkeypatch, capsys) -> None:
+    _distribution(tmp_path, "broken_dist", {"broken": "no_such_module_here:PROTOCOL"})
+    monkeypatch.syspath_prepend(tmp_path)
+    assert cli.main(["protocols"]) == 0
+    listed = dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines())
+    assert listed["broken"].startswith("(cannot be loaded:") and "no_such_module_here" in listed["broken"]
+    assert listed["fcf"] == protocol_spec("fcf").description

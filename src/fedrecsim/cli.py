@@ -89,10 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _list_protocols() -> int:
+    """Each protocol with its one-line description; one that fails to load says why in its place."""
     names = available_protocols()
     width = max(map(len, names), default=0)
     for name in names:
-        print(f"{name:<{width}}  {protocol_spec(name).description}")
+        try:
+            description = protocol_spec(name).description
+        except ConfigError as exc:
+            description = f"(cannot be loaded: {exc.problem})"
+        print(f"{name:<{width}}  {description}")
     return 0
 
 
