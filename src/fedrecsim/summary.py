@@ -87,6 +87,8 @@ def _traffic_per_role(result: Mapping[str, Any]) -> list[str]:
             f"  {role:<12} {counters['parties']:>8,} {counters['sent_bytes']:>15,} {counters['recv_bytes']:>15,} "
             f"{counters['sent_msgs']:>11,} {counters['recv_msgs']:>13,} {counters['dropped_msgs']:>12,}"
         )
+    for party, counts in result["ledger"].get("withheld", {}).items():
+        lines.append(f"  {party} withheld: " + ", ".join(f"{count:,} {what}" for what, count in counts.items()))
     return lines
 
 

@@ -63,6 +63,7 @@ class Ledger:
         self._rounds: dict[int, list[int]] = {}
         self._online: dict[int, int] = {}
         self._dropped_by_reason: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
+        self._withheld: dict[Party, dict[str, int]] = {}
         self._hash = hashlib.sha256()
         self.round = 0
         self._round_counters = self._rounds[0] = [0, 0]
@@ -109,6 +110,14 @@ class Ledger:
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, f"dropped:{reason.value}"))
 
+    def record_withheld(self, party: Party, items: str, fate: str, count: int) -> None:
+        """Count ``count`` ``items`` (e.g. reports) that ``party`` received and did not pass on at once:
+        ``fate`` says what became of them (e.g. ``held`` for later, ``dropped``). Messages the network
+        carried are counted above; this is what a relaying party did with their contents."""
+        per_party = self._withheld.setdefault(party, {})
+        key = f"{items} {fate}"
+        per_party[key] = per_party.get(key, 0) + count
+
     # ------------------------------------------------------------------ read-outs
 
     @property
@@ -148,7 +157,14 @@ class Ledger:
             for index, counts in sorted(self._rounds.items())
             if counts[1] or index in self._online
         ]
-        return {"parties": parties, "roles": dict(sorted(roles.items())), "kinds": kinds, "per_round": per_round}
+        withheld = {str(party): dict(sorted(counts.items())) for party, counts in sorted(self._withheld.items())}
+        return {
+            "parties": parties,
+            "roles": dict(sorted(roles.items())),
+            "kinds": kinds,
+            "per_round": per_round,
+            "withheld": withheld,
+        }
 
     def write_csv(self, path: Path) -> None:
         """Per-party counters as CSV: ``party, role, sent_bytes, recv_bytes, sent_msgs, recv_msgs, dropped_msgs``."""

@@ -54,6 +54,12 @@ def test_no_release_has_fewer_than_min_users_users(underfull: str, min_users: in
     pools = result.result["privacy"]["pools"]
     assert pools["users_per_release_min"] == min(users_per_release) and pools["releases"] == len(releases)
     assert pools["reports_dropped"] == sum(row["reports_dropped"] for row in result.rounds)
+    # The ledger counts what the proxy withheld: every report it took in and never released.
+    withheld = result.result["ledger"]["withheld"].get(str(PROXY), {})
+    assert withheld.get("reports dropped", 0) == sum(r.indices.size for r in received) - sum(
+        b.indices.size for b in releases
+    )
+    assert withheld.get("reports held", 0) == pools["reports_held"]
     assert all(row["anonymity_set"] >= min_users for row in result.rounds)
 
 

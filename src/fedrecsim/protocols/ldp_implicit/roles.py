@@ -207,6 +207,10 @@ class ShuffleProxy(Proxy):
         if fate is Fate.RELEASED:
             for indices, signs in pool.release(self.rng, self.batch_size):
                 self.send(self.server, ReportBatch.pack(epoch, indices, signs))
+        if pool.held:
+            self.network.ledger.record_withheld(self.party, "reports", "held", pool.reports)
+        if fate is Fate.DROPPED:
+            self.network.ledger.record_withheld(self.party, "reports", "dropped", pool.reports)
         self.closed.append(ClosedPool(epoch, pool.users, pool.reports, fate, pool.held))
 
 
