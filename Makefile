@@ -23,4 +23,4 @@ bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) .pytest_cache
