@@ -154,3 +154,16 @@ def test_full_ranking_never_counts_a_training_item() -> None:
     # Item 0 is both trained on and (wrongly) held out for user 0: it must not count as a hit.
     test = ratings([0, 0], [0, 1], 3, 5)
     assert recall_at_k(scores, test, train, [5]) == {"recall@5": pytest.approx(0.5)}
+
+
+def test_mae_averages_absolute_errors_so_opposite_errors_do_not_cancel() -> None:
+    assert mae([1.0, -1.0], [0.0, 0.0]) == 1.0
+    assert rmse([1.0, -1.0], [0.0, 0.0]) == 1.0
+
+
+def test_recall_denominator_is_capped_at_k() -> None:
+    # User 0 has three test items and ranks two of them first: recall@2 is 2 / min(2, 3) = 1, not 2 / 3.
+    scores = np.array([[0.9, 0.8, 0.1, 0.7, 0.2]])
+    train = ratings([0], [4], 1, 5)
+    test = ratings([0, 0, 0], [0, 1, 2], 1, 5)
+    assert recall_at_k(scores, test, train, [2, 3]) == {"recall@2": 1.0, "recall@3": pytest.approx(2 / 3)}
