@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 
 import msgpack
@@ -14,7 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from fedrecsim.errors import WireError
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.network.wire import Array, decode, encode, encode_many, message
+from fedrecsim.network.wire import Array, decode, decode_trusted, encode, encode_many, message
 
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
 USER = Party(Role.USER, 7)
@@ -224,3 +225,92 @@ def test_encode_many_gives_each_destination_exactly_what_encode_gives() -> None:
     assert encode_many(SERVER, dsts, 0.0, vectors) == [encode(SERVER, dst, 0.0, vectors) for dst in dsts]
     with pytest.raises(WireError, match="exceeds the limit"):
         encode_many(SERVER, dsts, 0.0, vectors, max_bytes=50)
+
+
+# --------------------------------------------------------------------------- boundaries (issue 13)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\xd4\x01\x00",  # fixext 1: a 1-byte ndarray payload, shorter than the (dtype, ndim) header
+        b"\xd5\x01\x00\x01",  # fixext 2: dtype and ndim = 1, but no room for the shape word
+    ],
+)
+def test_a_frame_with_a_truncated_array_header_raises_wire_error_not_struct_error(frame: bytes) -> None:
+    with pytest.raises(WireError, match="shorter than its"):
+        decode(frame)
+
+
+def test_a_message_of_exactly_the_size_limit_encodes_and_decodes() -> None:
+    body = AnyArray(np.arange(100.0))
+    data = encode(USER, SERVER, 0.0, body)
+    limit = len(data)
+    assert encode(USER, SERVER, 0.0, body, max_bytes=limit) == data
+    assert encode_many(USER, [SERVER, USER], 0.0, body, max_bytes=limit)[0] == data
+    np.testing.assert_array_equal(decode(data, max_bytes=limit).body.values, body.values)
+    # One byte less is over the limit, both ways.
+    with pytest.raises(WireError, match="exceeds the limit"):
+        encode(USER, SERVER, 0.0, body, max_bytes=limit - 1)
+    with pytest.raises(WireError, match="exceeds the limit"):
+        decode(data, max_bytes=limit - 1)
+
+
+def _scalars_frame(**overrides: object) -> list[object]:
+    """A well-formed test.scalars frame, with some positions replaced."""
+    frame: dict[str, object] = {
+        "kind": "test.scalars", "src_role": 0, "src_index": 7, "dst_role": 2, "dst_index": 0, "sent_at": 0.0,
+        "round": 1, "weight": 0.5, "flag": True, "label": "", "blob": b"", "who": [0, 0], "many": [], "maybe": None,
+    }
+    frame.update(overrides)
+    return list(frame.values())
+
+
+def test_the_scalars_frame_helper_decodes_when_unchanged() -> None:
+    assert decode(msgpack.packb(_scalars_frame(), use_bin_type=True)).body.round == 1
+
+
+@pytest.mark.parametrize(
+    "overrides, problem",
+    [
+        ({"round": True}, "expected int, got bool"),
+        ({"round": False}, "expected int, got bool"),
+        ({"many": [1, True]}, "expected int, got bool"),
+        ({"src_index": True}, "malformed party"),
+        ({"who": [0, True]}, "malformed party"),
+    ],
+)
+def test_a_boolean_is_refused_where_an_int_is_declared(overrides: dict[str, object], problem: str) -> None:
+    with pytest.raises(WireError, match=problem):
+        decode(msgpack.packb(_scalars_frame(**overrides), use_bin_type=True))
+
+
+def test_a_boolean_int_field_is_refused_on_encode() -> None:
+    with pytest.raises(WireError, match="expected int, got bool"):
+        encode(USER, SERVER, 0.0, Scalars(True, 0.5, True, "", b"", USER, (), None))
+
+
+@pytest.mark.parametrize("sent_at", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_sent_at_is_refused(sent_at: float) -> None:
+    with pytest.raises(WireError, match="sent_at"):
+        decode(msgpack.packb(_scalars_frame(sent_at=sent_at), use_bin_type=True))
+
+
+def test_finite_values_whose_sum_overflows_encode_and_decode_without_a_warning() -> None:
+    rows = np.array([[1e308, 1e308, -0.0], [1e308, 1.0, 2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "overflow encountered in reduce" either
+        data = encode(USER, SERVER, 0.0, Vectors(np.arange(2), rows))
+        np.testing.assert_array_equal(decode(data).body.rows, rows)
+    # An element that really is infinite is still refused, whatever the sum does.
+    with pytest.raises(WireError, match="NaN or Inf"):
+        encode(USER, SERVER, 0.0, Vectors(np.arange(1), np.array([[1e308, 1e308, np.inf]])))
+
+
+@pytest.mark.parametrize("decoder", [decode, decode_trusted])
+def test_a_decoded_envelope_names_its_addressee_as_dst_and_its_sender_as_src(decoder) -> None:  # type: ignore[no-untyped-def]
+    addressee = Party(Role.THIRD_PARTY, 3)
+    envelope = decoder(encode(USER, addressee, 4.5, Scalars(1, 0.5, True, "", b"", SERVER, (), None)))
+    assert (envelope.src, envelope.dst, envelope.sent_at) == (USER, addressee, 4.5)
+    for dst, data in zip([SERVER, addressee], encode_many(USER, [SERVER, addressee], 1.0, AnyArray(np.zeros(2)))):
+        assert decoder(data).dst == dst and decoder(data).src == USER

@@ -326,9 +326,13 @@ def _array_field(spec: ArraySpec) -> _Field:
                 if want is not None and want != got:
                     raise WireError(f"{where}: expected length {want} on axis {axis}, got shape {array.shape}")
         # A finite sum proves every element finite (one reduction); only otherwise look closer, since a
-        # sum can also overflow from finite elements.
-        if check_finite and not math.isfinite(array.sum()) and not np.isfinite(array).all():
-            raise WireError(f"{where}: array holds NaN or Inf")
+        # sum can also overflow from finite elements -- an overflow numpy must not warn about, because
+        # such an array is valid (and under ``-W error`` the warning would escape as an exception).
+        if check_finite:
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = array.sum()
+            if not math.isfinite(total) and not np.isfinite(array).all():
+                raise WireError(f"{where}: array holds NaN or Inf")
 
     def emit(value: Any, chunks: list[Any]) -> None:
         if not isinstance(value, np.ndarray):
