@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import sys
+import types
+from dataclasses import dataclass
 
 import pytest
+import trio
 
 import fedrecsim
-from fedrecsim.errors import DatasetError
+from fedrecsim.errors import DatasetError, WireError
+from fedrecsim.network.wire import encode
+from fedrecsim.sim import SERVER, Outcome, Party, ProtocolSpec, Role, message, param
 
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
@@ -77,3 +84,111 @@ def test_an_error_raised_inside_the_protocol_reaches_the_caller_as_itself(tiny_f
     with pytest.raises(fedrecsim.ConfigError, match="data.items"):
         fedrecsim.run(tiny_fcf, out=tmp_path / "run")
     assert list(tmp_path.iterdir()) == []
+
+
+# Protocols of the tests' own, reached through run.protocol = "fedrecsim_runner_test_protocols:NAME".
+MIB = 1024 * 1024
+
+
+@message("runner_test.blob")
+@dataclass(frozen=True)
+class Blob:
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class SizedConfig:
+    size: int = param(MIB, ge=1, doc="the exact encoded size of the one message sent")
+
+
+async def _send_one_message_of_exact_size(ctx):
+    """The server sends user:0 one message whose encoded envelope is exactly ``size`` bytes."""
+    user = Party(Role.USER, 0)
+    ctx.network.attach(SERVER)
+    ctx.network.attach(user)
+    probe = 100_000  # long enough that the bytes header has its final (bin 32) length
+    overhead = len(encode(SERVER, user, trio.current_time(), Blob(b"x" * probe), max_bytes=2 * ctx.config.size)) - probe
+    sent = ctx.network.send(SERVER, user, Blob(b"x" * (ctx.config.size - overhead)))
+    await ctx.network.sleep(1.0)
+    return Outcome(1, [{"round": 1, "sent_bytes": sent}], {"sent_bytes": sent})
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    pass
+
+
+async def _two_tasks_fail(ctx):
+    async def fail(error):
+        raise error
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(fail, ValueError("first party failed"))
+        nursery.start_soon(fail, KeyError("second party failed"))
+    return Outcome(0, [], {})
+
+
+async def _nan_metric(ctx):
+    return Outcome(1, [{"round": 1, "loss": math.nan}], {"loss": math.nan})
+
+
+@pytest.fixture
+def own_protocols(monkeypatch, tiny_fcf):
+    module = types.ModuleType("fedrecsim_runner_test_protocols")
+    module.SIZED = ProtocolSpec("sized", SizedConfig, _send_one_message_of_exact_size)
+    module.TWO_FAILURES = ProtocolSpec("two_failures", NoConfig, _two_tasks_fail)
+    module.NAN_METRIC = ProtocolSpec("nan_metric", NoConfig, _nan_metric)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def scenario(name, **protocol_keys):
+        tiny_fcf["run"]["protocol"] = f"{module.__name__}:{name}"
+        tiny_fcf["protocol"] = dict(protocol_keys)
+        return tiny_fcf
+
+    return scenario
+
+
+def test_max_message_mb_1_allows_exactly_one_mebibyte(own_protocols) -> None:
+    scenario = own_protocols("SIZED", size=MIB)
+    scenario["network"]["max_message_mb"] = 1
+    result = fedrecsim.run(scenario)
+    assert result.metrics["sent_bytes"] == MIB
+    assert result.result["ledger"]["parties"]["user:0"]["recv_bytes"] == MIB
+
+
+def test_max_message_mb_1_refuses_one_byte_more(own_protocols) -> None:
+    scenario = own_protocols("SIZED", size=MIB + 1)
+    scenario["network"]["max_message_mb"] = 1
+    with pytest.raises(WireError, match=f"{MIB + 1} bytes exceeds the limit of {MIB}"):
+        fedrecsim.run(scenario)
+
+
+def test_several_task_failures_reach_the_caller_grouped(own_protocols, tmp_path) -> None:
+    with pytest.raises(BaseExceptionGroup) as raised:
+        fedrecsim.run(own_protocols("TWO_FAILURES"), out=tmp_path / "run")
+    leaves = {str(error) for error in _leaves(raised.value)}
+    assert leaves == {"first party failed", "'second party failed'"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    return [leaf for error in group.exceptions for leaf in (_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])]
+
+
+def test_a_failed_write_leaves_no_staging_folder(own_protocols, tmp_path) -> None:
+    # A NaN metric cannot be written to result.json (strict JSON): the write fails after the run.
+    with pytest.raises(ValueError, match="JSON"):
+        fedrecsim.run(own_protocols("NAN_METRIC"), out=tmp_path / "deeper" / "run")
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_failed_write_in_run_async_leaves_no_staging_folder(own_protocols, tmp_path, autojump_clock) -> None:
+    with pytest.raises(ValueError, match="JSON"):
+        await fedrecsim.run_async(own_protocols("NAN_METRIC"), out=tmp_path / "run")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_progress_callback_receives_each_completed_round_of_the_total(tiny_fcf) -> None:
+    calls = []
+    fedrecsim.run(tiny_fcf, progress=lambda completed, total: calls.append((completed, total)))
+    assert calls == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
