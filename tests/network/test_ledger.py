@@ -58,3 +58,26 @@ def test_csv_exports(tmp_path) -> None:
     assert rows[1]["sent_bytes"] == "100"
     transcript = list(csv.DictReader(open(tmp_path / "transcript.csv")))
     assert [row["status"] for row in transcript] == ["delivered", "dropped:lost", "delivered"]
+
+
+def test_the_same_bytes_delivered_at_different_times_give_different_hashes() -> None:
+    early, late, again = Ledger(), Ledger(), Ledger()
+    early.record_delivered(1.0, ALICE, SERVER, "k.a", b"x" * 10)
+    late.record_delivered(1.5, ALICE, SERVER, "k.a", b"x" * 10)
+    again.record_delivered(1.0, ALICE, SERVER, "k.a", b"x" * 10)
+    assert early.transcript_sha256 != late.transcript_sha256
+    assert early.transcript_sha256 == again.transcript_sha256
+
+
+def test_a_round_without_traffic_stays_in_per_round() -> None:
+    ledger = Ledger()
+    ledger.begin_round(1, online=3)
+    ledger.record_sent(ALICE, "k.a", 10)
+    ledger.begin_round(2, online=3)  # nobody sends in round 2 (e.g. everyone crashed)
+    ledger.begin_round(3, online=2)
+    ledger.record_sent(BOB, "k.a", 5)
+    assert ledger.summary()["per_round"] == [
+        {"round": 1, "bytes": 10, "msgs": 1, "online": 3},
+        {"round": 2, "bytes": 0, "msgs": 0, "online": 3},
+        {"round": 3, "bytes": 5, "msgs": 1, "online": 2},
+    ]

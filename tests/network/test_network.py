@@ -221,3 +221,37 @@ async def test_send_many_equals_sending_one_by_one(autojump_clock) -> None:
 
     one_by_one, broadcast = await deliver(False), await deliver(True)
     assert one_by_one == broadcast
+
+
+async def test_same_instant_deliveries_are_ordered_by_sender_then_receiver_then_link_sequence(autojump_clock) -> None:
+    """The documented tie-break, where a receiver-first order (and the order of the sends) would differ."""
+    network = _network(latency_s=0.0, resolution_s=0.01, transcript=True)
+    u0, u1, u2 = (Party(Role.USER, index) for index in range(3))
+    for party in (u0, u1, u2):
+        network.attach(party)
+    async with network.open():
+        # All sent at one instant, so all arrive at the same tick.
+        for seq, (src, dst) in enumerate([(u1, u0), (u0, u2), (u0, u1), (u0, u1), (u2, u0)]):
+            network.send(src, dst, Payload(seq, np.zeros(1)))
+        await trio.sleep(1.0)
+    rows = network.ledger.transcript
+    assert len({row.time for row in rows}) == 1 and all(row.status == "delivered" for row in rows)
+    assert [(row.src.index, row.dst.index) for row in rows] == [(0, 1), (0, 1), (0, 2), (1, 0), (2, 0)]
+    # And on one link, its own sequence: u1's mailbox holds seq 2 before seq 3.
+    assert [envelope.body.seq for envelope in network.mailbox(u1).take_all(Payload.KIND)] == [2, 3]
+
+
+async def test_a_delivered_envelope_names_its_addressee_as_dst(autojump_clock) -> None:
+    network = _network(latency_s=0.01)
+    network.attach(ALICE)
+    network.attach(BOB)
+    server_mailbox = network.attach(SERVER)
+    async with network.open():
+        network.send(ALICE, SERVER, Payload(0, np.zeros(1)))
+        network.send_many(SERVER, [ALICE, BOB], Payload(1, np.zeros(1)))
+        await trio.sleep(1.0)
+    (to_server,) = server_mailbox.take_all(Payload.KIND)
+    assert (to_server.src, to_server.dst) == (ALICE, SERVER)
+    for party in (ALICE, BOB):
+        (envelope,) = network.mailbox(party).take_all(Payload.KIND)
+        assert (envelope.src, envelope.dst) == (SERVER, party)

@@ -9,8 +9,9 @@ addressed to an offline party, or still in flight when the run ended). So at eve
 and byte counts are the lengths of the encoded messages, nothing estimated.
 
 The transcript hash is SHA-256 over ``(deliver time, length, bytes)`` of every delivered message in
-delivery order, where the bytes are the encoded envelope and so name src, dst and kind; delivery order is itself deterministic (delay-line ties break by send sequence), so the
-hash identifies a run bit for bit.
+delivery order, where the bytes are the encoded envelope and so name src, dst and kind. Delivery order
+is itself deterministic (delay-line ties break by sender, then receiver, then the message's sequence
+number on its link; `fedrecsim.network.network`), so the hash identifies a run bit for bit.
 """
 
 from __future__ import annotations
