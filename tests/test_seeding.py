@@ -36,3 +36,14 @@ def test_streams_are_uniform() -> None:
 def test_ids_outside_64_bits_are_refused(ids: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match="2\\*\\*64"):
         generator(0, Stream.ACTOR, *ids)
+
+
+@pytest.mark.parametrize("ids", [(7,), (0, 7), (7, 7)])
+def test_ids_that_agree_in_their_low_32_bits_give_different_streams(ids: tuple[int, ...]) -> None:
+    high = tuple(word + (1 << 32) for word in ids)
+    assert not np.array_equal(generator(7, Stream.ACTOR, *ids).random(4), generator(7, Stream.ACTOR, *high).random(4))
+
+
+def test_a_seed_beyond_32_bits_is_not_truncated() -> None:
+    assert not np.array_equal(generator(2**32 + 7, Stream.DATA).random(4), generator(7, Stream.DATA).random(4))
+    assert not np.array_equal(generator(2**63 + 7, Stream.DATA).random(4), generator(7, Stream.DATA).random(4))

@@ -387,3 +387,26 @@ def test_a_set_of_parties_is_taken_in_sorted_order():
     assert MidRoundDropout(0.5).crashes(2, 1, chosen) == MidRoundDropout(0.5).crashes(2, 1, sorted(chosen))
     compute = LogNormalCompute(1.0, 0.5)
     np.testing.assert_array_equal(compute.delays(2, 1, chosen), compute.delays(2, 1, sorted(chosen)))
+
+
+# ------------------------------------------------------------------ per-party draws (issue 13)
+
+
+def test_a_partys_draw_in_a_mixed_role_list_equals_its_draw_alone():
+    # Non-user roles first and last, so that no role's code is the first or the only one in the list.
+    mixed = [SERVER, *USERS[:5], Party(Role.SILO, 3), USERS[40], Party(Role.THIRD_PARTY, 0), Party(Role.PROXY, 2)]
+    compute = LogNormalCompute(median_s=1.0, sigma=1.0)
+    together = compute.delays(11, 4, mixed)
+    alone = [compute.delays(11, 4, [party])[0] for party in mixed]
+    assert together.tolist() == alone
+    # Different roles with the same index draw from different generators.
+    assert len({together[0], together[1]}) == 2  # server:0 and user:0
+
+
+def test_mid_round_crash_sets_differ_between_rounds():
+    dropout = MidRoundDropout(0.5)
+    rounds = [dropout.crashes(6, round_index, USERS[:200]) for round_index in range(1, 6)]
+    assert len(set(rounds)) == len(rounds)
+    # Independent rounds: two Bernoulli(0.5) crash sets share about a quarter of the parties (Binomial(200,
+    # 0.25), 4 standard deviations), where one set reused would share half.
+    assert within_binomial(len(rounds[0] & rounds[1]), 200, 0.25)
