@@ -48,12 +48,14 @@ class _Alarm:
     def __init__(self, at: float) -> None:
         self.at = at
         self.task: trio.lowlevel.Task | None = None
+        self.woken_at: float | None = None
 
     def next_wake(self) -> float:
         return self.at if self.task is not None else float("inf")
 
     def wake(self) -> None:
         task, self.task = self.task, None
+        self.woken_at = trio.current_time()
         trio.lowlevel.reschedule(task)
 
     async def park(self) -> None:
@@ -81,3 +83,70 @@ def test_a_wake_source_is_woken_at_its_time_before_later_deadlines() -> None:
 
     trio.run(main, clock=VirtualClock())
     assert log == [("alarm", 1.5), ("sleeper", 2.0)]
+
+
+def test_a_wake_source_due_at_the_same_instant_as_a_trio_deadline_is_woken_first() -> None:
+    """The delay line (a wake source) delivers what is due at t before a task sleeping until t runs."""
+    seen: list[tuple[float, float | None]] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        alarm = _Alarm(1.0)
+        clock.add_source(alarm)
+
+        async def sleeper() -> None:
+            await trio.sleep_until(1.0)
+            seen.append((trio.current_time(), alarm.woken_at))
+
+        with trio.move_on_after(10.0):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sleeper)
+                await alarm.park()
+        clock.remove_source(alarm)
+
+    trio.run(main, clock=VirtualClock())
+    # When the sleeper runs, the source has already been woken, at the same instant.
+    assert seen == [(1.0, 1.0)]
+
+
+def test_a_wake_time_in_the_past_never_moves_time_back() -> None:
+    log: list[float] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        await trio.sleep(2.0)
+        late = _Alarm(0.5)  # due before now
+        clock.add_source(late)
+        with trio.move_on_after(10.0):
+            await late.park()
+        log.append(trio.current_time())
+        await trio.sleep(1.0)
+        log.append(trio.current_time())
+        clock.remove_source(late)
+
+    trio.run(main, clock=VirtualClock())
+    assert log == [2.0, 3.0]
+
+
+def test_of_two_wake_sources_the_earliest_is_woken_first_at_its_own_time() -> None:
+    log: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        later, earlier = _Alarm(2.0), _Alarm(1.0)
+        clock.add_source(later)  # registered first, due last
+        clock.add_source(earlier)
+
+        async def wait(name: str, alarm: _Alarm) -> None:
+            await alarm.park()
+            log.append((name, trio.current_time()))
+
+        with trio.move_on_after(10.0):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait, "later", later)
+                nursery.start_soon(wait, "earlier", earlier)
+        clock.remove_source(later)
+        clock.remove_source(earlier)
+
+    trio.run(main, clock=VirtualClock())
+    assert log == [("earlier", 1.0), ("later", 2.0)]
