@@ -148,3 +148,40 @@ async def test_update_members_applies_joins_and_leaves_in_send_order_and_returns
         u0.send(SERVER, Leave())
         await trio.sleep(1.0)
         assert update_members(server, members) == {u0.party} and members == set()
+
+
+async def test_a_second_reply_from_one_sender_raises_twice_instead_of_replacing_the_first(autojump_clock) -> None:
+    network, server, (u0, u1, _) = _setup(3, latency_s=0.1)
+    async with network.open():
+        start = trio.current_time()
+        u0.send(SERVER, Ping(1))
+        await trio.sleep(0.05)
+        u0.send(SERVER, Ping(2))  # arrives while the server is still waiting for u1
+        await trio.sleep(0.05)
+        u1.send(SERVER, Ping(1))
+        with pytest.raises(ProtocolViolation, match="test.actor_ping twice from user:0"):
+            await server.gather(Ping, [u0.party, u1.party], deadline=start + 5)
+        # It is raised when the second copy arrives, not later.
+        assert trio.current_time() - start == pytest.approx(0.15)
+
+
+async def test_two_replies_from_one_sender_in_one_batch_raise_twice(autojump_clock) -> None:
+    network, server, (u0,) = _setup(1, latency_s=0.1)
+    async with network.open():
+        u0.send(SERVER, Ping(1))
+        u0.send(SERVER, Ping(2))
+        with pytest.raises(ProtocolViolation, match="twice from user:0"):
+            await server.gather(Ping, [u0.party], deadline=trio.current_time() + 5)
+
+
+async def test_a_crash_recovery_join_and_a_leave_at_the_same_instant_end_as_not_a_member(autojump_clock) -> None:
+    network, server, (u0, u1, _) = _setup(3, latency_s=0.1)
+    members: set[Party] = {u0.party}
+    async with network.open():
+        for user in (u0, u1):  # u0 was a member (it crashed and recovers), u1 was not
+            user.send(SERVER, Join())
+            user.send(SERVER, Leave())
+        await trio.sleep(1.0)
+        left = update_members(server, members)
+    assert members == set()
+    assert left == {u0.party, u1.party}
