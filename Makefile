@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCENARIO ?= scenarios/demo.toml
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench mutation clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,16 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks
+
+# Mutation testing, slow and so not part of `make test` or CI: mutmut per module of the core, then the
+# score table. One module: `make mutation MODULE=src/fedrecsim/seeding.py`. See tools/mutation.py.
+MUTATION_STAMP := $(VENV)/.installed-mutation
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[test,bench,mutation]"
+	touch $(MUTATION_STAMP)
+
+mutation: $(MUTATION_STAMP)
+	$(BIN)/python tools/mutation.py run --module "$(MODULE)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache
