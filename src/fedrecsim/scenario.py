@@ -38,7 +38,7 @@ _TABLES = ("run", "data", "network", "availability", "protocol")
 @dataclass(frozen=True)
 class RunConfig:
     protocol: str = param(
-        doc="a registered protocol (fedrecsim protocols lists them: fcf, dpmf, ldp_implicit) "
+        doc="a registered protocol (fedrecsim protocols lists them: fcf, dpmf, ldp_implicit, prototypes) "
         'or "package.module:ATTRIBUTE" naming a ProtocolSpec'
     )
     name: str = param(
@@ -81,8 +81,9 @@ class DataConfig:
     path: str = param(
         "", doc="the file or folder a loader reads; relative paths are taken from the scenario file's folder"
     )
-    feedback: Literal["explicit", "implicit"] = param(
-        "explicit", doc="explicit ratings or implicit interactions (0/1)"
+    feedback: Literal["explicit", "implicit", "counts"] = param(
+        "explicit",
+        doc="explicit ratings, implicit interactions (0/1) or counts (synthetic: Poisson(exp(U V^T)), Ribero et al.)",
     )
     users: int = param(943, ge=1, doc="synthetic: number of users")
     items: int = param(1682, ge=1, doc="synthetic: number of items")
@@ -92,15 +93,27 @@ class DataConfig:
     min_per_user: int | None = param(
         None, ge=0, doc="synthetic: entries every user gets at least (default min(20, ratings // users))"
     )
-    split: Literal["random", "per_user", "leave_one_out"] = param(
-        "random", doc="how test entries are held out: at random, a fraction of each user's, or one per user"
+    split: Literal["random", "per_user", "leave_one_out", "users"] = param(
+        "random",
+        doc="how test entries are held out: at random, a fraction of each user's, one per user, "
+        "or test_entries of each of a test_fraction share of the users",
     )
-    test_fraction: float = param(0.1, gt=0, lt=1, doc="the share of entries held out for testing")
+    test_fraction: float = param(
+        0.1, gt=0, lt=1, doc="the share of entries held out for testing (split = 'users': the share of users)"
+    )
+    test_entries: int = param(5, ge=1, doc="split = 'users': entries held out per test user")
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
     min_user_interactions: int = param(0, ge=0, doc="drop users with fewer entries (0 = keep all)")
     min_item_interactions: int = param(0, ge=0, doc="drop items with fewer entries (0 = keep all)")
     subsample_items: int = param(0, ge=0, doc="keep the most popular items only (0 = all); after the filters")
     subsample_users: int = param(0, ge=0, doc="then keep this many random users among those left (0 = all)")
+    silo_partition: Literal["uniform", "dirichlet", "zip"] = param(
+        "uniform",
+        doc="cross-silo protocols: which silo holds each user -- equal random parts, Dirichlet(silo_alpha) "
+        "shares, or the zip code's first digit (MovieLens u.user / users.dat beside the ratings)",
+    )
+    silos: int = param(10, ge=1, doc="cross-silo protocols: number of silos (uniform, dirichlet)")
+    silo_alpha: float = param(1.0, gt=0, doc="cross-silo protocols: the Dirichlet concentration (smaller: more skewed sizes)")
 
 
 @dataclass(frozen=True)

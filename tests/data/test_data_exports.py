@@ -6,7 +6,7 @@ import importlib
 
 import fedrecsim.data
 
-MODULES = ("loaders", "metrics", "movielens", "npz", "prepare", "ratings", "splits", "synthetic")
+MODULES = ("loaders", "metrics", "movielens", "npz", "poisson", "prepare", "ranking", "ratings", "silos", "splits", "synthetic")
 
 
 def test_every_exported_name_exists_once() -> None:

@@ -13,7 +13,15 @@ from typing import Protocol
 
 from fedrecsim.data.loaders import load
 from fedrecsim.data.ratings import Ratings
-from fedrecsim.data.splits import filter_min_interactions, leave_one_out, per_user_split, random_split, subsample
+from fedrecsim.data.poisson import synthetic_poisson
+from fedrecsim.data.splits import (
+    filter_min_interactions,
+    leave_one_out,
+    per_user_split,
+    random_split,
+    subsample,
+    user_holdout_split,
+)
 from fedrecsim.data.synthetic import synthetic_explicit, synthetic_implicit
 from fedrecsim.errors import ConfigError
 from fedrecsim.seeding import Stream, generator
@@ -35,6 +43,7 @@ class DataSpec(Protocol):
     min_per_user: int | None
     split: str
     test_fraction: float
+    test_entries: int
     binarize: bool
     min_user_interactions: int
     min_item_interactions: int
@@ -45,10 +54,11 @@ class DataSpec(Protocol):
 def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
     """The ``(train, test)`` split the ``[data]`` table describes, reproducible from ``seed``.
 
-    ``source = "synthetic"`` draws `synthetic_explicit` or `synthetic_implicit` (by ``feedback``) of
+    ``source = "synthetic"`` draws `synthetic_explicit`, `synthetic_implicit` or `synthetic_poisson` (by ``feedback``) of
     ``users x items`` with ``ratings`` entries; any other source is read by `load` from ``path``.
-    ``split`` is ``"random"`` (`random_split`), ``"per_user"`` (`per_user_split`) or
-    ``"leave_one_out"`` (`leave_one_out`, which ignores ``test_fraction``).
+    ``split`` is ``"random"`` (`random_split`), ``"per_user"`` (`per_user_split`),
+    ``"leave_one_out"`` (`leave_one_out`, which ignores ``test_fraction``) or ``"users"``
+    (`user_holdout_split`: ``test_entries`` of each of a ``test_fraction`` share of the users).
 
     Raises:
         ConfigError: a key is out of range or names an unknown choice.
@@ -75,7 +85,11 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
         return per_user_split(ratings, spec.test_fraction, rng)
     if spec.split == "leave_one_out":
         return leave_one_out(ratings, rng)
-    raise ConfigError("data.split", f"got {spec.split!r}; allowed values: 'random', 'per_user', 'leave_one_out'")
+    if spec.split == "users":
+        return user_holdout_split(ratings, spec.test_fraction, spec.test_entries, rng)
+    raise ConfigError(
+        "data.split", f"got {spec.split!r}; allowed values: 'random', 'per_user', 'leave_one_out', 'users'"
+    )
 
 
 def _ratings(spec: DataSpec, seed: int) -> Ratings:
@@ -88,7 +102,9 @@ def _ratings(spec: DataSpec, seed: int) -> Ratings:
         )
     if spec.feedback == "implicit":
         return synthetic_implicit(rng, spec.users, spec.items, spec.ratings, rank=spec.rank, min_per_user=spec.min_per_user)
-    raise ConfigError("data.feedback", f"got {spec.feedback!r}; allowed values: 'explicit', 'implicit'")
+    if spec.feedback == "counts":
+        return synthetic_poisson(rng, spec.users, spec.items, spec.ratings, rank=spec.rank)
+    raise ConfigError("data.feedback", f"got {spec.feedback!r}; allowed values: 'explicit', 'implicit', 'counts'")
 
 
 __all__ = ["DataSpec", "prepare_data"]

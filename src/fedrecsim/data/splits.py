@@ -59,6 +59,30 @@ def leave_one_out(ratings: Ratings, rng: np.random.Generator) -> tuple[Ratings, 
     return ratings.subset(~test), ratings.subset(test)
 
 
+def user_holdout_split(
+    ratings: Ratings, user_fraction: float, entries: int, rng: np.random.Generator
+) -> tuple[Ratings, Ratings]:
+    """Hold out ``entries`` random entries of each of a ``user_fraction`` share of the users (Ribero et al. 4.3).
+
+    The test users are ``round(user_fraction * n)`` drawn uniformly among the ``n`` users with more than
+    ``entries`` entries (so each keeps at least one for training; halves round up); each gives
+    ``entries`` of its entries, chosen uniformly, to the test set.
+
+    Raises:
+        ConfigError: ``user_fraction`` outside (0, 1) (``data.test_fraction``) or ``entries`` not a
+            positive integer (``data.test_entries``).
+    """
+    _check_fraction(user_fraction)
+    if isinstance(entries, bool) or not isinstance(entries, (int, np.integer)) or entries < 1:
+        raise ConfigError("data.test_entries", f"must be a positive integer, got {entries!r}")
+    eligible = np.flatnonzero(ratings.user_counts() > entries)
+    chosen = np.zeros(ratings.n_users, dtype=bool)
+    chosen[rng.permutation(eligible)[: math.floor(user_fraction * eligible.size + 0.5)]] = True
+    rank = _random_rank_within_user(ratings, rng)
+    test = chosen[ratings.users] & (rank < entries)
+    return ratings.subset(~test), ratings.subset(test)
+
+
 def filter_min_interactions(ratings: Ratings, min_user: int, min_item: int) -> Ratings:
     """Keep only users with >= ``min_user`` and items with >= ``min_item`` entries, re-indexed densely.
 
@@ -145,4 +169,11 @@ def _reindex(ratings: Ratings, keep: np.ndarray) -> Ratings:
     )
 
 
-__all__ = ["filter_min_interactions", "leave_one_out", "per_user_split", "random_split", "subsample"]
+__all__ = [
+    "filter_min_interactions",
+    "leave_one_out",
+    "per_user_split",
+    "random_split",
+    "subsample",
+    "user_holdout_split",
+]

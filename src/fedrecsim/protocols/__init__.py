@@ -36,6 +36,7 @@ _BUILT_IN = {
     "fcf": "fedrecsim.protocols.fcf.protocol:PROTOCOL",
     "dpmf": "fedrecsim.protocols.dpmf.protocol:PROTOCOL",
     "ldp_implicit": "fedrecsim.protocols.ldp_implicit.protocol:PROTOCOL",
+    "prototypes": "fedrecsim.protocols.prototypes.protocol:PROTOCOL",
 }
 
 
