@@ -10,7 +10,7 @@ import trio
 from fedrecsim.actors.population import Population
 from fedrecsim.actors.server import Server
 from fedrecsim.actors.user import User
-from fedrecsim.network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
+from fedrecsim.network.availability import AlwaysOnline, BernoulliChurn, LogNormalCompute, MarkovChurn, MidRoundDropout
 from fedrecsim.network.ledger import Ledger
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
@@ -41,23 +41,29 @@ class EchoUser(User):
             self.send(self.server, Reply(request.round))
 
 
-def _world(n: int, churn, dropout=None, latency_s: float = 0.01):  # type: ignore[no-untyped-def]
+def _world(n: int, churn, dropout=None, latency_s: float = 0.01, compute=None):  # type: ignore[no-untyped-def]
     network = Network(Links(5, LinkSpec(Constant(latency_s))), Ledger())
     network.attach(SERVER)
     server = Server(SERVER, network, generator(5, Stream.ACTOR, 2, 0))
     users = {Party(Role.USER, i): EchoUser(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(n)}
-    population = Population(network, users, churn=churn, dropout=dropout, seed=5, horizon_s=1e7)
+    population = Population(network, users, churn=churn, dropout=dropout, compute=compute, seed=5, horizon_s=1e7)
     return network, server, population
 
 
-async def _rounds(network, server, population, rounds: int, gap_s: float = 1.0, trials=None):  # type: ignore[no-untyped-def]
+async def _rounds(network, server, population, rounds: int, gap_s: float = 1.0, trials=None, max_users: int = 0,  # type: ignore[no-untyped-def]
+                  members_seen=None):
     missing_per_round = []
     async with network.open(), population.open():
         await trio.sleep(gap_s)
         for round_index in range(1, rounds + 1):
             population.begin_round(round_index)
             server.update_membership()
+            if members_seen is not None:
+                members_seen.append((frozenset(server.members), population.online))
             selected = sorted(server.members)
+            if 0 < max_users < len(selected):
+                picks = server.rng.choice(len(selected), size=max_users, replace=False)
+                selected = sorted(selected[position] for position in picks.tolist())
             for party in selected:
                 server.send(party, Request(round_index))
             replies = await server.gather(
@@ -144,3 +150,64 @@ async def test_markov_churn_keeps_about_the_stationary_fraction_online(autojump_
             fractions.append(len(population.online) / 300)
     # Stationary fraction 0.25; each snapshot is ~Binomial(300, 0.25) (sd 0.025), nine snapshots averaged.
     assert abs(np.mean(fractions) - 0.25) < 0.05
+
+
+# ------------------------------------------------------------------ crashes, churn and stragglers together (issue 13)
+
+
+async def test_with_max_users_and_dropout_crashes_equal_missing(autojump_clock) -> None:
+    # Only the selected users receive a request; one drawn to crash but not selected never crashes.
+    network, server, population = _world(40, AlwaysOnline(), dropout=MidRoundDropout(0.3))
+    result = await _rounds(network, server, population, 8, max_users=10)
+    total_missing = sum(len(missing) for _, missing in result)
+    assert all(selected == 10 for selected, _ in result)
+    assert total_missing > 0
+    assert population.crashes == total_missing
+    # Recovery announces a join only for those that really crashed.
+    assert network.ledger.summary()["kinds"]["core.join"]["msgs"] == 40 + population.crashes
+
+
+async def test_with_churn_and_dropout_crashes_equal_missing_and_the_server_knows_who_is_online(autojump_clock) -> None:
+    network, server, population = _world(60, BernoulliChurn(0.2, 0.2, initial_online=0.7), dropout=MidRoundDropout(0.3))
+    members_seen: list[tuple[frozenset[Party], frozenset[Party]]] = []
+    result = await _rounds(network, server, population, 12, members_seen=members_seen)
+    total_missing = sum(len(missing) for _, missing in result)
+    assert total_missing > 0 and population.leaves > 0 and population.joins > 0
+    assert population.crashes == total_missing
+    # At the start of every round the server's view (built from join/leave messages) is the truth.
+    for members, online in members_seen:
+        assert members == online
+
+
+async def test_with_continuous_churn_a_user_that_crashes_and_then_leaves_stays_offline(autojump_clock) -> None:
+    # Rounds last up to 10 s and users stay ~15 s: many crash and then leave within the same round. Such a
+    # user is not recovered (it has left), so only the online users are attached. (Missing here also
+    # counts users that left before replying, so crashes can only be fewer than the missing.)
+    network, server, population = _world(60, MarkovChurn(mean_on_s=15.0, mean_off_s=15.0), dropout=MidRoundDropout(0.3))
+    result = await _rounds(network, server, population, 12)
+    total_missing = sum(len(missing) for _, missing in result)
+    assert 0 < population.crashes < total_missing and population.leaves > 0 and population.joins > 0
+    assert network.attached - {SERVER} == population.online
+
+
+async def test_the_parties_that_miss_the_deadline_are_the_ones_the_straggler_model_marks_slow(autojump_clock) -> None:
+    # Normal users compute ~1 s (at most ~1.5 s at sigma 0.1), slow ones twenty times that; a round's
+    # deadline is 10 s.
+    compute = LogNormalCompute(median_s=1.0, sigma=0.1, slow_fraction=0.3, slow_factor=20.0)
+    network, server, population = _world(40, AlwaysOnline(), compute=compute)
+    slow = {party for party, is_slow in zip(population.parties, compute.is_slow(5, population.parties)) if is_slow}
+    assert 0 < len(slow) < 40
+    result = await _rounds(network, server, population, 3, gap_s=1.0)
+    for selected, missing in result:
+        assert selected == 40
+        assert set(missing) == slow
+
+
+async def test_a_user_that_crashes_and_churns_out_in_one_round_ends_as_not_a_member(autojump_clock) -> None:
+    # Everyone crashes in round 1 and leaves after it: the recovery join and the leave go out together.
+    network, server, population = _world(5, BernoulliChurn(0.0, 1.0), dropout=MidRoundDropout(1.0))
+    result = await _rounds(network, server, population, 1)
+    assert result == [(5, [Party(Role.USER, index) for index in range(5)])]
+    assert population.crashes == 5 and population.leaves == 5
+    server.update_membership()
+    assert server.members == set()
