@@ -151,3 +151,15 @@ def test_uniform_parts_differ_by_at_most_one_and_dirichlet_skews_sizes() -> None
     skewed = np.bincount(dirichlet_partition(rng, 10_000, 10, 0.1), minlength=10)
     even = np.bincount(dirichlet_partition(rng, 10_000, 10, 1000.0), minlength=10)
     assert skewed.std() > 5 * even.std()
+
+
+def test_the_epsilon_k_study_runs_quick(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[3] / "scenarios" / "ribero_epsilon_k.py"
+    out = tmp_path / "grid.csv"
+    completed = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)],
+                               capture_output=True, text=True, timeout=300, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert len(out.read_text().splitlines()) == 1 + 4
