@@ -18,6 +18,7 @@ from fedrecsim.data import (
     random_split,
     subsample,
     synthetic_explicit,
+    user_holdout_split,
 )
 from fedrecsim.errors import ConfigError
 
@@ -153,3 +154,104 @@ def test_bad_filter_parameters(call, key: str) -> None:  # type: ignore[no-untyp
     with pytest.raises(ConfigError) as caught:
         call(data())
     assert caught.value.key_path == key
+
+
+def test_per_user_split_leaves_one_entry_by_default() -> None:
+    # Two entries at fraction 0.9: round(1.8) = 2 would go to test, the default min_train = 1 keeps one.
+    r = Ratings(np.zeros(2, dtype=np.int64), np.arange(2), np.ones(2), 1, 2, (1.0, 5.0))
+    train, test = per_user_split(r, 0.9, np.random.default_rng(0))
+    assert (len(train), len(test)) == (1, 1)
+
+
+@pytest.mark.parametrize("min_train", [True, 1.5, -1])
+def test_min_train_must_be_a_non_negative_integer(min_train: object) -> None:
+    with pytest.raises(ConfigError) as caught:
+        per_user_split(data(), 0.5, np.random.default_rng(0), min_train=min_train)  # type: ignore[arg-type]
+    assert caught.value.key_path == "data.min_train"
+    assert f"non-negative integer, got {min_train!r}" in caught.value.problem
+
+
+@pytest.mark.parametrize(("fraction", "problem"), [("0.2", "a number in (0, 1), got '0.2'"), (1.5, "in (0, 1), got 1.5")])
+def test_a_bad_fraction_is_named_in_the_message(fraction: object, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        random_split(data(), fraction, np.random.default_rng(0))  # type: ignore[arg-type]
+    assert problem in caught.value.problem
+
+
+def test_bad_filter_parameters_are_named_in_the_message() -> None:
+    with pytest.raises(ConfigError, match=r"non-negative integer, got -1"):
+        filter_min_interactions(data(), -1, 0)
+    with pytest.raises(ConfigError, match=r"positive integer, got 0"):
+        subsample(data(), 0, 5, np.random.default_rng(0))
+
+
+def test_subsample_accepts_one_user_and_one_item() -> None:
+    part = subsample(data(5), 1, 1, np.random.default_rng(0))
+    assert (part.n_users, part.n_items, len(part)) == (1, 1, 1)
+
+
+def test_filter_keeps_the_source_item_ids() -> None:
+    # Item 1 (source id 71) has one rating and goes; the kept items keep their source ids 70 and 72.
+    r = Ratings(
+        np.array([0, 0, 1, 1, 1]), np.array([0, 2, 0, 1, 2]), np.ones(5), 2, 3, (0.0, 1.0),
+        np.array([10, 11]), np.array([70, 71, 72]),
+    )
+    kept = filter_min_interactions(r, 1, 2)
+    assert kept.item_ids.tolist() == [70, 72] and kept.user_ids.tolist() == [10, 11]
+
+
+def test_user_holdout_split_holds_out_entries_of_a_share_of_the_users() -> None:
+    whole = data(2)
+    counts = whole.user_counts()
+    entries = 3
+    eligible = np.flatnonzero(counts > entries)
+    assert 0 < eligible.size < whole.n_users  # the data has users the split must skip
+    train, test = user_holdout_split(whole, 0.25, entries, np.random.default_rng(4))
+    assert_partition(whole, train, test)
+    test_users = np.flatnonzero(test.user_counts())
+    assert test_users.size == int(np.floor(0.25 * eligible.size + 0.5))
+    assert np.isin(test_users, eligible).all()
+    assert (test.user_counts()[test_users] == entries).all()
+    assert np.array_equal(train.user_counts()[test_users], counts[test_users] - entries)
+
+
+def test_user_holdout_split_never_takes_a_users_last_entry() -> None:
+    # User 0 has exactly `entries` entries, user 1 one more: only user 1 can be chosen, and it keeps one.
+    r = Ratings(np.array([0, 0, 1, 1, 1]), np.array([0, 1, 0, 1, 2]), np.ones(5), 2, 3, (0.0, 1.0))
+    for seed in range(20):
+        train, test = user_holdout_split(r, 0.99, 2, np.random.default_rng(seed))
+        assert test.user_counts().tolist() == [0, 2] and train.user_counts().tolist() == [2, 1]
+
+
+def test_user_holdout_split_picks_users_and_entries_uniformly() -> None:
+    # Four users with three entries each, one user and one entry held out per draw (0.2 * 4 rounds to 1):
+    # each user and each of a user's entries should be held out equally often.
+    r = Ratings(np.repeat(np.arange(4), 3), np.tile(np.arange(3), 4), np.ones(12), 4, 3, (0.0, 1.0))
+    rng = np.random.default_rng(11)
+    held = [user_holdout_split(r, 0.2, 1, rng)[1] for _ in range(3000)]
+    assert all(len(t) == 1 for t in held)
+    assert stats.chisquare(np.bincount([int(t.users[0]) for t in held], minlength=4)).pvalue > 1e-3
+    assert stats.chisquare(np.bincount([int(t.items[0]) for t in held], minlength=3)).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("fraction", "entries", "key", "problem"),
+    [
+        (0.0, 1, "data.test_fraction", "in (0, 1), got 0.0"),
+        (1.0, 1, "data.test_fraction", "in (0, 1), got 1.0"),
+        (0.5, 0, "data.test_entries", "positive integer, got 0"),
+        (0.5, True, "data.test_entries", "positive integer, got True"),
+        (0.5, 1.0, "data.test_entries", "positive integer, got 1.0"),
+    ],
+)
+def test_user_holdout_split_refuses_bad_parameters(fraction: float, entries: object, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        user_holdout_split(data(), fraction, entries, np.random.default_rng(0))  # type: ignore[arg-type]
+    assert caught.value.key_path == key and problem in caught.value.problem
+
+
+def test_user_holdout_split_accepts_a_numpy_integer_and_one_entry() -> None:
+    whole = data(2)
+    train, test = user_holdout_split(whole, 0.5, np.int64(1), np.random.default_rng(0))
+    assert_partition(whole, train, test)
+    assert set(test.user_counts().tolist()) <= {0, 1} and len(test) > 0
