@@ -175,17 +175,34 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
     return [leaf for error in group.exceptions for leaf in (_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])]
 
 
-def test_a_failed_write_leaves_no_staging_folder(own_protocols, tmp_path) -> None:
-    # A NaN metric cannot be written to result.json (strict JSON): the write fails after the run.
-    with pytest.raises(ValueError, match="JSON"):
-        fedrecsim.run(own_protocols("NAN_METRIC"), out=tmp_path / "deeper" / "run")
+@pytest.fixture
+def failing_write(monkeypatch):
+    """The disk fills up while the result folder is being written: after result.json, before ledger.csv."""
+
+    def disk_full(self, path):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr("fedrecsim.network.ledger.Ledger.write_csv", disk_full)
+
+
+def test_a_failed_write_leaves_no_staging_folder(tiny_fcf, failing_write, tmp_path) -> None:
+    with pytest.raises(OSError, match="No space left"):
+        fedrecsim.run(tiny_fcf, out=tmp_path / "deeper" / "run")
     assert list(tmp_path.iterdir()) == []
 
 
-async def test_a_failed_write_in_run_async_leaves_no_staging_folder(own_protocols, tmp_path, autojump_clock) -> None:
-    with pytest.raises(ValueError, match="JSON"):
-        await fedrecsim.run_async(own_protocols("NAN_METRIC"), out=tmp_path / "run")
+async def test_a_failed_write_in_run_async_leaves_no_staging_folder(tiny_fcf, failing_write, tmp_path, autojump_clock) -> None:
+    with pytest.raises(OSError, match="No space left"):
+        await fedrecsim.run_async(tiny_fcf, out=tmp_path / "run")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_nan_metric_is_written_as_null_and_named_in_the_warnings(own_protocols, tmp_path) -> None:
+    result = fedrecsim.run(own_protocols("NAN_METRIC"), out=tmp_path / "run")
+    document = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert document["metrics"]["final"]["loss"] is None and document["metrics"]["rounds"][0]["loss"] is None
+    assert document["warnings"] == ["not finite, written as null: metrics.final.loss, metrics.rounds[0].loss"]
+    assert result.result == document
 
 
 def test_the_progress_callback_receives_each_completed_round_of_the_total(tiny_fcf) -> None:

@@ -17,6 +17,7 @@ import csv
 import dataclasses
 import gc
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -298,7 +299,8 @@ def _result_document(
     wall_time: float,
     warnings: list[str],
 ) -> dict[str, Any]:
-    return {
+    nonfinite: list[str] = []
+    document = {
         "format": RESULT_FORMAT,
         "fedrecsim_version": __version__,
         "scenario": scenario.to_table(),
@@ -310,26 +312,37 @@ def _result_document(
         "wall_time_s": float(wall_time),
         "transcript_sha256": ledger.transcript_sha256,
         "metrics": {
-            "final": _plain(outcome.final),
-            "rounds": _plain(outcome.rounds),
+            "final": _plain(outcome.final, "metrics.final", nonfinite),
+            "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),
             "baselines": dict(outcome.baselines),
         },
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],
-        "privacy": _plain(outcome.privacy),
-        "paper_figures": [_plain(dataclasses.asdict(figure)) for figure in outcome.paper_figures],
+        "privacy": _plain(outcome.privacy, "privacy", nonfinite),
+        "paper_figures": [
+            _plain(dataclasses.asdict(figure), f"paper_figures[{position}]", nonfinite)
+            for position, figure in enumerate(outcome.paper_figures)
+        ],
         "warnings": [*warnings, *outcome.warnings],
     }
+    if nonfinite:
+        shown = ", ".join(nonfinite[:5]) + (f" and {len(nonfinite) - 5} more" if len(nonfinite) > 5 else "")
+        document["warnings"].append(f"not finite, written as null: {shown}")
+    return document
 
 
-def _plain(value: Any) -> Any:
-    """JSON-ready copy: numpy scalars to Python numbers, tuples to lists."""
+def _plain(value: Any, path: str, nonfinite: list[str]) -> Any:
+    """JSON-ready copy: numpy scalars to Python numbers, tuples to lists, and NaN or infinity to None
+    (JSON's null), each such value's key path appended to ``nonfinite``."""
     if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {str(key): _plain(item, f"{path}.{key}", nonfinite) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [_plain(item, f"{path}[{position}]", nonfinite) for position, item in enumerate(value)]
     if hasattr(value, "item") and callable(value.item):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        nonfinite.append(path)
+        return None
     return value
 
 
