@@ -13,16 +13,19 @@ from scipy import stats
 from fedrecsim.errors import ConfigError, DatasetError
 from fedrecsim.network import links as links_module
 from fedrecsim.network.links import (
+    LATENCY_DRAW,
+    LOSS_DRAW,
     Constant,
     Empirical,
     LinkSpec,
     Links,
     LogNormal,
     Uniform,
+    draw_bits,
     latency_from_table,
+    uniforms,
 )
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role, user
-from fedrecsim.seeding import Stream, generator
 
 
 def arrivals(links: Links, src: Party, dst: Party, count: int, nbytes: int = 100) -> list[float | None]:
@@ -53,41 +56,55 @@ def test_another_seed_gives_other_draws():
     assert arrivals(Links(1, spec), user(0), SERVER, 10) != arrivals(Links(2, spec), user(0), SERVER, 10)
 
 
-def test_draw_order_is_loss_then_latency_from_the_links_own_generator():
-    """The documented contract, reproduced by hand: one uniform for loss, then the latency's normal."""
+def test_draws_are_a_function_of_seed_link_and_message_number():
+    """The documented contract, reproduced by hand: message n is lost if the first uniform of its loss
+    block is below p, else its latency is the model's sample of the two uniforms of its latency block."""
     median, sigma, loss = 0.05, 0.5, 0.3
     links = Links(5, LinkSpec(LogNormal(median, sigma), loss=loss))
     src, dst = user(7), SERVER
-    rng = generator(5, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)
-    expected = []
-    for _ in range(200):
-        if rng.random() < loss:
+    expected: list[float | None] = []
+    for n in range(200):
+        if uniforms(draw_bits(5, src, dst, n, LOSS_DRAW))[0] < loss:
             expected.append(None)
         else:
-            expected.append(median * math.exp(sigma * rng.standard_normal()))
+            u, v = uniforms(draw_bits(5, src, dst, n, LATENCY_DRAW))
+            expected.append(median * math.exp(sigma * math.sqrt(-2 * math.log(v)) * math.cos(2 * math.pi * u)))
     assert arrivals(links, src, dst, 200) == expected
+    assert 0 < expected.count(None) < 200
 
 
-def test_constant_link_without_loss_never_creates_a_generator(monkeypatch):
+def test_a_message_number_counts_lost_messages_and_every_draw_is_its_own():
+    links = Links(5, LinkSpec(Uniform(0.0, 1.0), loss=0.5))
+    seen = arrivals(links, user(1), SERVER, 100, nbytes=0)
+    for n, arrival in enumerate(seen):
+        if arrival is not None:
+            assert arrival == uniforms(draw_bits(5, user(1), SERVER, n, LATENCY_DRAW))[0]
+    # The uniforms of the two purposes of one message, and of neighbouring messages, are all distinct.
+    bits = {draw_bits(5, user(1), SERVER, n, purpose) for n in range(100) for purpose in (LATENCY_DRAW, LOSS_DRAW)}
+    assert len(bits) == 200
+
+
+def test_uniforms_cover_their_ranges_at_the_extremes():
+    assert uniforms(0) == (0.0, 2.0**-53)
+    top = (1 << 128) - 1
+    u, v = uniforms(top)
+    assert u == 1.0 - 2.0**-53 and v == 1.0
+
+
+def test_constant_link_without_loss_draws_nothing(monkeypatch):
     def refuse(*args: object) -> None:
-        raise AssertionError("a deterministic link created a generator")
+        raise AssertionError("a deterministic link drew random bits")
 
-    monkeypatch.setattr(links_module, "generator", refuse)
+    monkeypatch.setattr(links_module, "_hash128", refuse)
     links = Links(3, LinkSpec(Constant(0.25), bandwidth_bps=8_000))
     assert links.transit(user(0), SERVER, 1000, 2.0) == pytest.approx(3.25)
 
 
-def test_random_link_creates_its_generator_once(monkeypatch):
-    created: list[tuple[int, ...]] = []
-
-    def counting(seed: int, stream: Stream, *ids: int) -> np.random.Generator:
-        created.append((seed, stream, *ids))
-        return generator(seed, stream, *ids)
-
-    monkeypatch.setattr(links_module, "generator", counting)
-    links = Links(3, LinkSpec(Uniform(0.1, 0.2)))
-    arrivals(links, user(4), SERVER, 20)
-    assert created == [(3, Stream.LINK, Role.USER.code, 4, Role.SERVER.code, 0)]
+def test_each_latency_model_draws_from_bits_what_sample_gives_for_their_uniforms():
+    models = [Constant(0.3), Uniform(0.1, 0.4), LogNormal(0.05, 0.7), Empirical((0.01, 0.02, 0.5))]
+    for bits in (0, 1, (1 << 128) - 1, 0x0123456789ABCDEF_FEDCBA9876543210, 1 << 75, (1 << 53) - 1):
+        for model in models:
+            assert model._from_bits()(bits) == model.sample(*uniforms(bits))
 
 
 # ------------------------------------------------------------------ distributions

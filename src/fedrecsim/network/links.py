@@ -2,13 +2,18 @@
 
 A link is *directed*: ``(src, dst)``. Its behaviour is a `LinkSpec` (a latency model, a bandwidth and a
 loss probability) chosen by the role pair of its two ends, or the default. `Links` keeps one small state
-per directed link: its own random generator and the time until which its sender side is busy
+per directed link: how many messages it has carried and the time until which its sender side is busy
 transmitting.
 
-Determinism: a link's generator is derived from the run seed and the ids of both ends
-(``generator(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)``), and it is the only
-generator that link draws from. The draws a message makes therefore depend only on the messages sent
-earlier *on the same link*, never on which links were used first or on how trio schedules the senders.
+Determinism: the draws are *counter-based*. The random bits of the ``n``-th message on a link (counting
+from 0, lost messages included) are a pure function of ``(seed, link, n, purpose)``: XXH3-128 of the
+little-endian 64-bit words ``(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index, n,
+purpose)``, with purpose 0 for the latency and 1 for the loss. A keyed hash of a counter is a random
+generator in the way Philox is (a keyed bijection of a counter); XXH3's 128-bit output passes SMHasher's
+avalanche and bit-independence tests, which is all a delay needs. So a message's draws depend only on its
+link and its number on that link -- never on which links were used first or on how trio schedules the
+senders -- and a link costs no generator to create: at 100,000 users, creating a numpy generator per
+link was most of a round.
 """
 
 from __future__ import annotations
@@ -18,17 +23,18 @@ import dataclasses
 import math
 import numbers
 import os
+import struct
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-import numpy as np
+import xxhash
 
 from ..config import param
 from ..errors import ConfigError, DatasetError
-from ..seeding import Stream, generator
+from ..seeding import Stream
 from .party import Party, Role
 
 _LATENCY_KEY = "network.latency"
@@ -66,16 +72,27 @@ class Latency(abc.ABC):
     meaning; `latency_from_table` accepts them, the scenario reference lists them."""
 
     @abc.abstractmethod
-    def sample(self, rng: np.random.Generator) -> float:
-        """One delay in seconds (>= 0), drawn from ``rng``."""
+    def sample(self, u: float, v: float) -> float:
+        """One delay in seconds (>= 0) from two independent uniforms, ``u`` in [0, 1) and ``v`` in (0, 1]."""
 
     @abc.abstractmethod
     def to_table(self) -> dict[str, object]:
         """The scenario table that `latency_from_table` turns back into an equal model."""
 
-    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
-        """`sample` bound to ``rng``, specialised so that the hot path in `Links.transit` is one call."""
-        return lambda: self.sample(rng)
+    def _from_bits(self) -> Callable[[int], float]:
+        """`sample` of the two uniforms in 128 random bits (`uniforms`), as one call for `Links.transit`."""
+        sample = self.sample
+        return lambda bits: sample((bits >> 75) * _ULP, ((bits & _LOW53) + 1) * _ULP)
+
+
+_ULP = 2.0**-53
+_LOW53 = (1 << 53) - 1
+
+
+def uniforms(bits: int) -> tuple[float, float]:
+    """The two uniforms a latency is drawn from, out of 128 random bits: ``u`` from the top 53 bits, in
+    [0, 1), and ``v`` from the low 53 bits plus one ulp, in (0, 1] (so that ``log(v)`` is finite)."""
+    return (bits >> 75) * _ULP, ((bits & _LOW53) + 1) * _ULP
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,7 @@ class Constant(Latency):
     def __post_init__(self) -> None:
         object.__setattr__(self, "seconds", _seconds(self.seconds, f"{_LATENCY_KEY}.seconds"))
 
-    def sample(self, rng: np.random.Generator) -> float:
+    def sample(self, u: float, v: float) -> float:
         return self.seconds
 
     def to_table(self) -> dict[str, object]:
@@ -97,7 +114,7 @@ class Constant(Latency):
 
 @dataclass(frozen=True)
 class Uniform(Latency):
-    """Delays uniform on ``[low_s, high_s)``; one ``rng.random()`` per message."""
+    """Delays uniform on ``[low_s, high_s)``: ``low_s + (high_s - low_s) * u``."""
 
     model: ClassVar[str] = "uniform"
     low_s: float = param(ge=0, doc="the shortest delay, in seconds")
@@ -111,15 +128,15 @@ class Uniform(Latency):
         object.__setattr__(self, "low_s", low)
         object.__setattr__(self, "high_s", high)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return self.low_s + (self.high_s - self.low_s) * rng.random()
+    def sample(self, u: float, v: float) -> float:
+        return self.low_s + (self.high_s - self.low_s) * u
 
     def to_table(self) -> dict[str, object]:
         return {"model": self.model, "low_s": self.low_s, "high_s": self.high_s}
 
-    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
-        low, width, uniform = self.low_s, self.high_s - self.low_s, rng.random
-        return lambda: low + width * uniform()
+    def _from_bits(self) -> Callable[[int], float]:
+        low, width = self.low_s, self.high_s - self.low_s
+        return lambda bits: low + width * ((bits >> 75) * _ULP)
 
 
 @dataclass(frozen=True)
@@ -127,8 +144,8 @@ class LogNormal(Latency):
     """Log-normal delays: ``median_s * exp(sigma * Z)`` with Z standard normal.
 
     ``median_s`` is ``exp(mu)`` of the underlying normal, which is the quantity network measurements
-    report; ``sigma`` is the standard deviation of ``log(delay)``. One ``rng.standard_normal()`` per
-    message.
+    report; ``sigma`` is the standard deviation of ``log(delay)``. Z comes from the two uniforms by the
+    Box-Muller transform, ``Z = sqrt(-2 log v) cos(2 pi u)``, which is exactly standard normal.
     """
 
     model: ClassVar[str] = "lognormal"
@@ -148,23 +165,27 @@ class LogNormal(Latency):
         object.__setattr__(self, "median_s", median)
         object.__setattr__(self, "sigma", sigma)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return self.median_s * math.exp(self.sigma * rng.standard_normal())
+    def sample(self, u: float, v: float) -> float:
+        return self.median_s * math.exp(self.sigma * math.sqrt(-2.0 * math.log(v)) * math.cos(_TWO_PI * u))
 
     def to_table(self) -> dict[str, object]:
         return {"model": self.model, "median_s": self.median_s, "sigma": self.sigma}
 
-    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
-        median, sigma, normal, exp = self.median_s, self.sigma, rng.standard_normal, math.exp
-        return lambda: median * exp(sigma * normal())
+    def _from_bits(self) -> Callable[[int], float]:
+        median, sigma, exp, sqrt, log, cos = self.median_s, self.sigma, math.exp, math.sqrt, math.log, math.cos
+        return lambda bits: median * exp(
+            sigma * sqrt(-2.0 * log(((bits & _LOW53) + 1) * _ULP)) * cos(_TWO_PI * ((bits >> 75) * _ULP))
+        )
+
+
+_TWO_PI = 2.0 * math.pi
 
 
 @dataclass(frozen=True)
 class Empirical(Latency):
     """Delays resampled uniformly from measured ``samples_s`` (e.g. a ping trace).
 
-    One ``rng.random()`` per message picks the index: ``floor(u * n)`` is uniform on ``0..n-1`` and
-    several times cheaper than ``rng.integers(n)``.
+    The uniform ``u`` picks the index: ``floor(u * n)`` is uniform on ``0..n-1``.
     """
 
     model: ClassVar[str] = "empirical"
@@ -182,15 +203,15 @@ class Empirical(Latency):
             raise ConfigError(key, "must hold at least one sample")
         object.__setattr__(self, "samples_s", samples)
 
-    def sample(self, rng: np.random.Generator) -> float:
-        return self.samples_s[int(rng.random() * len(self.samples_s))]
+    def sample(self, u: float, v: float) -> float:
+        return self.samples_s[int(u * len(self.samples_s))]
 
     def to_table(self) -> dict[str, object]:
         return {"model": self.model, "samples_s": list(self.samples_s)}
 
-    def _draw_with(self, rng: np.random.Generator) -> Callable[[], float]:
-        samples, count, uniform = self.samples_s, len(self.samples_s), rng.random
-        return lambda: samples[int(uniform() * count)]
+    def _from_bits(self) -> Callable[[int], float]:
+        samples, count = self.samples_s, len(self.samples_s)
+        return lambda bits: samples[int((bits >> 75) * _ULP * count)]
 
 
 #: The latency models a scenario's ``model`` key names; each takes its fields (all required) as keys.
@@ -308,22 +329,40 @@ class LinkSpec:
         object.__setattr__(self, "loss", loss)
 
 
+#: The purposes of a message's draws: one 128-bit block each (module docstring).
+LATENCY_DRAW, LOSS_DRAW = 0, 1
+_LINK_KEY = struct.Struct("<6Q")
+_COUNTER = struct.Struct("<2Q")
+_hash128 = xxhash.xxh3_128_intdigest
+
+
+def link_key(seed: int, src: Party, dst: Party) -> bytes:
+    """The packed words ``(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)``."""
+    return _LINK_KEY.pack(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)
+
+
+def draw_bits(seed: int, src: Party, dst: Party, message: int, purpose: int) -> int:
+    """The 128 random bits of draw ``purpose`` for message number ``message`` (from 0) on ``src -> dst``."""
+    return _hash128(link_key(seed, src, dst) + _COUNTER.pack(message, purpose))
+
+
 class _Link:
     """The mutable state of one directed link; built once, then read on every message."""
 
-    __slots__ = ("busy_until", "draw_latency", "fixed_latency", "loss", "seconds_per_byte", "uniform")
+    __slots__ = ("busy_until", "count", "delay", "fixed_latency", "key", "loss", "seconds_per_byte")
 
-    def __init__(self, spec: LinkSpec, rng: np.random.Generator | None) -> None:
+    def __init__(self, spec: LinkSpec, key: bytes) -> None:
         self.busy_until = -math.inf
+        self.count = 0
+        self.key = key
         self.seconds_per_byte = 8.0 / spec.bandwidth_bps if spec.bandwidth_bps else 0.0
         self.loss = spec.loss
-        self.uniform = rng.random if spec.loss else None
         if isinstance(spec.latency, Constant):
-            self.fixed_latency: float | None = spec.latency.seconds
-            self.draw_latency: Callable[[], float] | None = None
+            self.fixed_latency: float = spec.latency.seconds
+            self.delay: Callable[[int], float] | None = None
         else:
-            self.fixed_latency = None
-            self.draw_latency = spec.latency._draw_with(rng)
+            self.fixed_latency = 0.0
+            self.delay = spec.latency._from_bits()
 
 
 _NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
@@ -369,9 +408,10 @@ class Links:
         ``8 * nbytes / bandwidth_bps`` seconds, then travels for one latency draw. A lost message still
         occupied the link (it was sent; it vanished in flight), so it delays the messages behind it.
 
-        Draw order on a link's generator, per message: first one uniform for loss (only if ``loss > 0``),
-        then, if the message is not lost, the latency model's draws (none for `Constant`). A link with
-        constant latency and no loss never creates a generator.
+        Draws: the ``n``-th message on a link is lost if the first uniform of its `LOSS_DRAW` block is
+        below ``loss`` (only if ``loss > 0``); otherwise its latency is the model's `Latency.sample` of
+        the two uniforms of its `LATENCY_DRAW` block (none for `Constant`). Both are `draw_bits` of
+        ``(seed, src, dst, n, purpose)``, so they do not depend on any other link.
 
         Args:
             src, dst: the ends of the directed link.
@@ -384,37 +424,35 @@ class Links:
         link = self._links.get((src, dst))
         if link is None:
             link = self._open(src, dst)
-        lost = link.loss and link.uniform() < link.loss
+        message = link.count
+        link.count = message + 1
         sent = now  # when the last bit has left the sender
         if link.seconds_per_byte:
             start = now if now > link.busy_until else link.busy_until
             sent = link.busy_until = start + nbytes * link.seconds_per_byte
-        if lost:
+        if link.loss and (_hash128(link.key + _COUNTER.pack(message, LOSS_DRAW)) >> 75) * _ULP < link.loss:
             return None
-        if link.draw_latency is None:
+        if link.delay is None:
             return sent + link.fixed_latency
-        return sent + link.draw_latency()
+        return sent + link.delay(_hash128(link.key + _COUNTER.pack(message, LATENCY_DRAW)))
 
     def _open(self, src: Party, dst: Party) -> _Link:
-        spec = self.spec(src.role, dst.role)
-        needs_rng = bool(spec.loss) or not isinstance(spec.latency, Constant)
-        rng = (
-            generator(self._seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)
-            if needs_rng
-            else None
-        )
-        link = self._links[(src, dst)] = _Link(spec, rng)
+        link = self._links[(src, dst)] = _Link(self.spec(src.role, dst.role), link_key(self._seed, src, dst))
         return link
 
 
 __all__ = [
     "Constant",
     "Empirical",
+    "LATENCY_DRAW",
     "LATENCY_MODELS",
+    "LOSS_DRAW",
     "Latency",
     "LinkSpec",
     "Links",
     "LogNormal",
     "Uniform",
+    "draw_bits",
     "latency_from_table",
+    "uniforms",
 ]

@@ -1,15 +1,17 @@
 """The network: attach and detach parties, one delay line, delivery into draining mailboxes.
 
 ``send`` is synchronous: it encodes the message once (`wire.encode`), records the bytes in the ledger,
-asks the link policy for the arrival time (latency + size / bandwidth, or loss) and pushes
-``(deliver_at, src, dst, link_seq, ...)`` on a heap. A single task -- owned by ``async with
-network.open():`` -- sleeps until the earliest deadline and delivers every due message in one pass,
-decoding each exactly once into the destination's mailbox. Arrival times are rounded *up* to the
-network's resolution so that messages due together are delivered together, and never in the instant
-they were sent (a zero delay arrives one tick later). Ties break by sender, then receiver, then the
-message's sequence number on its link -- never by the global order of sends, which depends on trio's
-(deliberately non-deterministic) scheduling of concurrent senders -- so delivery order, and with it the
-transcript hash, is a function of the seed alone.
+asks the link policy for the arrival time (latency + size / bandwidth, or loss) and files
+``(src, dst, seq, ...)`` under its arrival time: one bucket per distinct arrival time, the times on a
+heap. A single task -- owned by ``async with network.open():`` -- sleeps until the earliest arrival and
+delivers every due message in one pass, decoding each exactly once into the destination's mailbox.
+Arrival times are rounded *up* to the network's resolution so that messages due together are delivered
+together (one bucket, one heap entry), and never in the instant they were sent (a zero delay arrives one
+tick later). Ties break by sender, then receiver, then the message's sequence number -- a counter of
+sends: concurrent senders may be scheduled in any order, but the messages of one link are sent one after
+another by one party, so among messages with the same sender and receiver the counter gives the order in
+which they were sent on that link, whatever trio's (deliberately non-deterministic) scheduling did -- so
+delivery order, and with it the transcript hash, is a function of the seed alone.
 
 Why both rules make a run independent of that scheduling: under the autojumping mock clock every task
 runnable at an instant runs before time moves, so a message sent at t -- arriving strictly after t --
@@ -196,7 +198,7 @@ class Network:
     """Carries encoded messages between attached parties in virtual time.
 
     Args:
-        links: the link policy (latency, bandwidth, loss), drawing from per-link seeded generators.
+        links: the link policy (latency, bandwidth, loss), its draws counter-based per link.
         ledger: where every byte is counted.
         resolution_s: delivery times are rounded up to a multiple of this (0 = exact times).
         max_message_bytes: larger messages are refused by the wire.
@@ -222,8 +224,11 @@ class Network:
         self._mailboxes: dict[Party, Mailbox] = {}
         self._timers = _Timers(self._wake_by)
         self._attached: set[Party] = set()
-        self._heap: list[tuple[float, Party, Party, int, str, bytes]] = []
-        self._link_seq: dict[tuple[Party, Party], int] = {}
+        # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
+        self._arrivals: list[float] = []
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes]]] = {}
+        self._in_flight = 0
+        self._seq = 0
         self._sleep: trio.CancelScope | None = None
         self._parked: trio.lowlevel.Task | None = None
         self._open = False
@@ -303,10 +308,15 @@ class Network:
                 arrival += self.resolution_s
         elif arrival <= now:
             arrival = math.nextafter(now, math.inf)
-        link = (src, dst)
-        seq = self._link_seq[link] = self._link_seq.get(link, 0) + 1
-        heapq.heappush(self._heap, (arrival, src, dst, seq, kind, data))
-        self._wake_by(arrival)
+        self._seq = seq = self._seq + 1
+        self._in_flight += 1
+        bucket = self._buckets.get(arrival)
+        if bucket is None:
+            self._buckets[arrival] = [(src, dst, seq, kind, data)]
+            heapq.heappush(self._arrivals, arrival)
+            self._wake_by(arrival)
+        else:
+            bucket.append((src, dst, seq, kind, data))
         return nbytes
 
     async def sleep_until(self, deadline: float) -> None:
@@ -332,21 +342,27 @@ class Network:
             sleeper.deadline = when
 
     def _deliver_due(self) -> None:
-        heap = self._heap
+        arrivals = self._arrivals
         now = trio.current_time()
         ledger = self.ledger
-        while heap and heap[0][0] <= now:
-            arrival, src, dst, _, kind, data = heapq.heappop(heap)
-            if dst not in self._attached:
-                ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
-                continue
-            envelope = decode_trusted(data)
-            ledger.record_delivered(arrival, src, dst, kind, data)
-            self._mailboxes[dst].put(envelope)
+        attached = self._attached
+        mailboxes = self._mailboxes
+        while arrivals and arrivals[0] <= now:
+            arrival = heapq.heappop(arrivals)
+            bucket = self._buckets.pop(arrival)
+            bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
+            self._in_flight -= len(bucket)
+            for src, dst, _, kind, data in bucket:
+                if dst not in attached:
+                    ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
+                    continue
+                envelope = decode_trusted(data)
+                ledger.record_delivered(arrival, src, dst, kind, data)
+                mailboxes[dst].put(envelope)
         self._timers.expire_due(now)
 
     def _next_due(self) -> float:
-        return min(self._heap[0][0] if self._heap else math.inf, self._timers.next_deadline)
+        return min(self._arrivals[0] if self._arrivals else math.inf, self._timers.next_deadline)
 
     async def _delay_line(self) -> None:
         clock = trio.lowlevel.current_clock()
@@ -391,7 +407,7 @@ class Network:
 
     @property
     def in_flight(self) -> int:
-        return len(self._heap)
+        return self._in_flight
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Network]:
@@ -412,9 +428,12 @@ class Network:
             self._timers.running = False
             self._sleep = None
             now = trio.current_time()
-            for _, src, dst, _, kind, data in sorted(self._heap):
-                self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
-            self._heap.clear()
+            for arrival in sorted(self._buckets):
+                for src, dst, _, kind, data in sorted(self._buckets[arrival]):
+                    self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
+            self._buckets.clear()
+            self._arrivals.clear()
+            self._in_flight = 0
 
 
 __all__ = ["Mailbox", "Network"]
