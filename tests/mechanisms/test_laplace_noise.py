@@ -141,3 +141,10 @@ def test_bad_parameters_are_config_errors(call, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         call(np.random.default_rng(0))
     assert info.value.key_path == key
+
+
+def test_laplace_noise_is_centred_at_zero() -> None:
+    # A small scale (b = 2 * 1 * 1 / 100 = 0.02), where a shifted location stands out at once.
+    noise = laplace_noise(np.random.default_rng(12), DRAWS, 1, 100.0, 1.0)
+    assert stats.kstest(noise.ravel(), "laplace", args=(0.0, 0.02)).pvalue > REJECT
+    assert stats.kstest(noise.ravel() + 0.01, "laplace", args=(0.0, 0.02)).pvalue < 1e-6

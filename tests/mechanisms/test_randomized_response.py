@@ -211,3 +211,14 @@ def test_estimate_places_each_report_at_its_entry() -> None:
     expected[0, 0] = magnitude / 3
     expected[2, 1] = -2 * magnitude / 3
     assert np.allclose(estimate, expected, rtol=1e-14, atol=0)
+
+
+def test_a_non_finite_sampled_entry_is_named_after_the_gradient_argument() -> None:
+    for call, key in [
+        (lambda: ldp_reports(np.random.default_rng(0), np.full((2, 2), np.nan), 1.0, 3), "ldp_reports(gradient)"),
+        (lambda: ldp_reports_batch(np.random.default_rng(0), np.full((1, 2, 2), np.inf), 1.0, 3),
+         "ldp_reports_batch(gradients)"),
+    ]:
+        with pytest.raises(ConfigError, match=r"user 0 has a non-finite entry") as info:
+            call()
+        assert info.value.key_path == key

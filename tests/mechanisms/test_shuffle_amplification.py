@@ -142,3 +142,18 @@ def test_bad_parameters_are_config_errors(call, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         call()
     assert info.value.key_path == key
+
+
+def test_the_condition_holds_at_equality_and_reads_as_its_numbers() -> None:
+    n, delta = 10_000, 1e-6
+    threshold = math.log(n / (16.0 * math.log(4.0 / delta)))  # the very float the bound computes
+    at_edge = shuffle_epsilon(threshold, n, delta)
+    assert at_edge.applicable
+    assert at_edge.condition.startswith(
+        f"epsilon0 = {threshold:.6g} <= log(n / (16 log(4/delta))) = {threshold:.6g} for n = {n}, delta = 1e-06"
+    )
+    beyond = shuffle_epsilon(math.nextafter(threshold, math.inf), n, delta)
+    assert not beyond.applicable
+    assert beyond.condition == (
+        f"epsilon0 = {beyond.epsilon:.6g} > log(n / (16 log(4/delta))) = {threshold:.6g} for n = {n}, delta = 1e-06"
+    )
