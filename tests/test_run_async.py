@@ -17,7 +17,7 @@ async def test_run_async_on_the_autojump_clock_matches_run(tiny_fcf, autojump_cl
     inside = await fedrecsim.run_async(tiny_fcf)
     assert trio.current_time() - started == pytest.approx(inside.result["virtual_time_s"])
     outside = await trio.to_thread.run_sync(fedrecsim.run, tiny_fcf)
-    assert inside.transcript_sha256 == outside.transcript_sha256
+    assert inside.transcript_xxh3_128 == outside.transcript_xxh3_128
     assert inside.metrics == outside.metrics
 
 

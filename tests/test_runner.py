@@ -19,7 +19,7 @@ from fedrecsim.sim import SERVER, Outcome, Party, ProtocolSpec, Role, message, p
 
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
-    "transcript_sha256", "metrics", "ledger", "invariants", "privacy", "format", "warnings", "data", "paper_figures",
+    "transcript_xxh3_128", "metrics", "ledger", "invariants", "privacy", "format", "warnings", "data", "paper_figures",
 }
 
 

@@ -58,6 +58,6 @@ def _run_under(schedule: int, scenario: dict[str, Any], monkeypatch: pytest.Monk
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_every_schedule_gives_the_same_run(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = [_run_under(schedule, SCENARIOS[name], monkeypatch) for schedule in SCHEDULES]
-    assert len({run.transcript_sha256 for run in runs}) == 1
+    assert len({run.transcript_xxh3_128 for run in runs}) == 1
     assert all(run.result["metrics"] == runs[0].result["metrics"] for run in runs)
     assert runs[0].result["ledger"]["roles"]["user"]["sent_msgs"] > 100

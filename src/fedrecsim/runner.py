@@ -70,15 +70,16 @@ class RunResult:
         return self.result["metrics"]["rounds"]
 
     @property
-    def transcript_sha256(self) -> str:
-        return self.result["transcript_sha256"]
+    def transcript_xxh3_128(self) -> str:
+        """The run's determinism fingerprint: XXH3-128 of its transcript (`fedrecsim.network.ledger`)."""
+        return self.result["transcript_xxh3_128"]
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={value:.4g}" for name, value in list(self.metrics.items())[:3])
         return (
             f"<RunResult {self.result['scenario']['run']['name']!r} {self.result['protocol']}, "
             f"{self.result['rounds_completed']} rounds{', ' + shown if shown else ''}, "
-            f"transcript {self.transcript_sha256[:12]}>"
+            f"transcript {self.transcript_xxh3_128[:12]}>"
         )
 
 
@@ -310,7 +311,7 @@ def _result_document(
         "rounds_completed": outcome.rounds_completed,
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
-        "transcript_sha256": ledger.transcript_sha256,
+        "transcript_xxh3_128": ledger.transcript_xxh3_128,
         "metrics": {
             "final": _plain(outcome.final, "metrics.final", nonfinite),
             "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),

@@ -36,7 +36,7 @@ def summary_text(run_result: RunResult) -> str:
         f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
         f"{result['rounds_completed']:,} rounds, {result['virtual_time_s']:,.1f} s virtual time in "
         f"{result['wall_time_s']:,.2f} s wall time",
-        f"transcript sha256 {result['transcript_sha256']}",
+        f"transcript xxh3_128 {result['transcript_xxh3_128']}",
     ]
     for warning in result.get("warnings", []):
         lines.append(f"WARNING: {warning}")

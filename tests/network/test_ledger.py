@@ -42,11 +42,11 @@ def test_summary_follows_the_result_json_contract() -> None:
 
 def test_hash_depends_on_content_and_order() -> None:
     first, second = _scripted(), _scripted()
-    assert first.transcript_sha256 == second.transcript_sha256
+    assert first.transcript_xxh3_128 == second.transcript_xxh3_128
     other = Ledger()
     other.record_delivered(1.5, SERVER, ALICE, "k.b", b"y" * 7)
     other.record_delivered(0.5, ALICE, SERVER, "k.a", b"x" * 100)
-    assert other.transcript_sha256 != first.transcript_sha256
+    assert other.transcript_xxh3_128 != first.transcript_xxh3_128
 
 
 def test_csv_exports(tmp_path) -> None:
@@ -65,8 +65,8 @@ def test_the_same_bytes_delivered_at_different_times_give_different_hashes() -> 
     early.record_delivered(1.0, ALICE, SERVER, "k.a", b"x" * 10)
     late.record_delivered(1.5, ALICE, SERVER, "k.a", b"x" * 10)
     again.record_delivered(1.0, ALICE, SERVER, "k.a", b"x" * 10)
-    assert early.transcript_sha256 != late.transcript_sha256
-    assert early.transcript_sha256 == again.transcript_sha256
+    assert early.transcript_xxh3_128 != late.transcript_xxh3_128
+    assert early.transcript_xxh3_128 == again.transcript_xxh3_128
 
 
 def test_a_round_without_traffic_stays_in_per_round() -> None:

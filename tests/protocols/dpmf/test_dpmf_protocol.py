@@ -182,11 +182,11 @@ def test_seeded_masks_change_the_bytes_not_the_result(tiny_dpmf) -> None:
 def test_same_seed_same_run_other_seed_differs(tiny_s3_churn) -> None:
     tiny_s3_churn["run"]["rounds"] = 4
     first, second = fedrecsim.run(tiny_s3_churn), fedrecsim.run(tiny_s3_churn)
-    assert first.transcript_sha256 == second.transcript_sha256
+    assert first.transcript_xxh3_128 == second.transcript_xxh3_128
     assert first.result["metrics"] == second.result["metrics"]
     assert first.result["privacy"] == second.result["privacy"]
     tiny_s3_churn["run"]["seed"] = 6
-    assert fedrecsim.run(tiny_s3_churn).transcript_sha256 != first.transcript_sha256
+    assert fedrecsim.run(tiny_s3_churn).transcript_xxh3_128 != first.transcript_xxh3_128
 
 
 @pytest.mark.parametrize("noise", ["theorem1", "laplace"])

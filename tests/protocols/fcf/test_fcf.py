@@ -47,11 +47,11 @@ def test_same_seed_same_transcript_and_metrics_other_seed_differs(tiny_fcf) -> N
     tiny_fcf["network"] = {"latency": {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}}
     tiny_fcf["availability"] = {"model": "bernoulli", "p_join": 0.1, "p_leave": 0.1, "dropout": 0.1}
     first, second = fedrecsim.run(tiny_fcf), fedrecsim.run(tiny_fcf)
-    assert first.transcript_sha256 == second.transcript_sha256
+    assert first.transcript_xxh3_128 == second.transcript_xxh3_128
     assert first.result["metrics"] == second.result["metrics"]
     assert first.result["ledger"] == second.result["ledger"]
     tiny_fcf["run"]["seed"] = 4
-    assert fedrecsim.run(tiny_fcf).transcript_sha256 != first.transcript_sha256
+    assert fedrecsim.run(tiny_fcf).transcript_xxh3_128 != first.transcript_xxh3_128
 
 
 def test_twenty_percent_dropout_completes_and_counts_the_missing(tiny_fcf) -> None:

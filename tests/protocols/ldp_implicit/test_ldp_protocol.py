@@ -198,7 +198,7 @@ def test_dropout_and_churn_cost_reports_not_correctness(tiny) -> None:
     assert all(row["reports"] == 20 * row["participants"] - row["reports_missing"] for row in result.rounds)
     assert all(i["violations"] == 0 for i in result.result["invariants"])
     again = fedrecsim.run(tiny)
-    assert again.transcript_sha256 == result.transcript_sha256 and again.result["metrics"] == result.result["metrics"]
+    assert again.transcript_xxh3_128 == result.transcript_xxh3_128 and again.result["metrics"] == result.result["metrics"]
 
 
 def test_lost_messages_cost_reports_and_raise_no_false_alarm(tiny) -> None:
