@@ -222,3 +222,53 @@ def test_a_non_finite_sampled_entry_is_named_after_the_gradient_argument() -> No
         with pytest.raises(ConfigError, match=r"user 0 has a non-finite entry") as info:
             call()
         assert info.value.key_path == key
+
+
+def test_each_user_of_a_batch_reads_its_own_gradient() -> None:
+    # At epsilon = 100 the bit is the sign of the entry; user 0's gradient is all -1, user 1's all +1.
+    stack = np.stack([-np.ones((3, 2)), np.ones((3, 2))])
+    _, bits = ldp_reports_batch(np.random.default_rng(5), stack, 100.0, 50)
+    assert (bits[0] == -1).all() and (bits[1] == 1).all()
+
+
+def test_a_non_numeric_gradient_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        ldp_reports(np.random.default_rng(0), [["a", "b"]], 1.0, 3)
+    assert info.value.key_path == "ldp_reports(gradient)"
+    assert info.value.problem.startswith("must be an array of real numbers (")
+
+
+def test_the_first_non_finite_report_is_named_when_there_is_only_one() -> None:
+    def one_nan(items: np.ndarray, factors: np.ndarray) -> np.ndarray:
+        values = np.zeros(items.shape)
+        values[1, 0] = np.nan
+        return values
+
+    with pytest.raises(ConfigError, match=r"^ldp_reports_lazy\(entries\): user 1 has a non-finite entry nan at"):
+        ldp_reports_lazy(np.random.default_rng(0), one_nan, 2, 3, 2, 1.0, 4)
+
+
+def test_an_estimate_keeps_its_shape_when_reports_miss_the_last_entries() -> None:
+    estimate = estimate_mean_gradient(np.array([0, 0]), np.array([1, 1]), 2, 3, 2, 1.0)
+    assert estimate.shape == (3, 2)
+    assert estimate[0, 0] == pytest.approx(report_magnitude(1.0, 3, 2)) and not estimate.ravel()[1:].any()
+
+
+def test_bad_estimate_inputs_say_what_was_expected() -> None:
+    index, bits = np.array([0, 5, 2]), np.array([1, -1, 1])
+    for (flat_index, signs), problem in [
+        ((index.astype(float), bits), "must be integers, got dtype float64"),
+        ((index, bits[:2]), "must have the shape of flat_index (3,), got (2,)"),
+        ((np.array([0, 6, 2]), bits), "must lie in [0, 6) for M=3, F=2, got values in [0, 6]"),
+        ((index, np.array([1, 0, 1])), "must be integer signs in {-1, +1}"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            estimate_mean_gradient(flat_index, signs, 3, 3, 2, 1.0)
+        assert info.value.problem == problem
+
+
+def test_the_output_distribution_needs_an_entry() -> None:
+    with pytest.raises(ConfigError) as info:
+        output_distribution(np.zeros((0, 2)), 1.0)
+    assert (info.value.key_path, info.value.problem) == ("output_distribution(gradient)", "must have at least one entry")
+    assert output_distribution([[1.0]], 1.0).tolist() == [[pytest.approx(1 / (math.e + 1)), pytest.approx(math.e / (math.e + 1))]]

@@ -228,3 +228,24 @@ def test_the_array_fast_paths_agree_with_the_general_ones(ring: Ring, data: st.D
     a, b = ring.uniform(np.random.default_rng(1), (2, 3, 4))
     assert np.array_equal(ring.add(a, b), ring.add(a, b[None])[0])
     assert np.array_equal(ring.sub(a, b), ring.sub(a, b[None])[0])
+
+
+def test_fits_refuses_what_is_not_a_number_by_name() -> None:
+    with pytest.raises(ConfigError) as info:
+        Ring().fits("abc")
+    assert info.value.key_path == "Ring.fits(x)"
+    assert info.value.problem.startswith("must be an array of real numbers (")
+
+
+def test_fits_answers_for_huge_and_non_finite_values_without_warnings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Ring(32, 16).fits([1e308, -1e308, math.inf, math.nan, 1.0]).tolist() == [False, False, False, False, True]
+
+
+def test_masks_are_the_generators_raw_words() -> None:
+    # A 64-bit mask ranges over the whole ring, 0 to 2^64 - 1 inclusive, with nothing rejected: numpy hands
+    # out the generator's raw 64-bit words for exactly that range. A range one short of it (an exclusive
+    # top, or a floor of 1) would need rejection sampling and give other numbers.
+    masks = Ring(64, 24).uniform(np.random.default_rng(8), 64)
+    assert np.array_equal(masks, np.random.default_rng(8).bit_generator.random_raw(64).astype(np.uint64))
