@@ -79,7 +79,7 @@ def run(options: Options) -> Iterator[str]:
     size = QUICK if options.quick else STANDARD
     best_sim = best_floor = math.inf
     rss = 0.0
-    for _ in range(options.repeats or 1):
+    for _ in range(options.repeats or 3):
         child = run_isolated(__name__, "simulate", users=size[0], items=size[1], entries=size[2])
         best_sim, rss = min(best_sim, child["seconds"]), max(rss, child["peak_rss_mb"])
         best_floor = min(best_floor, run_isolated(__name__, "bare", users=size[0], items=size[1], entries=size[2])["seconds"])
