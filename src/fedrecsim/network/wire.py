@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import struct
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -52,6 +54,9 @@ _DTYPES: tuple[np.dtype, ...] = tuple(
 )
 _DTYPE_CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
 _NATIVE = tuple(dtype.newbyteorder("=") for dtype in _DTYPES)
+# The dtype objects numpy gives native arrays, when native order is the wire's (little-endian); None on a
+# big-endian machine, where every array goes through the converting path.
+_NATIVE_LE = tuple(np.dtype(dtype.name) if sys.byteorder == "little" else None for dtype in _DTYPES)
 _SHAPE_STRUCTS = tuple(struct.Struct(f"<{ndim}I") for ndim in range(33))
 _DTYPE_BY_NAME = {dtype.name: dtype for dtype in _DTYPES}
 _ENVELOPE_HEADER_LEN = 6
@@ -109,10 +114,27 @@ def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
     ndim = array.ndim
     if ndim >= len(_SHAPE_STRUCTS):
         raise WireError(f"cannot encode an array of {ndim} dimensions (at most {len(_SHAPE_STRUCTS) - 1})")
-    contiguous = np.ascontiguousarray(array, dtype=_DTYPES[code])
-    size = _HEADER.size + 4 * ndim + contiguous.nbytes
-    chunks.append(_ext_header(size) + _HEADER.pack(code, ndim) + _SHAPE_STRUCTS[ndim].pack(*array.shape))
-    chunks.append(contiguous)
+    shape = array.shape
+    header = _ARRAY_HEADERS.get((code, shape))
+    if header is None:
+        size = _HEADER.size + 4 * ndim + array.dtype.itemsize * math.prod(shape)
+        header = _ext_header(size) + _HEADER.pack(code, ndim) + _SHAPE_STRUCTS[ndim].pack(*shape)
+        if len(_ARRAY_HEADERS) < _HEADER_CACHE_LIMIT:
+            _ARRAY_HEADERS[(code, shape)] = header
+    chunks.append(header)
+    if array.nbytes <= _SMALL_ARRAY_BYTES and array.dtype is _NATIVE_LE[code]:
+        # One small copy (any memory layout) costs less than the call that checks the layout.
+        chunks.append(array.tobytes())
+    else:
+        chunks.append(np.ascontiguousarray(array, dtype=_DTYPES[code]))
+
+
+# Packed ext headers by (dtype code, shape): a run sends the same few shapes millions of times.
+_ARRAY_HEADERS: dict[tuple[int, tuple[int, ...]], bytes] = {}
+_HEADER_CACHE_LIMIT = 1 << 16
+# Arrays up to this size are copied out with ``tobytes`` (then joined: two small copies); larger ones are
+# handed to the join as a buffer (one copy).
+_SMALL_ARRAY_BYTES = 16 * 1024
 
 
 def _ext_header(size: int) -> bytes:
@@ -156,6 +178,10 @@ def _unpack_array(payload: bytes) -> np.ndarray:
 def _copied_array(payload: bytes, code: int, ndim: int, shape: tuple[int, ...]) -> np.ndarray:
     """The elements after a well-formed header as a private, writable, native-order copy: the receiver
     never shares memory with the wire buffer."""
+    native = _NATIVE_LE[code]
+    if native is not None:
+        # One call on a private, writable copy of the payload (its few header bytes ride along unused).
+        return np.ndarray(shape, native, bytearray(payload), _HEADER.size + 4 * ndim)
     array = np.frombuffer(payload, dtype=_DTYPES[code], offset=_HEADER.size + 4 * ndim)
     return array.reshape(shape).astype(_NATIVE[code])
 
@@ -169,6 +195,9 @@ def _ext_hook(code: int, payload: bytes) -> Any:
 def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
     """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, without the checks."""
     dtype_code, ndim = payload[0], payload[1]
+    native = _NATIVE_LE[dtype_code]
+    if native is not None and ndim == 1:
+        return np.ndarray(((len(payload) - 6) // native.itemsize,), native, bytearray(payload), 6)
     return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
 
 
@@ -234,7 +263,24 @@ def _scalar_field(kind: type) -> _Field:
             raise WireError(f"{where}: non-finite float {value}")
         return value
 
+    if kind is int:
+        return _Field("int", _emit_int, unpack)
     return _Field(kind.__name__, _packing(pack), unpack)
+
+
+def _emit_int(value: Any, chunks: list[Any]) -> None:
+    """An int field's ``emit``: small ints (round numbers, counts, ids) from a cache of their packed bytes."""
+    packed = _PACKED_INTS.get(value) if type(value) is int else None
+    if packed is None:
+        packed = msgpack.packb(_pack_int(value), use_bin_type=True)
+        if type(value) is int and -(1 << 15) <= value < 1 << 20 and len(_PACKED_INTS) < _INT_CACHE_LIMIT:
+            _PACKED_INTS[value] = packed
+    chunks.append(packed)
+
+
+# Only exact ints are looked up (True == 1 and 1.0 == 1 must never hit an int's bytes).
+_PACKED_INTS: dict[int, bytes] = {}
+_INT_CACHE_LIMIT = 1 << 16
 
 
 def _pack_bool(value: Any) -> bool:
@@ -305,6 +351,11 @@ def _decode_party(role_code: Any, index: Any, where: str) -> Party:
     return party
 
 
+_SMALL_FINITE_CHECK = 4096
+_isfinite = np.isfinite
+_all = np.logical_and.reduce
+
+
 # Decoded parties are interned: a run decodes the same few thousand parties millions of times.
 _PARTIES: dict[tuple[int, int], Party] = {}
 _PARTY_CACHE_LIMIT = 1 << 20
@@ -325,10 +376,15 @@ def _array_field(spec: ArraySpec) -> _Field:
             for axis, (want, got) in enumerate(zip(spec.shape, array.shape)):
                 if want is not None and want != got:
                     raise WireError(f"{where}: expected length {want} on axis {axis}, got shape {array.shape}")
-        # A finite sum proves every element finite (one reduction); only otherwise look closer, since a
-        # sum can also overflow from finite elements -- an overflow numpy must not warn about, because
-        # such an array is valid (and under ``-W error`` the warning would escape as an exception).
+        # Small arrays: `isfinite` and one reduction, which never warns. Large ones: a finite sum proves
+        # every element finite without a temporary array; only otherwise look closer, since a sum can also
+        # overflow from finite elements -- an overflow numpy must not warn about, because such an array is
+        # valid (and under ``-W error`` the warning would escape as an exception).
         if check_finite:
+            if array.size <= _SMALL_FINITE_CHECK:
+                if not _all(_isfinite(array), None):
+                    raise WireError(f"{where}: array holds NaN or Inf")
+                return
             with np.errstate(over="ignore", invalid="ignore"):
                 total = array.sum()
             if not math.isfinite(total) and not np.isfinite(array).all():
@@ -412,7 +468,11 @@ def _field_for(annotation: Any, where: str) -> _Field:
 
 @dataclass(frozen=True)
 class _Codec:
-    """How one message kind is encoded; ``head`` is the packed envelope array header and kind tag."""
+    """How one message kind is encoded; ``head`` is the packed envelope array header and kind tag.
+
+    ``values`` reads every field of a message in order (one call); ``build`` makes a message of the kind
+    from its field values in order (`_builder`).
+    """
 
     kind: str
     cls: type
@@ -421,6 +481,42 @@ class _Codec:
     converters: tuple[tuple[int, Callable[[Any], Any]], ...]
     validates: bool
     head: bytes
+    values: Callable[[Any], tuple[Any, ...]]
+    build: Callable[[list[Any]], Any]
+
+
+def _values_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    if names:
+        name = names[0]
+        return lambda body: (getattr(body, name),)
+    return lambda body: ()
+
+
+def _builder(cls: type, names: tuple[str, ...]) -> Callable[[list[Any]], Any]:
+    """How `decode_trusted` rebuilds a message from field values its own encoder validated.
+
+    A plain frozen dataclass (a ``__dict__``, every field an ``__init__`` argument, no ``__post_init__``)
+    gets its fields set in one step, as its ``__init__`` would set them: ``__init__`` of a frozen
+    dataclass sets each field through ``object.__setattr__``, which is most of what a small message costs
+    to rebuild. Any other class is called as usual.
+    """
+    plain = (
+        "__slots__" not in cls.__dict__
+        and not hasattr(cls, "__post_init__")
+        and all(field.init for field in dataclasses.fields(cls))
+    )
+    if not plain:
+        return lambda values: cls(*values)
+    new = object.__new__
+
+    def build(values: list[Any]) -> Any:
+        body = new(cls)
+        body.__dict__.update(zip(names, values))
+        return body
+
+    return build
 
 
 _BY_KIND: dict[str, _Codec] = {}
@@ -457,7 +553,10 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
             (position, field.convert) for position, field in enumerate(fields) if field.convert is not None
         )
         head = _array_header(_ENVELOPE_HEADER_LEN + len(fields)) + msgpack.packb(kind, use_bin_type=True)
-        codec = _Codec(kind, cls, names, fields, converters, callable(getattr(cls, "validate", None)), head)
+        codec = _Codec(
+            kind, cls, names, fields, converters, callable(getattr(cls, "validate", None)), head,
+            _values_getter(names), _builder(cls, names),
+        )
         if existing is not None:
             _BY_CLASS.pop(existing.cls, None)
         _BY_KIND[kind] = codec
@@ -502,17 +601,28 @@ class Envelope:
 def _body_chunks(codec: _Codec, body: Any) -> list[Any]:
     """The msgpack encoding of ``body``'s fields in order, as byte chunks; validates every field first."""
     chunks: list[Any] = []
-    for name, field in zip(codec.names, codec.fields):
-        try:
-            field.emit(getattr(body, name), chunks)
-        except WireError as exc:
-            raise WireError(f"{codec.kind}.{name}: {exc}") from None
+    try:
+        for field, value in zip(codec.fields, codec.values(body)):
+            field.emit(value, chunks)
+    except WireError:
+        _raise_naming_the_field(codec, body)
+        raise
     if codec.validates:
         try:
             body.validate()
         except ValueError as exc:
             raise WireError(f"{codec.kind}: {exc}") from exc
     return chunks
+
+
+def _raise_naming_the_field(codec: _Codec, body: Any) -> None:
+    """Encode ``body``'s fields one by one again and raise the first field's error, naming the field (the
+    fast loop of `_body_chunks` does not track which field it is at)."""
+    for name, field in zip(codec.names, codec.fields):
+        try:
+            field.emit(getattr(body, name), [])
+        except WireError as exc:
+            raise WireError(f"{codec.kind}.{name}: {exc}") from None
 
 
 def _codec_of(body: Any) -> _Codec:
@@ -622,9 +732,9 @@ def decode_trusted(data: bytes) -> Envelope:
     values = frame[_ENVELOPE_HEADER_LEN:]
     for position, convert in codec.converters:
         values[position] = convert(values[position])
-    src = _decode_party(frame[1], frame[2], "src")
-    dst = _decode_party(frame[3], frame[4], "dst")
-    return Envelope(codec.kind, src, dst, frame[5], codec.cls(*values))
+    src = _PARTIES.get((frame[1], frame[2])) or _decode_party(frame[1], frame[2], "src")
+    dst = _PARTIES.get((frame[3], frame[4])) or _decode_party(frame[3], frame[4], "dst")
+    return Envelope(codec.kind, src, dst, frame[5], codec.build(values))
 
 
 __all__ = [

@@ -58,8 +58,16 @@ from ...network.wire import Array, message
 
 def _check_items(items: np.ndarray) -> None:
     # Strictly increasing from a non-negative first item: sorted, unique and non-negative in one pass.
-    if items.size and (items[0] < 0 or bool((items[1:] <= items[:-1]).any())):
+    # A user's few items are checked as a list (numpy's per-call cost dominates below a few dozen).
+    if items.size <= _SMALL:
+        listed = items.tolist()
+        if listed and (listed[0] < 0 or any(left >= right for left, right in zip(listed, listed[1:]))):
+            raise ValueError("items must be non-negative, sorted and unique")
+    elif items[0] < 0 or bool((items[1:] <= items[:-1]).any()):
         raise ValueError("items must be non-negative, sorted and unique")
+
+
+_SMALL = 32
 
 
 def _check_attempt(attempt: int) -> None:
@@ -217,11 +225,18 @@ class ItemVectors:
     def validate(self) -> None:
         rows = self.vectors.shape[0]
         _check_rows("raters", self.raters, rows)
-        if rows and self.raters.min() < 1:
+        # A user's few items are compared as lists: numpy's per-call cost dominates below a few dozen.
+        small = rows <= _SMALL
+        raters = self.raters.tolist() if small else self.raters
+        if rows and (min(raters) if small else self.raters.min()) < 1:
             raise ValueError("every served item has at least one rater")
         if self.known_raters is not None:
             _check_rows("known_raters", self.known_raters, rows)
-            if (self.known_raters < self.raters).any():
+            if small:
+                below = any(known < served for known, served in zip(self.known_raters.tolist(), raters))
+            else:
+                below = bool((self.known_raters < self.raters).any())
+            if below:
                 raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
         if self.masks is not None and self.mask_seed is not None:
             raise ValueError("masks come explicitly or as a seed, not both")
