@@ -317,10 +317,13 @@ def report(targets: list[Target], write: Path | None) -> None:
 def _markdown(table: str, results: list[tuple[Target, ModuleResult | None]], stale: list[str]) -> str:
     version = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('mutmut'))"],
                              capture_output=True, text=True, check=False).stdout.strip() or "?"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=False).stdout.strip() or "?"
     out = [
         "# Mutation-testing baseline",
         "",
-        f"Written by `python tools/mutation.py report --write` (mutmut {version}). Reproduce with "
+        f"Written by `python tools/mutation.py report --write` (mutmut {version}; the runs mutated the working "
+        f"tree as it was when each module ran, at or before commit {commit}). Reproduce with "
         "`make mutation` (all modules) or `make mutation MODULE=src/fedrecsim/seeding.py` (one); "
         "how it works, and how to mark an equivalent mutant, is in the docstring of `tools/mutation.py`.",
         "",

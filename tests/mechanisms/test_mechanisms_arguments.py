@@ -34,6 +34,13 @@ from fedrecsim.mechanisms import (
     shuffle_epsilon,
     theorem1_noise,
 )
+from fedrecsim.mechanisms.exponential import (
+    exponential_mechanism,
+    exponential_probabilities,
+    gumbel_scale,
+    gumbel_top_s,
+    peeling_selection,
+)
 
 RNG = object()
 """Placeholder for a fresh generator in a row's arguments (each call gets its own)."""
@@ -82,6 +89,12 @@ def refused(arg: Arg) -> list[tuple[object, str]]:
     if arg.kind == "generator":
         return [(None, "must be a numpy.random.Generator, got NoneType"),
                 (np.random.RandomState(0), "got RandomState")]
+    if arg.kind == "finite_positive":  # exponential.py's own check
+        return [("1", "must be a finite number > 0, got '1'"), (math.nan, "got nan"), (math.inf, "got inf"),
+                (0.0, "must be a finite number > 0, got 0.0"), (-1.0, "got -1.0")]
+    if arg.kind == "s_in_range":  # exponential.py's s: an integer in [1, minimum], minimum being the size
+        return [(True, f"must be an integer in [1, {arg.minimum}], got True"), (1.0, "got 1.0"), (0, "got 0"),
+                (arg.minimum + 1, f"in [1, {arg.minimum}], got {arg.minimum + 1}")]
     if arg.kind == "float_array":
         return [([[1.0, math.nan]], "must be finite, found nan at index (0, 1)"),
                 (["x"], "must be an array of real numbers")]
@@ -94,6 +107,8 @@ def accepted(arg: Arg) -> list[object]:
         return [arg.minimum, np.int64(arg.minimum), *arg.edge]
     if arg.kind == "non_negative":
         return [0.0, 0, *arg.edge]
+    if arg.kind == "s_in_range":
+        return [1, np.int64(1), arg.minimum]
     return list(arg.edge)
 
 
@@ -152,6 +167,19 @@ ARGS = [
           kind, minimum, edge)
       for name, kind, minimum, edge in [("epsilon", "non_negative", 0, []), ("delta", "non_negative", 0, [1.0]),
                                         ("times", "integer", 0, [])]),
+    # exponential.py
+    *(Arg(gumbel_scale, {"epsilon": 1.0, "sensitivity": 2.0}, name, f"gumbel_scale.{name}", "finite_positive")
+      for name in ("epsilon", "sensitivity")),
+    Arg(exponential_probabilities, {"scores": [1.0, 2.0], "scale": 1.0}, "scale", "exponential_probabilities.scale",
+        "finite_positive"),
+    Arg(exponential_mechanism, {"rng": RNG, "scores": [1.0, 2.0], "epsilon": 1.0, "sensitivity": 1.0}, "epsilon",
+        "gumbel_scale.epsilon", "finite_positive"),
+    Arg(gumbel_top_s, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "s", "gumbel_top_s.s",
+        "s_in_range", 3),
+    Arg(gumbel_top_s, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "scale", "gumbel_top_s.scale",
+        "finite_positive"),
+    Arg(peeling_selection, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "s",
+        "peeling_selection.s", "s_in_range", 3),
     # ring.py
     Arg(Ring, {"bits": 64, "frac_bits": 24}, "frac_bits", "Ring(frac_bits)", "integer", 1),
     Arg(Ring().encode, {"x": [1.0, -2.5]}, "x", "Ring.encode(x)", "float_array"),
@@ -194,3 +222,19 @@ def test_a_composed_delta_above_one_is_refused_with_its_value() -> None:
     with pytest.raises(ConfigError) as info:
         compose_approximate(0.1, 1.5, 2)
     assert (info.value.key_path, info.value.problem) == ("compose_approximate(delta)", "must be <= 1, got 1.5")
+
+
+@pytest.mark.parametrize("selection", [gumbel_top_s, peeling_selection])
+def test_a_selection_is_an_array_of_indices(selection: Callable[..., np.ndarray]) -> None:
+    chosen = selection(np.random.default_rng(0), [3, 1, 2], 2, 1.0)
+    assert chosen.dtype == np.int64 and chosen.shape == (2,)
+
+
+def test_with_negligible_noise_gumbel_top_s_is_the_exact_top_s_best_first() -> None:
+    # Large enough that numpy's partition does not just sort (it does below a few dozen elements).
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        utilities = rng.permutation(300).astype(float)
+        for s in (1, 2, 3, 17, 150, 298, 299, 300):
+            chosen = gumbel_top_s(rng, utilities, s, 1e-9)
+            assert chosen.tolist() == np.argsort(-utilities)[:s].tolist()
