@@ -34,6 +34,7 @@ from fedrecsim.mechanisms import (
     shuffle_epsilon,
     theorem1_noise,
 )
+from fedrecsim.mechanisms.sparse_recovery import RecoveryNoise
 from fedrecsim.mechanisms.exponential import (
     exponential_mechanism,
     exponential_probabilities,
@@ -92,6 +93,11 @@ def refused(arg: Arg) -> list[tuple[object, str]]:
     if arg.kind == "finite_positive":  # exponential.py's own check
         return [("1", "must be a finite number > 0, got '1'"), (math.nan, "got nan"), (math.inf, "got inf"),
                 (0.0, "must be a finite number > 0, got 0.0"), (-1.0, "got -1.0")]
+    if arg.kind == "finite_positive_number":  # sparse_recovery.py's check, which expects a number
+        return [(math.nan, "must be a finite number > 0, got nan"), (math.inf, "got inf"), (0.0, "got 0.0"),
+                (-1.0, "must be a finite number > 0, got -1.0")]
+    if arg.kind == "positive_int":  # sparse_recovery.py's s
+        return [(True, "must be a positive integer, got True"), (1.0, "got 1.0"), (0, "got 0")]
     if arg.kind == "s_in_range":  # exponential.py's s: an integer in [1, minimum], minimum being the size
         return [(True, f"must be an integer in [1, {arg.minimum}], got True"), (1.0, "got 1.0"), (0, "got 0"),
                 (arg.minimum + 1, f"in [1, {arg.minimum}], got {arg.minimum + 1}")]
@@ -109,6 +115,8 @@ def accepted(arg: Arg) -> list[object]:
         return [0.0, 0, *arg.edge]
     if arg.kind == "s_in_range":
         return [1, np.int64(1), arg.minimum]
+    if arg.kind == "positive_int":
+        return [1, np.int64(1)]
     return list(arg.edge)
 
 
@@ -180,6 +188,12 @@ ARGS = [
         "finite_positive"),
     Arg(peeling_selection, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "s",
         "peeling_selection.s", "s_in_range", 3),
+    # sparse_recovery.py
+    *(Arg(RecoveryNoise.calibrate, {"s": 2, "bound": 1.0, "eps_support": 1.0, "eps_values": 1.0, "eps_count": 1.0},
+          name, f"sparse_recovery.{name}", "finite_positive_number")
+      for name in ("bound", "eps_support", "eps_values", "eps_count")),
+    Arg(RecoveryNoise.calibrate, {"s": 2, "bound": 1.0, "eps_support": 1.0, "eps_values": 1.0, "eps_count": 1.0},
+        "s", "sparse_recovery.s", "positive_int"),
     # ring.py
     Arg(Ring, {"bits": 64, "frac_bits": 24}, "frac_bits", "Ring(frac_bits)", "integer", 1),
     Arg(Ring().encode, {"x": [1.0, -2.5]}, "x", "Ring.encode(x)", "float_array"),
