@@ -3,6 +3,8 @@
 ``fedrecsim run FILE [--set key.path=value ...] [--seed N] [--out DIR [--overwrite]] [--transcript]
 [--quiet | --progress]`` runs a scenario and prints its summary; ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
+``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
+--out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`).
 
 Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-2``, ``-3``, ... when that
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
@@ -63,6 +65,32 @@ def _parser() -> argparse.ArgumentParser:
     shown.add_argument("--quiet", action="store_true", help="no progress bar")
     shown.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
 
+    sweep_cmd = commands.add_parser("sweep", help="run a grid of scenario overrides x seeds into a sweep folder")
+    sweep_cmd.add_argument("scenario", type=Path, help="a scenario or study file (a [sweep] table holds the grid)")
+    sweep_cmd.add_argument(
+        "--grid", action="append", default=[], metavar="KEY.PATH=V1,V2",
+        help="sweep a key over these values (a TOML array without brackets); repeatable, the runs are the product",
+    )
+    sweep_cmd.add_argument(
+        "--zip", dest="zipped", action="append", default=[], metavar="KEY.PATH=V1,V2",
+        help="sweep keys together, element-wise (every --zip list has the same length); one axis of the product",
+    )
+    sweep_cmd.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a key in every run; repeatable",
+    )
+    sweep_cmd.add_argument("--seeds", type=int, help="seeds per grid point: run.seed, run.seed+1, ... (default: the file's, else 1)")
+    engine = sweep_cmd.add_mutually_exclusive_group()
+    engine.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    engine.add_argument("--dask", metavar="ADDRESS", help="run on an existing Dask scheduler, e.g. tcp://host:8786")
+    sweep_cmd.add_argument(
+        "--out", type=Path, required=True,
+        help="the sweep folder: new, or one of ours to resume (complete runs are skipped)",
+    )
+    shown_sweep = sweep_cmd.add_mutually_exclusive_group()
+    shown_sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    shown_sweep.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
+
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
     keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
@@ -79,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(keys_text(args.protocol))
             return 0
+        if args.command == "sweep":
+            return _sweep(args)
         return _run(args)
     except (ConfigError, DatasetError, OutputError) as exc:
         print(f"fedrecsim: error: {exc}", file=sys.stderr)
@@ -128,6 +158,20 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     print(summary_text(run_result))
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import load_study, run_sweep
+
+    study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
+    shown = args.progress or (not args.quiet and sys.stderr.isatty())
+    result = run_sweep(study, args.out, workers=args.workers, dask=args.dask, progress=shown)
+    runs = len(result.rows)
+    print(
+        f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
+        f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
+    )
+    return 1 if result.failed else 0
 
 
 @contextmanager

@@ -1,0 +1,711 @@
+"""Studies: a grid of scenario overrides x seeds, run on a local process pool or an existing Dask cluster.
+
+A study is a base scenario, the axes of its grid and a number of seeds. An axis is one key with a list of
+values (``--grid``), or several keys whose lists are paired element-wise (``--zip``, all of them one
+axis); the study's points are the Cartesian product of its axes, each run at the seeds ``run.seed``,
+``run.seed + 1``, ... A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
+
+    [sweep]
+    scenario = "hua_s3_churn.toml"     # optional: the base scenario (else this file's own tables)
+    set = ["run.rounds=200"]           # optional: overrides applied to the base
+    seeds = 3
+    grid = { "availability.p_join" = [0.005, 0.01] }
+    zip = { "protocol.epsilon" = [0.1, 1.0], "protocol.k" = [1, 10] }
+
+Every run is independent and deterministic, so the runs go to any engine: a local process pool (the
+default, nothing to start) or a Dask distributed cluster at an address (``distributed``, the optional
+extra ``dask``). Workers run a scenario into a private temporary folder and send the files back; the
+caller writes them into the sweep folder, so a remote cluster needs no shared file system.
+
+The sweep folder (``--out``):
+
+- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters and the seeds. A folder without it
+  is never written into: an existing folder that is not a sweep of ours is refused, like `prepare_output`
+  refuses a foreign result folder.
+- ``runs/<hash>/`` -- one complete result folder per run, named by a hash of its resolved scenario (every
+  default filled, keys sorted), written atomically (`fedrecsim.output`). Re-running a sweep skips every
+  complete run, so an interrupted sweep resumes and loses nothing; ``runs/<hash>.failed.json`` records a
+  failed run's error (retried on the next run of the sweep) while the other runs go on.
+- ``sweep.csv`` -- one row per run: grid values, seed, status, final metrics, numeric privacy figures,
+  bytes sent and received per role, rounds, transcript fingerprint, wall time and the error if it failed.
+- ``summary.csv`` -- per grid point: the runs and failures, and for every metric, privacy figure and byte
+  count the mean over seeds with a 95% confidence interval (Student's t).
+
+Only the wall-time column differs between two sweeps of the same study, on any engine.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import fcntl
+import hashlib
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .errors import ConfigError, OutputError
+from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
+from .runner import run
+from .scenario import apply_overrides, parse_override, parse_scenario, read_tables
+
+SWEEP_FORMAT = "fedrecsim-sweep/1"
+MARKER = "sweep.json"
+RUNS = "runs"
+_LOCK = ".lock"
+_FAILED_SUFFIX = ".failed.json"
+_HASH_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of the grid: ``keys`` take ``values[i]`` together (one key unless zipped)."""
+
+    keys: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A base scenario's raw tables, the grid's axes and the number of seeds per point."""
+
+    base: dict[str, Any]
+    axes: tuple[Axis, ...]
+    seeds: int
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuple(key for axis in self.axes for key in axis.keys)
+
+    def points(self) -> list[tuple[Any, ...]]:
+        """The grid's points in order (values in `parameters` order), each once."""
+        points: list[tuple[Any, ...]] = []
+        seen: set[str] = set()
+        for combination in itertools.product(*(axis.values for axis in self.axes)):
+            point = tuple(value for values in combination for value in values)
+            identity = _canonical(point)
+            if identity not in seen:
+                seen.add(identity)
+                points.append(point)
+        return points
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a study: its grid point, seed, resolved scenario table and the folder name it gets."""
+
+    point: tuple[Any, ...]
+    seed: int
+    scenario: dict[str, Any]
+    name: str
+
+
+@dataclass
+class SweepResult:
+    """What `run_sweep` did: the folder, every run's row, and how many ran, were skipped or failed."""
+
+    path: Path
+    parameters: tuple[str, ...]
+    rows: list[dict[str, Any]]
+    ran: int
+    skipped: int
+    failed: int
+
+
+def parse_values(text: str, flag: str) -> tuple[list[str], list[Any]]:
+    """Split ``key.path=v1,v2,...`` into the key path and its values.
+
+    The list is read as a TOML array (so ``{model='constant', seconds=0.0}`` is one value); when it is not
+    one, it is split on commas into bare strings, as ``--set`` takes a non-literal as a string.
+    """
+    keys, _ = parse_override(text.partition("=")[0] + "=0")
+    raw = text.partition("=")[2].strip()
+    if not raw:
+        raise ConfigError(f"{flag} {'.'.join(keys)}", "expected a comma-separated list of values after =")
+    try:
+        values = tomllib.loads(f"values = [{raw}]")["values"]
+    except tomllib.TOMLDecodeError:
+        values = [part.strip() for part in raw.split(",")]
+    if not values or any(value == "" for value in values):
+        raise ConfigError(f"{flag} {'.'.join(keys)}", f"expected a comma-separated list of values, got {raw!r}")
+    return keys, values
+
+
+def make_axes(grid: Mapping[str, Sequence[Any]], zipped: Mapping[str, Sequence[Any]], source: str) -> tuple[Axis, ...]:
+    """One axis per ``grid`` key, then one axis pairing every ``zipped`` key element-wise.
+
+    Args:
+        source: how the user wrote the lists (``--grid``/``--zip`` or ``sweep.grid``/``sweep.zip``),
+            named in errors.
+    """
+    grid_name, zip_name = ("sweep.grid", "sweep.zip") if source == "file" else ("--grid", "--zip")
+    axes = []
+    for key, values in grid.items():
+        _check_values(values, f"{grid_name} {key}")
+        axes.append(Axis((key,), tuple((value,) for value in values)))
+    if zipped:
+        lengths = {key: len(values) for key, values in zipped.items()}
+        for key, values in zipped.items():
+            _check_values(values, f"{zip_name} {key}")
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"{key} has {length}" for key, length in lengths.items())
+            raise ConfigError(zip_name, f"zipped lists must have the same length: {shown}")
+        axes.append(Axis(tuple(zipped), tuple(zip(*zipped.values()))))
+    keys = [key for axis in axes for key in axis.keys]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ConfigError(f"{grid_name} {repeated[0]}", f"is swept twice (in {grid_name} and {zip_name})")
+    return tuple(axes)
+
+
+def _check_values(values: Any, where: str) -> None:
+    if not isinstance(values, list) or not values:
+        raise ConfigError(where, "expected a non-empty list of values")
+
+
+def load_study(
+    path: str | Path,
+    *,
+    grid: Iterable[str] = (),
+    zipped: Iterable[str] = (),
+    seeds: int | None = None,
+    overrides: Iterable[str] = (),
+) -> Study:
+    """A study from a scenario or study file plus command-line grids (``key.path=v1,v2``), zips and seeds.
+
+    A ``--grid`` or ``--zip`` on a key the file already sweeps replaces the file's list. ``seeds``
+    defaults to the file's ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's
+    ``sweep.set``.
+
+    Raises:
+        ConfigError: naming the ``sweep.*`` key or the flag that is wrong.
+    """
+    path = Path(path)
+    tables = read_tables(path)
+    table = tables.pop("sweep", {})
+    if not isinstance(table, dict):
+        raise ConfigError("sweep", "expected a table")
+    unknown = sorted(set(table) - {"scenario", "set", "seeds", "grid", "zip"})
+    if unknown:
+        raise ConfigError(f"sweep.{unknown[0]}", "unknown key; allowed: scenario, set, seeds, grid, zip")
+    if "scenario" in table:
+        if not isinstance(table["scenario"], str):
+            raise ConfigError("sweep.scenario", "expected the path of a scenario file")
+        if tables:
+            raise ConfigError(
+                "sweep.scenario", f"a study naming its scenario file holds only [sweep]; move [{sorted(tables)[0]}] into sweep.set"
+            )
+        tables = read_tables(path.parent / table["scenario"])
+    file_set = table.get("set", [])
+    if not isinstance(file_set, list) or not all(isinstance(item, str) for item in file_set):
+        raise ConfigError("sweep.set", 'expected a list of "key.path=value" strings')
+    apply_overrides(tables, [*file_set, *overrides])
+
+    file_grid = _flatten(table.get("grid", {}), "sweep.grid")
+    file_zip = _flatten(table.get("zip", {}), "sweep.zip")
+    flag_grid = dict(_flag_lists(grid, "--grid"))
+    flag_zip = dict(_flag_lists(zipped, "--zip"))
+    if flag_zip:
+        file_zip = {}
+    file_grid = {key: values for key, values in file_grid.items() if key not in flag_grid and key not in flag_zip}
+    axes = make_axes(file_grid, file_zip, "file") + make_axes(flag_grid, flag_zip, "flags")
+    keys = [key for axis in axes for key in axis.keys]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ConfigError(f"--grid {repeated[0]}", "is swept twice")
+
+    if seeds is None:
+        seeds = table.get("seeds", 1)
+        if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+            raise ConfigError("sweep.seeds", f"expected a whole number >= 1, got {seeds!r}")
+    elif seeds < 1:
+        raise ConfigError("--seeds", f"expected a whole number >= 1, got {seeds}")
+    return Study(tables, axes, seeds)
+
+
+def _flag_lists(texts: Iterable[str], flag: str) -> Iterator[tuple[str, list[Any]]]:
+    for text in texts:
+        keys, values = parse_values(text, flag)
+        yield ".".join(keys), values
+
+
+def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
+    """``{"a.b" = [..]}`` and ``[sweep.grid.a] b = [..]`` both as ``{"a.b": [..]}``."""
+    if not isinstance(table, dict):
+        raise ConfigError(where, "expected a table of key paths to lists of values")
+    flat: dict[str, list[Any]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{inner}": values for inner, values in _flatten(value, f"{where}.{key}").items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def plan(study: Study) -> list[PlannedRun]:
+    """Every run of the study, validated (a bad grid value raises its ConfigError before anything runs)."""
+    run_table = study.base.get("run")
+    base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
+    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+        raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+    planned = []
+    for point in study.points():
+        for offset in range(study.seeds):
+            tables = copy.deepcopy(study.base)
+            for key, value in zip(study.parameters, point):
+                _set(tables, key, copy.deepcopy(value))
+            _set(tables, "run.seed", base_seed + offset)
+            resolved = parse_scenario(tables).to_table()
+            planned.append(PlannedRun(point, base_seed + offset, resolved, run_name(resolved)))
+    return planned
+
+
+def _set(tables: dict[str, Any], key_path: str, value: Any) -> None:
+    keys = key_path.split(".")
+    target = tables
+    for position, key in enumerate(keys[:-1]):
+        node = target.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(".".join(keys[: position + 1]), "is a value, not a table; cannot sweep a key in it")
+        target = node
+    target[keys[-1]] = value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def run_name(scenario_table: Mapping[str, Any]) -> str:
+    """The folder name of a run: a hash of its resolved scenario (keys sorted, every default filled)."""
+    return hashlib.sha256(_canonical(scenario_table).encode()).hexdigest()[:_HASH_CHARS]
+
+
+# -- the engines ------------------------------------------------------------------------------------
+
+
+def execute(scenario_table: dict[str, Any]) -> dict[str, Any]:
+    """Run one scenario on a worker: ``{"files": {name: bytes}}``, or ``{"error": "Type: message"}``.
+
+    Any exception of the run is its recorded failure -- one run's bug must not stop a study -- and is
+    reported with its type in ``sweep.csv``, the failure record and the summary's count.
+    """
+    with tempfile.TemporaryDirectory(prefix="fedrecsim-sweep-") as scratch:
+        folder = Path(scratch) / "run"
+        try:
+            run(parse_scenario(scenario_table), out=folder)
+        except Exception as exc:  # noqa: BLE001 -- recorded, see the docstring
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"files": {entry.name: entry.read_bytes() for entry in sorted(folder.iterdir())}}
+
+
+Submit = Callable[[dict[str, Any]], Any]
+
+
+@contextmanager
+def local_pool(workers: int) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
+    """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one."""
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+
+        def submit(table: dict[str, Any]) -> Future[dict[str, Any]]:
+            return pool.submit(execute, table)
+
+        def wait_any(pending: set[Any]) -> set[Any]:
+            return wait(pending, return_when=FIRST_COMPLETED)[0]
+
+        try:
+            yield submit, wait_any, workers
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+@contextmanager
+def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
+    """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots)."""
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError("--dask", 'needs the optional extra: pip install "fedrecsim[dask]"') from None
+    try:
+        client = distributed.Client(address, timeout="10s")
+    except OSError as exc:
+        raise ConfigError("--dask", f"cannot reach a Dask scheduler at {address}: {exc}") from None
+    with client:
+        finished = distributed.as_completed()
+
+        def submit(table: dict[str, Any]) -> Any:
+            future = client.submit(execute, table, pure=False)
+            finished.add(future)
+            return future
+
+        def wait_any(pending: set[Any]) -> set[Any]:
+            return set(finished.next_batch(block=True)) & pending
+
+        yield submit, wait_any, max(sum(client.nthreads().values()), 1)
+
+
+# -- the sweep folder -------------------------------------------------------------------------------
+
+
+def open_sweep_folder(path: Path) -> Path:
+    """Check (or create) a sweep folder; OutputError for anything that is not one of ours."""
+    path = Path(os.path.abspath(path))
+    if os.path.lexists(path):
+        problem = sweep_folder_problem(path)
+        if problem is not None:
+            raise OutputError(path, f"{problem}; choose a new location (a sweep writes only into its own folder)")
+    else:
+        try:
+            os.makedirs(path)
+        except OSError as exc:
+            raise OutputError(exc.filename or path, f"cannot create the sweep folder: {exc.strerror}") from None
+    return path
+
+
+def sweep_folder_problem(path: Path) -> str | None:
+    """Why ``path`` is not a fedrecsim sweep folder (None: it is)."""
+    if path.is_symlink() or not path.is_dir():
+        return "exists and is not a folder"
+    document = _read_json(path / MARKER)
+    if not isinstance(document, dict) or document.get("format") != SWEEP_FORMAT:
+        return f"exists and is not a fedrecsim sweep folder (no {MARKER} with format {SWEEP_FORMAT!r})"
+    return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    """Hold the sweep folder's lock: two sweeps writing into one folder would race on its files."""
+    with open(folder / _LOCK, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputError(folder, "another sweep is writing into this folder") from None
+        yield
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``path`` (a file of ours) through a hidden sibling and one rename: never half a file."""
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    with open(partial, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    os.replace(partial, path)
+
+
+def _remove_stale_staging(runs: Path) -> None:
+    """Staging folders a killed sweep left in ``runs/``: hidden, holding only result files (ours)."""
+    for entry in sorted(runs.iterdir()):
+        if entry.name.startswith(".") and ".partial-" in entry.name and entry.is_dir() and not entry.is_symlink():
+            files = list(entry.iterdir())
+            if all(item.name in RESULT_FILES and item.is_file() for item in files):
+                for item in files:
+                    item.unlink()
+                entry.rmdir()
+
+
+def is_complete(folder: Path) -> bool:
+    return os.path.lexists(folder) and replaceable_problem(folder) is None
+
+
+def _store(runs: Path, name: str, files: Mapping[str, bytes]) -> None:
+    """Write a run's files into ``runs/<name>`` atomically (staging folder, one rename)."""
+    target = prepare_output(runs / name)
+    try:
+        for file_name, content in files.items():
+            if file_name not in RESULT_FILES:
+                raise OutputError(runs / name, f"a worker sent {file_name!r}, which is no result file")
+            (target.staging / file_name).write_bytes(content)
+        target.commit()
+    except BaseException:
+        target.abandon()
+        raise
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+
+def run_sweep(
+    study: Study,
+    out: str | Path,
+    *,
+    workers: int | None = None,
+    dask: str | None = None,
+    progress: bool | TextIO | None = None,
+) -> SweepResult:
+    """Run every missing run of ``study`` into the sweep folder ``out``; write sweep.csv and summary.csv.
+
+    Args:
+        workers: local processes (default: the cores). Ignored with ``dask``.
+        dask: the address of an existing Dask scheduler (``tcp://host:8786``) to run on instead.
+        progress: True draws a progress bar on stderr; a stream draws it there.
+
+    Raises:
+        ConfigError: a grid value or key is invalid (before anything runs). OutputError: ``out`` exists
+        and is not a sweep folder, or cannot be written.
+    """
+    planned = plan(study)
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", f"expected a whole number >= 1, got {workers}")
+    folder = open_sweep_folder(Path(out))
+    with _exclusive(folder):
+        runs = folder / RUNS
+        runs.mkdir(exist_ok=True)
+        _remove_stale_staging(runs)
+        _write_atomically(folder / MARKER, json.dumps({
+            "format": SWEEP_FORMAT,
+            "fedrecsim_version": __version__,
+            "parameters": list(study.parameters),
+            "points": len(study.points()),
+            "seeds": study.seeds,
+            "runs": len(planned),
+        }, indent=2) + "\n")
+        for name in sorted({entry.name for entry in planned}):
+            if os.path.lexists(runs / name) and not is_complete(runs / name):
+                raise OutputError(runs / name, "exists and is not a complete fedrecsim result; move it away to re-run it")
+        missing = {entry.name: entry for entry in planned if not is_complete(runs / entry.name)}
+        bar = _bar(progress)
+        skipped = len({entry.name for entry in planned}) - len(missing)
+        failures = 0
+        if missing:
+            engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1)
+            failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
+        rows = [_row(runs, entry, study.parameters) for entry in planned]
+        _write_csv(folder / "sweep.csv", rows)
+        _write_csv(folder / "summary.csv", summarize(rows, study.parameters))
+    return SweepResult(folder, study.parameters, rows, len(missing), skipped, failures)
+
+
+def _run_missing(engine: Any, runs: Path, missing: list[PlannedRun], bar: SweepProgress | None, done: int) -> int:
+    failures = 0
+    if bar is not None:
+        bar.start(done + len(missing), done)
+    with engine as (submit, wait_any, slots):
+        pending = {submit(entry.scenario): entry for entry in missing}
+        try:
+            while pending:
+                if bar is not None:
+                    bar.draw(running=min(slots, len(pending)))
+                for future in wait_any(set(pending)):
+                    entry = pending.pop(future)
+                    outcome = _outcome(future)
+                    failed_record = runs / f"{entry.name}{_FAILED_SUFFIX}"
+                    if "error" in outcome:
+                        failures += 1
+                        _write_atomically(failed_record, json.dumps(
+                            {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
+                        ) + "\n")
+                    else:
+                        _store(runs, entry.name, outcome["files"])
+                        if failed_record.exists():
+                            failed_record.unlink()
+                    if bar is not None:
+                        bar.finished(failed="error" in outcome)
+        finally:
+            if bar is not None:
+                bar.draw(running=0, final=True)
+    return failures
+
+
+def _outcome(future: Any) -> dict[str, Any]:
+    """A finished future's outcome; an engine's own failure (a worker that died) is the run's error."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 -- a lost worker fails its run, recorded like any failure
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+# -- tables -----------------------------------------------------------------------------------------
+
+
+def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {"run": entry.name}
+    row.update({key: _cell(value) for key, value in zip(parameters, entry.point)})
+    row["seed"] = entry.seed
+    document = _read_json(runs / entry.name / "result.json") if is_complete(runs / entry.name) else None
+    if document is None:
+        failure = _read_json(runs / f"{entry.name}{_FAILED_SUFFIX}")
+        row["status"] = "failed"
+        row["error"] = failure["error"] if isinstance(failure, dict) else "not run"
+        return row
+    row["status"] = "complete"
+    row.update({name: value for name, value in document["metrics"]["final"].items()})
+    row.update({f"privacy.{name}": value for name, value in document["privacy"].items() if _is_number(value)})
+    for role, counters in document["ledger"]["roles"].items():
+        row[f"{role}.sent_bytes"] = counters["sent_bytes"]
+        row[f"{role}.recv_bytes"] = counters["recv_bytes"]
+    row["rounds_completed"] = document["rounds_completed"]
+    row["transcript"] = _fingerprint(document)
+    row["wall_time_s"] = document["wall_time_s"]
+    return row
+
+
+def _fingerprint(document: Mapping[str, Any]) -> str:
+    """The transcript hash under whichever ``transcript_<algorithm>`` key this result.json carries."""
+    return next(str(value) for key, value in document.items() if key.startswith("transcript_"))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cell(value: Any) -> Any:
+    """A grid value as a CSV cell: numbers and strings as they are, anything else as compact JSON."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return _canonical(value)
+
+
+#: Columns of sweep.csv that are not a measured quantity (not summarized over seeds).
+_NOT_MEASURED = frozenset({"run", "seed", "status", "error", "transcript", "wall_time_s", "rounds_completed"})
+
+
+def measured_columns(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> list[str]:
+    """The metric, privacy and byte columns of sweep.csv rows, in their first-seen order."""
+    names: list[str] = []
+    for row in rows:
+        names.extend(name for name in row if name not in names and name not in _NOT_MEASURED and name not in parameters)
+    return names
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> list[dict[str, Any]]:
+    """Per grid point (in order): runs, failures, and each measured column's mean and 95% t interval.
+
+    With one complete seed the interval is left empty; with identical values it is the value itself.
+    """
+    from scipy import stats
+
+    measured = measured_columns(rows, parameters)
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(_canonical([row[key] for key in parameters]), []).append(row)
+    summary = []
+    for members in groups.values():
+        complete = [row for row in members if row["status"] == "complete"]
+        line: dict[str, Any] = {key: members[0][key] for key in parameters}
+        line["runs"] = len(complete)
+        line["failed"] = len(members) - len(complete)
+        for name in measured:
+            values = [float(row[name]) for row in complete if row.get(name) is not None]
+            mean, low, high = _mean_interval(values, stats)
+            line[f"{name}.mean"], line[f"{name}.ci95_low"], line[f"{name}.ci95_high"] = mean, low, high
+        summary.append(line)
+    return summary
+
+
+def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float | None, float | None]:
+    if not values:
+        return None, None, None
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, None, None
+    spread = math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
+    if spread == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values)))
+    return mean, float(low), float(high)
+
+
+def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    names: list[str] = []
+    for row in rows:
+        names.extend(name for name in row if name not in names)
+    with tempfile.SpooledTemporaryFile(mode="w+", newline="") as buffer:
+        writer = csv.DictWriter(buffer, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(rows)
+        buffer.seek(0)
+        _write_atomically(path, buffer.read())
+
+
+def read_csv(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a sweep's sweep.csv or summary.csv (cells as text; empty = none)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+# -- the progress bar -------------------------------------------------------------------------------
+
+
+def _bar(progress: bool | TextIO | None) -> SweepProgress | None:
+    if progress is True:
+        return SweepProgress(sys.stderr)
+    if progress is None or progress is False:
+        return None
+    return SweepProgress(progress)
+
+
+class SweepProgress:
+    """``[####....] 12/40 runs  done 11  running 2  failed 1  3.4s  ETA 9s`` on one line, redrawn."""
+
+    _WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.total = self.done = self.failed = self.resumed = 0
+        self.started = time.perf_counter()
+
+    def start(self, total: int, resumed: int) -> None:
+        self.total, self.done, self.resumed = total, resumed, resumed
+        self.started = time.perf_counter()
+
+    def finished(self, *, failed: bool) -> None:
+        self.done += 1
+        self.failed += failed
+
+    def draw(self, *, running: int, final: bool = False) -> None:
+        elapsed = time.perf_counter() - self.started
+        ran = self.done - self.resumed
+        remaining = self.total - self.done
+        eta = f"ETA {elapsed / ran * remaining:5.0f}s" if ran and remaining else "ETA     ?" if remaining else ""
+        filled = int(self._WIDTH * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (self._WIDTH - filled)
+        self.stream.write(
+            f"\r[{bar}] {self.done:,}/{self.total:,} runs  done {self.done - self.failed:,}  running {running:,}  "
+            f"failed {self.failed:,}  {elapsed:6.1f}s  {eta}"
+        )
+        if final:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+__all__ = [
+    "MARKER",
+    "SWEEP_FORMAT",
+    "Axis",
+    "PlannedRun",
+    "Study",
+    "SweepResult",
+    "execute",
+    "load_study",
+    "make_axes",
+    "measured_columns",
+    "parse_values",
+    "plan",
+    "read_csv",
+    "run_name",
+    "run_sweep",
+    "summarize",
+    "sweep_folder_problem",
+]
