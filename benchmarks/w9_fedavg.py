@@ -1,0 +1,133 @@
+"""W9: the FedAvg shape a Flower user would compare -- fedrecsim against Flower's simulation engine.
+
+100 users, all online and selected every round; the server sends each the float64[1682 x 50] item
+factors and each returns its full gradient (implicit FCF on MovieLens-100k-shaped interactions: real
+work, zero latency, every message encoded, counted, hashed, carried and decoded). ``ours_s_per_round``
+is the mean wall time of a round after the first (timed from `fedrecsim.run`'s per-round progress
+callback), so building the users and the data are not in it.
+
+The peer, when installed (``pip install -e .[peers]``): Flower's simulation engine (`flwr.simulation.
+run_simulation`) with 100 supernodes, FedAvg selecting everyone, starting from the same float64[1682 x 50]
+array, and clients that return the received array plus Gaussian noise (no training: Flower is charged for
+carrying the model, not for maths). It runs in a fresh interpreter (Ray owns the process);
+``flower_s_per_round`` is the mean time from one round's aggregation to the next's after the first round,
+and its start-up (interpreter, Ray, the first round's actors) is reported apart as ``flower_startup_s``.
+``ratio`` is Flower's seconds per round over ours (> 1 means fedrecsim is faster). Without Flower the line
+says ``flower=not-installed``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fedrecsim
+
+from .common import Options, run_isolated, timed
+
+USERS, ITEMS, D = 100, 1682, 50
+STANDARD_ROUNDS, QUICK_ROUNDS = 10, 3
+
+
+def scenario(rounds: int, users: int = USERS, items: int = ITEMS) -> dict[str, Any]:
+    """The W9 scenario: implicit FCF, everyone online and selected, zero latency."""
+    return {
+        "run": {"name": "w9-fedavg", "protocol": "fcf", "seed": 9, "rounds": rounds},
+        "data": {
+            "source": "synthetic", "feedback": "implicit", "users": users, "items": items,
+            "ratings": min(60 * users, users * items // 4), "split": "leave_one_out",
+        },
+        "network": {"latency": {"model": "constant", "seconds": 0.0}},
+        "availability": {"model": "always"},
+        "protocol": {"feedback": "implicit", "d": D, "gamma": 0.05, "eval_every": rounds},
+    }
+
+
+def ours(rounds: int, users: int = USERS, items: int = ITEMS) -> float:
+    """fedrecsim's mean wall seconds per round after the first."""
+    marks: list[float] = []
+    result = fedrecsim.run(scenario(rounds, users, items), progress=lambda done, total: marks.append(time.perf_counter()))
+    if result.result["rounds_completed"] != rounds or len(marks) != rounds:
+        raise fedrecsim.SimulationError(f"W9 did not complete: {result.result['rounds_completed']} of {rounds} rounds")
+    # The last round also measures hr@k on every user; it is left out with the first.
+    steps = [later - earlier for earlier, later in zip(marks, marks[1:])][:-1] or [marks[-1] - marks[0]]
+    return sum(steps) / len(steps)
+
+
+def flower(rounds: int, users: int = USERS, items: int = ITEMS) -> dict[str, float]:
+    """Flower's simulation engine on the same shape (run in a fresh interpreter by `run`)."""
+    import logging
+
+    import numpy as np
+    from flwr.client import ClientApp, NumPyClient
+    from flwr.common import Context, ndarrays_to_parameters
+    from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+    from flwr.server.strategy import FedAvg
+    from flwr.simulation import run_simulation
+
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+    start = time.perf_counter()
+    ends: list[float] = []
+
+    class NoisyEcho(NumPyClient):
+        def __init__(self, seed: int) -> None:
+            self.rng = np.random.default_rng(seed)
+
+        def fit(self, parameters, config):  # type: ignore[no-untyped-def]
+            return [array + self.rng.normal(0.0, 0.01, array.shape) for array in parameters], 1, {}
+
+    class TimedFedAvg(FedAvg):
+        def aggregate_fit(self, server_round, results, failures):  # type: ignore[no-untyped-def]
+            if failures or len(results) != users:
+                raise RuntimeError(f"Flower round {server_round}: {len(results)} results, {len(failures)} failures")
+            aggregated = super().aggregate_fit(server_round, results, failures)
+            ends.append(time.perf_counter())
+            return aggregated
+
+    def client_fn(context: Context):  # type: ignore[no-untyped-def]
+        return NoisyEcho(int(context.node_config.get("partition-id", 0))).to_client()
+
+    model = np.random.default_rng(0).normal(0.0, 0.1, (items, D))
+
+    def server_fn(context: Context) -> ServerAppComponents:
+        strategy = TimedFedAvg(
+            fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=users, min_available_clients=users,
+            initial_parameters=ndarrays_to_parameters([model]),
+        )
+        return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
+
+    run_simulation(
+        server_app=ServerApp(server_fn=server_fn), client_app=ClientApp(client_fn=client_fn),
+        num_supernodes=users, backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+    )
+    if len(ends) != rounds:
+        raise RuntimeError(f"Flower completed {len(ends)} of {rounds} rounds")
+    steps = [later - earlier for earlier, later in zip(ends, ends[1:])]
+    return {"s_per_round": sum(steps) / len(steps), "startup_s": ends[0] - start}
+
+
+def run(options: Options) -> Iterator[str]:
+    """``W9 fedavg ours_s_per_round=... flower_s_per_round=... ratio=...``."""
+    rounds = QUICK_ROUNDS if options.quick else STANDARD_ROUNDS
+    repeats = options.repeats or (1 if options.quick else 3)
+    best = math.inf
+    for _ in range(repeats):
+        seconds, _ = timed(lambda: ours(rounds))
+        best = min(best, seconds)
+    line = f"W9 fedavg ours_s_per_round={best:.3f}"
+    if importlib.util.find_spec("flwr") is None:
+        yield f"{line} flower=not-installed (pip install -e .[peers])"
+        return
+    peer = min(
+        (run_isolated(__name__, "flower", rounds=rounds) for _ in range(repeats)), key=lambda result: result["s_per_round"]
+    )
+    yield (
+        f"{line} flower_s_per_round={peer['s_per_round']:.3f} ratio={peer['s_per_round'] / best:.1f} "
+        f"flower_startup_s={peer['startup_s']:.1f} users={USERS} rounds={rounds}"
+    )
+
+
+__all__ = ["flower", "ours", "run", "scenario"]
