@@ -6,22 +6,22 @@ Usage::
     python scenarios/minto_tradeoff.py --users 10000
     python scenarios/minto_tradeoff.py --quick    # a tiny grid in seconds (the test suite runs this)
 
-Every cell is one run of ``minto_ldp.toml`` with the grid's ``protocol.epsilon`` and ``protocol.k`` and
-the chosen size, on the same data, seed and initial V, so the cells differ only in the privacy knobs.
-HR@10 is measured once, after the last epoch. The table is printed with the two baselines of the
-paper's Fig. 5 -- MF-NP (the same training without LDP) and random -- and written as CSV (``--out``).
+The grid is a sweep (`fedrecsim.sweep`) of ``minto_ldp.toml`` over ``protocol.epsilon`` x ``protocol.k``
+at the chosen size, every cell on the same data, seed and initial V, so the cells differ only in the
+privacy knobs. HR@10 is measured once, after the last epoch. The sweep folder (``--out``, default
+``results/minto_tradeoff``; a re-run resumes) holds every run and its ``sweep.csv`` and ``summary.csv``;
+the table is printed from ``summary.csv`` with the two baselines of the paper's Fig. 5 -- MF-NP (the
+same training without LDP) and random.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import fedrecsim
-from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
+from fedrecsim.sweep import load_study, read_csv, run_sweep
 
 SCENARIO = Path(__file__).resolve().parent / "minto_ldp.toml"
 
@@ -43,37 +43,32 @@ FULL = Grid(users=1000, items=1000, interactions_per_user=50, epochs=20,
 QUICK = Grid(users=150, items=200, interactions_per_user=20, epochs=4, epsilons=(0.5, 10.0), ks=(1, 100))
 
 
-def run_cell(grid: Grid, epsilon: float, k: int, seed: int) -> dict[str, float]:
-    """One run of the scenario at ``(epsilon, k)``: its final metrics and the privacy it spent."""
+def run_grid(grid: Grid, seed: int, out: Path, workers: int | None = None) -> list[dict[str, str]]:
+    """Run (or resume) the sweep of the grid into ``out``; its summary rows, one per (eps, k)."""
     overrides = [
         f"run.seed={seed}",
         f"run.rounds={grid.epochs}",
         f"data.users={grid.users}",
         f"data.items={grid.items}",
         f"data.ratings={grid.users * grid.interactions_per_user}",
-        f"protocol.epsilon={epsilon}",
-        f"protocol.k={k}",
         f"protocol.min_users={grid.users}",
         f"protocol.eval_every={grid.epochs}",
     ]
-    result = fedrecsim.run(parse_scenario(apply_overrides(read_tables(SCENARIO), overrides)))
-    metrics = result.metrics
-    return {
-        "epsilon": epsilon,
-        "k": k,
-        "hr@10": metrics["hr@10"],
-        "hr@10_mf_np": metrics["hr@10_mf_np"],
-        "hr@10_random": metrics["hr@10_random"],
-        "epsilon_per_user_total": result.result["privacy"]["epsilon_per_user_total"],
-    }
+    axes = [
+        f"protocol.epsilon={','.join(repr(float(epsilon)) for epsilon in grid.epsilons)}",
+        f"protocol.k={','.join(str(k) for k in grid.ks)}",
+    ]
+    study = load_study(SCENARIO, grid=axes, seeds=1, overrides=overrides)
+    result = run_sweep(study, out, workers=workers, progress=sys.stderr.isatty())
+    return read_csv(result.path / "summary.csv")
 
 
-def format_table(grid: Grid, cells: list[dict[str, float]], seed: int) -> str:
+def format_table(grid: Grid, cells: list[dict[str, str]], seed: int) -> str:
     """Rows eps, columns k, HR@10 in each cell; the baselines in the title line."""
-    by_cell = {(cell["epsilon"], cell["k"]): cell["hr@10"] for cell in cells}
+    by_cell = {(float(cell["protocol.epsilon"]), int(cell["protocol.k"])): float(cell["hr@10.mean"]) for cell in cells}
     title = (
         f"HR@10, {grid.users} users x {grid.items} items, {grid.epochs} epochs, seed {seed}: "
-        f"MF-NP {cells[0]['hr@10_mf_np']:.3f}, random {cells[0]['hr@10_random']:.3f}"
+        f"MF-NP {float(cells[0]['hr@10_mf_np.mean']):.3f}, random {float(cells[0]['hr@10_random.mean']):.3f}"
     )
     header = "eps \\ k " + "".join(f"{k:>8}" for k in grid.ks)
     rows = [f"{epsilon:<8g}" + "".join(f"{by_cell[epsilon, k]:>8.3f}" for k in grid.ks) for epsilon in grid.epsilons]
@@ -85,24 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tiny grid that runs in seconds")
     parser.add_argument("--users", type=int, default=None, help="users (default: 1,000; quick: 150)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=Path("results/minto_tradeoff.csv"), help="CSV of every cell")
+    parser.add_argument("--out", type=Path, default=Path("results/minto_tradeoff"), help="the sweep folder")
+    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
     args = parser.parse_args(argv)
     grid = QUICK if args.quick else FULL
     if args.users is not None:
         if args.users < 1:
             parser.error(f"--users must be >= 1, got {args.users}")
         grid = Grid(args.users, grid.items, grid.interactions_per_user, grid.epochs, grid.epsilons, grid.ks)
-    cells = []
-    for epsilon in grid.epsilons:
-        for k in grid.ks:
-            cells.append(run_cell(grid, epsilon, k, args.seed))
-            print(f"eps={epsilon:g} k={k}: hr@10={cells[-1]['hr@10']:.3f}", file=sys.stderr, flush=True)
-    print(format_table(grid, cells, args.seed))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(cells[0]))
-        writer.writeheader()
-        writer.writerows(cells)
+    print(format_table(grid, run_grid(grid, args.seed, args.out, args.workers), args.seed))
     return 0
 
 

@@ -9,7 +9,10 @@ import pytest
 import fedrecsim
 from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
 
-SCENARIOS = sorted((Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml"))
+# Study files (a [sweep] table naming a scenario file) are tested in tests/test_sweep.py.
+SCENARIOS = sorted(
+    path for path in (Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml") if "sweep" not in read_tables(path)
+)
 TINY = ["run.rounds=2", "data.users=30", "data.items=120", "data.ratings=900"]
 
 

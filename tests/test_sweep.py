@@ -13,7 +13,7 @@ import pytest
 
 from fedrecsim.cli import main
 from fedrecsim.errors import ConfigError, OutputError
-from fedrecsim.sweep import load_study, read_csv, run_sweep
+from fedrecsim.sweep import load_study, plan, read_csv, run_sweep
 
 SCENARIO = """\
 [run]
@@ -183,3 +183,13 @@ def test_an_unknown_sweep_key_is_named(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, extra="\n[sweep]\ngrids = {}\n")
     with pytest.raises(ConfigError, match=r"^sweep\.grids: unknown key"):
         load_study(scenario)
+
+
+STUDIES = sorted(path for path in (Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml") if "[sweep]" in path.read_text())
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=[path.stem for path in STUDIES])
+def test_every_study_file_in_scenarios_plans_every_run(path: Path) -> None:
+    study = load_study(path)
+    runs = plan(study)
+    assert len(runs) == len(study.points()) * study.seeds and len({run.name for run in runs}) == len(runs)

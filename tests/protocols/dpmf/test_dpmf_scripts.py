@@ -21,9 +21,10 @@ def _script(name: str) -> ModuleType:
     return module
 
 
-def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str]) -> None:
+def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     sweep = _script("hua_epsilon_sweep")
-    table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True)
+    table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True, out=tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["S1", "S2", "S3"]
     for name, by_epsilon in table.items():
         noise_only = [by_epsilon[epsilon][1] for epsilon in sweep.EPSILONS]
         # The noise's cost falls with eps until it is within FLOOR of zero, where one seed's noise can as
@@ -40,12 +41,14 @@ def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixt
     assert "S3 err_increase" in output and "800" in output
 
 
-def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str]) -> None:
-    assert _script("hua_churn_study").main(["--quick", "--seeds", "1"]) == 0
+def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The study file's zip runs the shared point (0.01, 0.01) once; the table shows it in both halves."""
+    assert _script("hua_churn_study").main(["--quick", "--seeds", "1", "--out", str(tmp_path / "churn")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 + 8
     assert sum(line.split()[0] == "p_join" for line in lines[2:]) == 4
     assert sum(line.split()[0] == "p_leave" for line in lines[2:]) == 4
+    assert len(list((tmp_path / "churn" / "runs").iterdir())) == 7
 
 
 def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str]) -> None:

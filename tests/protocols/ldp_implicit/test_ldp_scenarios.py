@@ -28,21 +28,23 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_quick_tradeoff_study_prints_and_writes_its_grid(tmp_path: Path) -> None:
-    out = tmp_path / "tradeoff.csv"
-    completed = _script("minto_tradeoff.py", "--quick", "--out", str(out))
+def test_the_quick_tradeoff_study_prints_its_grid_from_a_sweep(tmp_path: Path) -> None:
+    out = tmp_path / "tradeoff"
+    completed = _script("minto_tradeoff.py", "--quick", "--workers", "2", "--out", str(out))
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.strip().splitlines()
     assert lines[0].startswith("HR@10, 150 users x 200 items, 4 epochs") and "random 0.100" in lines[0]
     assert lines[1].split() == ["eps", "\\", "k", "1", "100"]
     assert [line.split()[0] for line in lines[2:]] == ["0.5", "10"]
-    with open(out, newline="") as handle:
+    with open(out / "sweep.csv", newline="") as handle:
         cells = list(csv.DictReader(handle))
-    grid = [(float(cell["epsilon"]), int(cell["k"])) for cell in cells]
+    grid = [(float(cell["protocol.epsilon"]), int(cell["protocol.k"])) for cell in cells]
     assert grid == [(0.5, 1), (0.5, 100), (10.0, 1), (10.0, 100)]
     for cell in cells:
-        assert 0.0 <= float(cell["hr@10"]) <= 1.0
-        assert float(cell["epsilon_per_user_total"]) == pytest.approx(4 * float(cell["epsilon"]) * int(cell["k"]))
+        assert cell["status"] == "complete" and 0.0 <= float(cell["hr@10"]) <= 1.0
+        assert float(cell["privacy.epsilon_per_user_total"]) == pytest.approx(
+            4 * float(cell["protocol.epsilon"]) * int(cell["protocol.k"])
+        )
     # Every cell trains from the same data and initial V: the baseline is one number.
     assert len({cell["hr@10_mf_np"] for cell in cells}) == 1 and float(cells[0]["hr@10_mf_np"]) > 0.1
 
