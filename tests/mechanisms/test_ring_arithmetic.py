@@ -249,3 +249,67 @@ def test_masks_are_the_generators_raw_words() -> None:
     # top, or a floor of 1) would need rejection sampling and give other numbers.
     masks = Ring(64, 24).uniform(np.random.default_rng(8), 64)
     assert np.array_equal(masks, np.random.default_rng(8).bit_generator.random_raw(64).astype(np.uint64))
+
+
+def test_ring_parameter_errors_say_what_is_allowed() -> None:
+    for kwargs, problem in [
+        ({"bits": 1}, "must be 32 or 64, got 1"),
+        ({"bits": 32, "frac_bits": 31}, "must be < bits - 1 = 31 to leave a sign and an integer bit, got 31"),
+        ({"bits": 64, "frac_bits": 63}, "must be < bits - 1 = 63 to leave a sign and an integer bit, got 63"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            Ring(**kwargs)
+        assert info.value.problem == problem
+
+
+def test_the_widest_fraction_leaves_one_integer_bit() -> None:
+    for bits in (32, 64):
+        ring = Ring(bits, bits - 2)  # a sign bit, one integer bit, the rest fraction
+        assert ring.decode(ring.encode([1.5, -2.0])[0]).tolist() == [1.5, -2.0]
+
+
+def test_element_errors_name_the_expected_dtype_and_the_shapes() -> None:
+    ring = Ring()
+    with pytest.raises(ConfigError) as info:
+        ring.decode(np.array([1.0]))
+    assert info.value.problem == "must hold ring elements of dtype uint64, got float64"
+    two, three = ring.encode([1.0, 2.0])[0], ring.encode([1.0, 2.0, 3.0])[0]
+    with pytest.raises(ConfigError) as info:
+        ring.sub(two, three)
+    assert (info.value.key_path, info.value.problem) == ("Ring.sub", "shapes (2,) and (3,) do not broadcast")
+
+
+def test_operands_that_are_not_ring_arrays_are_refused_not_computed() -> None:
+    ring = Ring()
+    u = ring.encode([1.0, 2.0])[0]
+    for call, key in [
+        (lambda: ring.add([1, 2], u), "Ring.add(a)"),
+        (lambda: ring.add(u, [1, 2]), "Ring.add(b)"),
+        (lambda: ring.add(u.astype(np.int64), u), "Ring.add(a)"),
+        (lambda: ring.sub(u.astype(np.int64), u), "Ring.sub(a)"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert info.value.key_path == key
+
+
+def test_zero_dimensional_and_broadcast_operations_wrap_silently() -> None:
+    ring = Ring()
+    top = np.array(np.iinfo(np.uint64).max, dtype=np.uint64)
+    one = np.array(1, dtype=np.uint64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert int(ring.add(top, one)) == 0
+        assert int(ring.sub(np.array(0, dtype=np.uint64), one)) == int(top)
+        assert int(ring.neg(one)) == int(top)
+        assert int(ring.sum(np.array([top, one]))) == 0
+        assert ring.add(np.array([top, top]), one).tolist() == [0, 0]
+        assert ring.sub(np.array([0, 0], dtype=np.uint64), one).tolist() == [int(top)] * 2
+
+
+def test_the_most_negative_value_encodes_without_overflow() -> None:
+    for ring in (Ring(32, 16), Ring(64, 24)):
+        lowest = -math.ldexp(1.0, ring.bits - 1 - ring.frac_bits)
+        u, overflow = ring.encode([lowest])
+        assert overflow == 0 and ring.decode(u).tolist() == [lowest]
+        assert ring.encode([lowest - 1.0])[1] == 1
