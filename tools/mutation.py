@@ -13,7 +13,8 @@ mutated function.
 Each module has its own work folder ``.mutation/<key>/`` (git-ignored): a fresh copy of ``src/``, links
 to the test and data folders, and a generated ``pyproject.toml`` holding that module's ``[tool.mutmut]``
 table. mutmut writes its mutants into ``.mutation/<key>/mutants/`` and never into ``src/``; results are
-cached there, so a second run re-tests only what changed. Because ``src`` is a copy, even
+cached there, so a second run re-tests only the functions that changed and the mutants that survived
+the last run (so a newly written test shows its kills at once). Because ``src`` is a copy, even
 ``mutmut apply`` run by hand in a work folder cannot touch the repository's source.
 
 Equivalent mutants (the program behaves identically, so no test can kill them) are listed, one entry
@@ -164,6 +165,32 @@ def prepare(target: Target) -> Path:
     return work
 
 
+def retest_survivors(work: Path, target: Target) -> int:
+    """Mark the module's live mutants as not checked, so that mutmut tests them again; return how many.
+
+    mutmut re-tests a mutant when its function changes, not when a test is added, so without this a
+    new test would never show its kill. Only survivors are reset: a run after writing a test costs one
+    test run per survivor.
+    """
+    reset = 0
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        if not str(meta.relative_to(work / "mutants")).startswith(target.source):
+            continue
+        data = json.loads(meta.read_text("utf-8"))
+        codes = data.get("exit_code_by_key", {})
+        live = [name for name, code in codes.items() if code in _LIVE_EXIT_CODES]
+        for name in live:
+            codes[name] = None
+        if live:
+            meta.write_text(json.dumps(data), "utf-8")
+            reset += len(live)
+    return reset
+
+
+_LIVE_EXIT_CODES = (0, 5, 33, 35)
+"""mutmut's exit codes for survived (0), no tests (5, 33) and suspicious (35): see `mutmut.stats`."""
+
+
 def mutmut_command() -> Path:
     command = Path(sys.executable).parent / "mutmut"
     if not command.exists():
@@ -176,8 +203,10 @@ def run(targets: list[Target], jobs: int) -> None:
     command = mutmut_command()
     for target in targets:
         work = prepare(target)
+        retested = retest_survivors(work, target)
         tests = target.existing_tests()
-        print(f"mutation: {target.source} against {' '.join(tests) or '(no tests)'} ...", flush=True)
+        again = f" (re-testing {retested} survivors of the last run)" if retested else ""
+        print(f"mutation: {target.source} against {' '.join(tests) or '(no tests)'}{again} ...", flush=True)
         started = time.monotonic()
         with open(work / "mutmut.log", "w", encoding="utf-8") as log:
             done = subprocess.run([str(command), "run", "--max-children", str(jobs)], cwd=work, stdout=log,
