@@ -4,7 +4,8 @@
 [--quiet | --progress]`` runs a scenario and prints its summary; ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
---out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`).
+--out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
+``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
 
 Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-2``, ``-3``, ... when that
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
@@ -91,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     shown_sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     shown_sweep.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
 
+    report_cmd = commands.add_parser("report", help="plots and report.md of a run folder or a sweep folder")
+    report_cmd.add_argument("folder", type=Path, help="a run's result folder or a sweep folder")
+    report_cmd.add_argument("--out", type=Path, help="the report folder (default: FOLDER-report beside it)")
+
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
     keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
@@ -109,6 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "report":
+            from .report import write_report
+
+            print(f"report: {write_report(args.folder, args.out) / 'report.md'}")
+            return 0
         return _run(args)
     except (ConfigError, DatasetError, OutputError) as exc:
         print(f"fedrecsim: error: {exc}", file=sys.stderr)
