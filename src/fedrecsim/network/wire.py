@@ -196,9 +196,13 @@ def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
     """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, without the checks."""
     dtype_code, ndim = payload[0], payload[1]
     native = _NATIVE_LE[dtype_code]
-    if native is not None and ndim == 1:
+    if native is None:
+        return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
+    if ndim == 1:
         return np.ndarray(((len(payload) - 6) // native.itemsize,), native, bytearray(payload), 6)
-    return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
+    # What `_copied_array` does, inline: one call on a private, writable copy of the payload.
+    shape = _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size)
+    return np.ndarray(shape, native, bytearray(payload), _HEADER.size + 4 * ndim)
 
 
 # --------------------------------------------------------------------------- field codecs
@@ -734,7 +738,25 @@ def decode_trusted(data: bytes) -> Envelope:
         values[position] = convert(values[position])
     src = _PARTIES.get((frame[1], frame[2])) or _decode_party(frame[1], frame[2], "src")
     dst = _PARTIES.get((frame[3], frame[4])) or _decode_party(frame[3], frame[4], "dst")
-    return Envelope(codec.kind, src, dst, frame[5], codec.build(values))
+    return _envelope(codec.kind, src, dst, frame[5], codec.build(values))
+
+
+def _envelope(kind: str, src: Party, dst: Party, sent_at: float, body: Any) -> Envelope:
+    """``Envelope(kind, src, dst, sent_at, body)``, setting the slots directly: the frozen dataclass's
+    ``__init__`` goes through ``object.__setattr__`` per field, twice the cost, once per delivery."""
+    envelope = _new(Envelope)
+    _SET_KIND(envelope, kind)
+    _SET_SRC(envelope, src)
+    _SET_DST(envelope, dst)
+    _SET_SENT_AT(envelope, sent_at)
+    _SET_BODY(envelope, body)
+    return envelope
+
+
+_new = object.__new__
+_SET_KIND, _SET_SRC, _SET_DST, _SET_SENT_AT, _SET_BODY = (
+    getattr(Envelope, name).__set__ for name in ("kind", "src", "dst", "sent_at", "body")
+)
 
 
 __all__ = [
