@@ -8,6 +8,7 @@ error carries and the kind of check (which fixes the values to refuse and the ed
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -101,6 +102,11 @@ def refused(arg: Arg) -> list[tuple[object, str]]:
     if arg.kind == "s_in_range":  # exponential.py's s: an integer in [1, minimum], minimum being the size
         return [(True, f"must be an integer in [1, {arg.minimum}], got True"), (1.0, "got 1.0"), (0, "got 0"),
                 (arg.minimum + 1, f"in [1, {arg.minimum}], got {arg.minimum + 1}")]
+    if arg.kind == "ring_elements":  # the ring's own element check
+        return [(np.array([1.0]), "must hold ring elements of dtype uint64, got float64"),
+                ([1, 2], "must hold ring elements of dtype uint64, got int64")]
+    if arg.kind == "nonempty_1d":
+        return [([], "must be a non-empty 1-D array"), ([[1.0, 2.0]], "must be a non-empty 1-D array")]
     if arg.kind == "float_array":
         return [([[1.0, math.nan]], "must be finite, found nan at index (0, 1)"),
                 (["x"], "must be an array of real numbers")]
@@ -182,6 +188,8 @@ ARGS = [
         "finite_positive"),
     Arg(exponential_mechanism, {"rng": RNG, "scores": [1.0, 2.0], "epsilon": 1.0, "sensitivity": 1.0}, "epsilon",
         "gumbel_scale.epsilon", "finite_positive"),
+    Arg(exponential_probabilities, {"scores": [1.0, 2.0], "scale": 1.0}, "scores", "exponential_probabilities.scores",
+        "nonempty_1d"),
     Arg(gumbel_top_s, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "s", "gumbel_top_s.s",
         "s_in_range", 3),
     Arg(gumbel_top_s, {"rng": RNG, "utilities": [1.0, 2.0, 3.0], "s": 2, "scale": 1.0}, "scale", "gumbel_top_s.scale",
@@ -198,6 +206,11 @@ ARGS = [
     Arg(Ring, {"bits": 64, "frac_bits": 24}, "frac_bits", "Ring(frac_bits)", "integer", 1),
     Arg(Ring().encode, {"x": [1.0, -2.5]}, "x", "Ring.encode(x)", "float_array"),
     Arg(Ring().uniform, {"rng": RNG, "shape": 3}, "rng", "Ring.uniform(rng)", "generator"),
+    Arg(Ring().decode, {"u": Ring().encode([1.0])[0]}, "u", "Ring.decode(u)", "ring_elements"),
+    Arg(Ring().neg, {"a": Ring().encode([1.0])[0]}, "a", "Ring.neg(a)", "ring_elements"),
+    Arg(Ring().sum, {"u": Ring().encode([1.0])[0]}, "u", "Ring.sum(u)", "ring_elements"),
+    Arg(Ring().split, {"value": Ring().encode([1.0, 2.0])[0], "k": 3, "rng": RNG}, "value", "Ring.split(value)",
+        "ring_elements"),
     Arg(Ring().split, {"value": Ring().encode([1.0, 2.0])[0], "k": 3, "rng": RNG}, "k", "Ring.split(k)", "integer", 1),
     Arg(Ring().split, {"value": Ring().encode([1.0, 2.0])[0], "k": 3, "rng": RNG}, "rng", "Ring.uniform(rng)",
         "generator"),
@@ -252,3 +265,27 @@ def test_with_negligible_noise_gumbel_top_s_is_the_exact_top_s_best_first() -> N
         for s in (1, 2, 3, 17, 150, 298, 299, 300):
             chosen = gumbel_top_s(rng, utilities, s, 1e-9)
             assert chosen.tolist() == np.argsort(-utilities)[:s].tolist()
+
+
+def test_shape_errors_say_what_was_expected() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(ConfigError) as info:
+        ldp_reports(rng, np.zeros(4), 1.0, 3)
+    assert info.value.problem == "must be a non-empty 2-D array, got shape (4,)"
+    with pytest.raises(ConfigError) as info:
+        ldp_reports_lazy(rng, lambda items, factors: np.zeros(items.size), 2, 3, 2, 1.0, 4)
+    assert info.value.problem == "must return shape (2, 4), got (8,)"
+    with pytest.raises(ConfigError) as info:
+        Ring().sum(Ring().encode([1.0, 2.0])[0], axis=3)
+    assert info.value.problem.startswith("invalid for shape (2,): ")
+
+
+def test_exponential_probabilities_are_stable_for_large_scores() -> None:
+    probabilities = exponential_probabilities([1000.0, 1000.0 + math.log(3.0)], 1.0)
+    assert probabilities == pytest.approx([0.25, 0.75])
+
+
+def test_a_huge_likelihood_ratio_saturates_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert likelihood_ratio_bound(1000.0) == math.inf
