@@ -23,6 +23,12 @@ leaves them out of the score. An entry records the mutated line as mutmut's diff
 whose mutant was renumbered by a later edit of the function is reported as stale, never silently
 matched to a different mutant. (mutmut's own ``# pragma: no mutate`` comment also works, but it
 silences every mutation of its line, not one; prefer the list.)
+
+Two things to know when writing a test to kill a mutant. mutmut switches mutants on at call time, in
+workers forked after the tests were collected, so an object a test module builds at import (a
+module-level ``RINGS = [Ring(32, 30)]``) is built by the original code: call the constructor inside the
+test. And the export tests (``*exports.py``) are left out of mutation runs, because they enumerate a
+module's definitions and mutmut adds its mutants to every module.
 """
 
 from __future__ import annotations
