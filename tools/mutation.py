@@ -77,6 +77,7 @@ TARGETS = (
     Target("config", "src/fedrecsim/config.py", ("tests/test_config.py", "tests/test_scenario.py")),
     Target("scenario", "src/fedrecsim/scenario.py", ("tests/test_scenario.py",)),
     Target("runner", "src/fedrecsim/runner.py", ("tests/test_runner.py", "tests/test_sim_api.py")),
+    Target("output", "src/fedrecsim/output.py", ("tests/test_output.py",)),
     Target("network", "src/fedrecsim/network", ("tests/network",)),
     Target("actors", "src/fedrecsim/actors", ("tests/actors",)),
     Target("protocols.fcf", "src/fedrecsim/protocols/fcf", ("tests/protocols/fcf",)),
