@@ -55,6 +55,21 @@ class Sender(Actor):
         self.send(PROXY, Reports.pack(epoch, indices, np.ones(k, dtype=np.int8)))
 
 
+def _one_proxy(n_users: int, link: LinkSpec, seed: int, views: list[Party]) -> tuple[Network, list, ShuffleProxy]:
+    """A network of the server, one proxy that releases only whole epochs, and ``n_users`` senders."""
+    network = Network(Links(seed, link), Ledger(), record_views=views)
+    for party in (SERVER, PROXY, *(Party(Role.USER, index) for index in range(n_users))):
+        network.attach(party)
+    senders = [
+        Sender(Party(Role.USER, index), network, generator(seed, Stream.ACTOR, 0, index)) for index in range(n_users)
+    ]
+    proxy = ShuffleProxy(
+        PROXY, network, generator(seed, Stream.ACTOR, Role.PROXY.code, 0),
+        server=SERVER, min_users=n_users, underfull=Underfull.HOLD, batch_size=50, wait_s=30.0, horizon_s=1e6,
+    )
+    return network, senders, proxy
+
+
 async def test_arrival_order_at_the_server_is_independent_of_send_order_and_latency(autojump_clock) -> None:
     """30 users send 8 reports each at random times over log-normal links (sigma 1), 25 epochs.
 
@@ -63,16 +78,7 @@ async def test_arrival_order_at_the_server_is_independent_of_send_order_and_late
     against its sender's arrival rank: Spearman test on 6,000 reports, fixed seeds, level 0.01.
     """
     n_users, k, epochs = 30, 8, 25
-    network = Network(Links(1, LinkSpec(LogNormal(0.05, 1.0))), Ledger(), record_views=[SERVER, PROXY])
-    for party in (SERVER, PROXY, *(Party(Role.USER, index) for index in range(n_users))):
-        network.attach(party)
-    senders = [
-        Sender(Party(Role.USER, index), network, generator(1, Stream.ACTOR, 0, index)) for index in range(n_users)
-    ]
-    proxy = ShuffleProxy(
-        PROXY, network, generator(1, Stream.ACTOR, Role.PROXY.code, 0),
-        server=SERVER, min_users=n_users, underfull=Underfull.HOLD, batch_size=50, wait_s=30.0, horizon_s=1e6,
-    )
+    network, senders, proxy = _one_proxy(n_users, LinkSpec(LogNormal(0.05, 1.0)), seed=1, views=[SERVER, PROXY])
     timing = np.random.default_rng(3)
     send_rank_vs_arrival, arrival_vs_position = [], []
     async with network.open(), trio.open_nursery() as nursery:
@@ -132,16 +138,7 @@ async def test_the_released_order_does_not_keep_a_users_reports_together(autojum
     reports -- each user's 8 reports released as one run -- gives 7 pairs per user, 210 per epoch.
     """
     n_users, k, epochs = 30, 8, 25
-    network = Network(Links(1, LinkSpec(Constant(0.05))), Ledger(), record_views=[SERVER])
-    for party in (SERVER, PROXY, *(Party(Role.USER, index) for index in range(n_users))):
-        network.attach(party)
-    senders = [
-        Sender(Party(Role.USER, index), network, generator(2, Stream.ACTOR, 0, index)) for index in range(n_users)
-    ]
-    proxy = ShuffleProxy(
-        PROXY, network, generator(2, Stream.ACTOR, Role.PROXY.code, 0),
-        server=SERVER, min_users=n_users, underfull=Underfull.HOLD, batch_size=50, wait_s=30.0, horizon_s=1e6,
-    )
+    network, senders, proxy = _one_proxy(n_users, LinkSpec(Constant(0.05)), seed=2, views=[SERVER])
     timing = np.random.default_rng(5)
     pairs = []
     async with network.open(), trio.open_nursery() as nursery:
