@@ -18,8 +18,8 @@ the last run (so a newly written test shows its kills at once). Because ``src`` 
 ``mutmut apply`` run by hand in a work folder cannot touch the repository's source.
 
 Equivalent mutants (the program behaves identically, so no test can kill them) are listed, one entry
-each with a one-line reason, in ``tools/mutation-equivalents.toml``; the table counts them apart and
-leaves them out of the score. An entry records the mutated line as mutmut's diff shows it, so an entry
+each with a one-line reason, in ``tools/mutation-equivalents/<key>.toml`` (one file per module, so work
+on two modules never edits one file); the table counts them apart and leaves them out of the score. An entry records the mutated line as mutmut's diff shows it, so an entry
 whose mutant was renumbered by a later edit of the function is reported as stale, never silently
 matched to a different mutant. (mutmut's own ``# pragma: no mutate`` comment also works, but it
 silences every mutation of its line, not one; prefer the list.)
@@ -46,7 +46,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutation"
-EQUIVALENTS = ROOT / "tools" / "mutation-equivalents.toml"
+EQUIVALENTS = ROOT / "tools" / "mutation-equivalents"
+"""One ``<key>.toml`` per module of ``TARGETS`` with its reviewed equivalent mutants."""
 LINKED = ("tests", "scenarios", "examples", "docs", "benchmarks", "README.md")
 """Linked into every work folder and copied by mutmut into its mutants folder: tests read these."""
 
@@ -228,14 +229,20 @@ def run(targets: list[Target], jobs: int) -> None:
 
 
 def load_equivalents() -> dict[str, dict[str, str]]:
-    if not EQUIVALENTS.exists():
-        return {}
-    entries = tomllib.loads(EQUIVALENTS.read_text("utf-8")).get("equivalent", [])
-    for entry in entries:
-        missing = {"mutant", "line", "reason"} - entry.keys()
-        if missing:
-            raise SystemExit(f"mutation: {EQUIVALENTS.name}: entry {entry} lacks {', '.join(sorted(missing))}")
-    return {entry["mutant"]: entry for entry in entries}
+    """Every reviewed equivalent mutant, by mutant name, from the module files in ``EQUIVALENTS``."""
+    found: dict[str, dict[str, str]] = {}
+    keys = {target.key for target in TARGETS}
+    for path in sorted(EQUIVALENTS.glob("*.toml")):
+        if path.stem not in keys:
+            raise SystemExit(f"mutation: {path.name} names no module of TARGETS; known keys: {', '.join(sorted(keys))}")
+        for entry in tomllib.loads(path.read_text("utf-8")).get("equivalent", []):
+            missing = {"mutant", "line", "reason"} - entry.keys()
+            if missing:
+                raise SystemExit(f"mutation: {path.name}: entry {entry} lacks {', '.join(sorted(missing))}")
+            if entry["mutant"] in found:
+                raise SystemExit(f"mutation: {path.name}: {entry['mutant']} is listed twice")
+            found[entry["mutant"]] = entry
+    return found
 
 
 @dataclass
@@ -343,7 +350,7 @@ def report(targets: list[Target], write: Path | None) -> None:
     print(table)
     stale = [name for _, result in results if result for name in result.stale]
     for name in stale:
-        print(f"mutation: stale entry in {EQUIVALENTS.name}: {name} no longer makes the recorded change; "
+        print(f"mutation: stale entry in {EQUIVALENTS.name}/: {name} no longer makes the recorded change; "
               "re-review it", file=sys.stderr)
     if write is not None:
         write.write_text(_markdown(table, results, stale), "utf-8")
