@@ -53,7 +53,9 @@ def _coerce(annotation: Any, value: Any, key_path: str) -> Any:
     origin = typing.get_origin(annotation)
     if origin is Literal:
         choices = typing.get_args(annotation)
-        if value not in choices or type(value) is not type(choices[0]):
+        # The value must equal a choice of its own type: true is not 1, 32.0 is not 32, and a Literal may
+        # mix types (Literal[0, "auto"]).
+        if not any(type(value) is type(choice) and value == choice for choice in choices):
             raise ConfigError(key_path, f"got {value!r}; allowed values: {', '.join(map(repr, choices))}")
         return value
     if origin in (typing.Union, types.UnionType):
@@ -120,7 +122,7 @@ def build(cls: type[T], table: Mapping[str, Any], path: str) -> T:
     """
     if not isinstance(table, Mapping):
         raise ConfigError(path, f"expected a table, got {table!r}")
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = typing.get_type_hints(cls)
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
     if unknown:
