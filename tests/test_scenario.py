@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import tomllib
 from collections import Counter
 
 import pytest
 
 import fedrecsim
 from fedrecsim.errors import ConfigError
-from fedrecsim.network.availability import BernoulliChurn, MarkovChurn
-from fedrecsim.network.party import Role
-from fedrecsim.scenario import apply_overrides, load_scenario, parse_override, parse_scenario
+from fedrecsim.network.availability import (
+    AlwaysOnline,
+    BernoulliChurn,
+    LogNormalCompute,
+    MarkovChurn,
+    MidRoundDropout,
+    NoComputeDelay,
+    Trace,
+)
+from fedrecsim.network.links import Constant
+from fedrecsim.network.party import Role, user
+from fedrecsim.scenario import apply_overrides, load_scenario, parse_override, parse_scenario, read_tables
 
 
 @pytest.mark.parametrize(
@@ -136,3 +147,191 @@ def test_with_seed_changes_the_seed_and_nothing_else(tiny_fcf) -> None:
     reseeded = scenario.with_seed(9)
     assert reseeded.run.seed == 9 and scenario.run.seed == 3
     assert reseeded == dataclasses.replace(scenario, run=dataclasses.replace(scenario.run, seed=9))
+
+
+def _config_error(call, *args) -> ConfigError:
+    with pytest.raises(ConfigError) as excinfo:
+        call(*args)
+    return excinfo.value
+
+
+@pytest.mark.parametrize(
+    "name, problem",
+    [
+        ("", "must not be empty"),
+        (".", "must not be . or .."),
+        ("..", "must not be . or .."),
+        ("a/b", "must not contain a path separator"),
+        ("a\\b", "must not contain a path separator"),
+        ("a\tb", "must be printable (no control characters)"),
+        ("x" * 201, "must be at most 200 characters"),
+    ],
+)
+def test_a_run_name_that_cannot_name_a_folder_is_refused(name, problem) -> None:
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf", "name": name}})
+    assert str(error) == f"run.name: {problem}, got {name!r} (it names the result folder)"
+
+
+@pytest.mark.parametrize("name", ["x" * 200, "...", "a.b", "study 1", "Übung-2"])
+def test_a_run_name_that_can_name_a_folder_is_kept(name) -> None:
+    assert parse_scenario({"run": {"protocol": "fcf", "name": name}}).run.name == name
+
+
+def test_a_scenario_that_is_not_a_table_is_refused() -> None:
+    error = _config_error(parse_scenario, ["run"])
+    assert (error.key_path, str(error)) == ("", "a scenario must be a table of tables")
+
+
+def test_errors_about_tables_say_what_is_allowed() -> None:
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "extra": {}})
+    assert str(error) == "extra: unknown table; allowed tables: run, data, network, availability, protocol"
+    required = "run.protocol: is required (one of the registered protocols)"
+    assert str(_config_error(parse_scenario, {"run": {"rounds": 3}})) == required
+    assert str(_config_error(parse_scenario, {"data": {}})) == required
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "data": 5})
+    assert str(error) == "data: expected a table, got 5"
+
+
+def test_an_override_reaches_a_nested_table_and_creates_missing_ones() -> None:
+    tables = {"network": {"latency": {"model": "constant", "seconds": 0.0}}}
+    apply_overrides(tables, ["network.latency.seconds=0.5", "data.users=7"])
+    assert tables == {"network": {"latency": {"model": "constant", "seconds": 0.5}}, "data": {"users": 7}}
+
+
+def test_an_override_cannot_set_a_key_inside_a_value() -> None:
+    error = _config_error(apply_overrides, {"run": {"rounds": 3}}, ["run.rounds.limit=4"])
+    assert str(error) == "run.rounds: is a value, not a table; cannot set a key in it"
+    error = _config_error(apply_overrides, {"run": 5}, ["run.rounds=4"])
+    assert str(error) == "run: is a value, not a table; cannot set a key in it"
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [("rounds=3", "rounds"), ("run.rounds", "run.rounds"), ("run..rounds=3", "run..rounds"), (".rounds=3", ".rounds")],
+)
+def test_a_malformed_override_is_refused(text, key) -> None:
+    error = _config_error(parse_override, text)
+    assert str(error) == f"{key}: an override must look like table.key=value, got {text!r}"
+
+
+def test_a_scenario_file_that_cannot_be_read_is_named(tmp_path) -> None:
+    cases = [
+        (tmp_path / "none.toml", f"scenario file {tmp_path / 'none.toml'} does not exist"),
+        (tmp_path, f"scenario file {tmp_path} is a folder, not a TOML file"),
+        (tmp_path / ("x" * 300), f"scenario file {tmp_path / ('x' * 300)} cannot be read: File name too long"),
+    ]
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"[run]\n\xff\xfe")
+    cases.append((binary, f"{binary} is not a UTF-8 text file (byte 6); is it a TOML scenario?"))
+    for path, message in cases:
+        error = _config_error(read_tables, path)
+        assert (error.key_path, str(error)) == ("", message)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[run\n")
+    error = _config_error(read_tables, bad)
+    assert error.key_path == "" and str(error).startswith(f"{bad} is not valid TOML: ")
+
+
+def test_relative_file_paths_are_taken_from_the_scenario_files_folder(tmp_path) -> None:
+    folder = tmp_path / "study"
+    folder.mkdir()
+    path = folder / "s.toml"
+    path.write_text(
+        '[run]\nprotocol = "fcf"\n'
+        '[data]\nsource = "npz"\npath = "ratings.npz"\n'
+        '[availability]\nmodel = "trace"\ntrace = "sessions/trace.csv"\npath = "not-a-path-key.txt"\n'
+        '[network.latency]\nmodel = "empirical"\nfile = "delays.txt"\n'
+        '[network.links.user-server.latency]\nmodel = "empirical"\nfile = "up.txt"\n'
+        '[network.links.server-user]\nloss = 0.1\n'
+    )
+    tables = read_tables(path)
+    assert tables["data"]["path"] == str(folder / "ratings.npz")
+    assert tables["availability"]["trace"] == str(folder / "sessions" / "trace.csv")
+    assert tables["network"]["latency"]["file"] == str(folder / "delays.txt")
+    assert tables["network"]["links"]["user-server"]["latency"]["file"] == str(folder / "up.txt")
+    assert tables["network"]["links"]["server-user"] == {"loss": 0.1}
+    assert tables["availability"]["path"] == "not-a-path-key.txt"
+
+
+@pytest.mark.parametrize("value", ['"/srv/data/ratings.npz"', '""', "5"])
+def test_absolute_empty_and_non_string_paths_are_kept_as_written(tmp_path, value) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(f'[run]\nprotocol = "fcf"\n[data]\npath = {value}\n[availability]\nmodel = "always"\n')
+    assert read_tables(path)["data"]["path"] == tomllib.loads(f"v = {value}")["v"]
+
+
+def test_a_table_without_its_path_key_reads_fine(tmp_path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nprotocol = "fcf"\n[data]\nusers = 40\n[network.links.user-server]\nloss = 0.1\n')
+    assert read_tables(path)["data"] == {"users": 40}
+
+
+def test_a_trace_model_needs_a_trace_file(tmp_path) -> None:
+    message = "availability.trace: model = 'trace' needs the path of a trace CSV"
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "availability": {"model": "trace"}})
+    assert str(error) == message
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nprotocol = "fcf"\n[availability]\nmodel = "trace"\ntrace = ""\n')
+    assert str(_config_error(load_scenario, path)) == message
+
+
+def test_a_trace_model_replays_the_trace_file_next_to_the_scenario(tmp_path) -> None:
+    (tmp_path / "trace.csv").write_text("party,online_from_s,online_until_s\nuser:0,0,10\nuser:1,5,inf\n")
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nprotocol = "fcf"\n[availability]\nmodel = "trace"\ntrace = "trace.csv"\n')
+    churn = load_scenario(path).availability.churn()
+    assert isinstance(churn, Trace)
+    assert churn.intervals(user(0)) == ((0.0, 10.0),) and churn.intervals(user(1)) == ((5.0, math.inf),)
+
+
+def test_everyone_is_online_by_default() -> None:
+    assert isinstance(parse_scenario({"run": {"protocol": "fcf"}}).availability.churn(), AlwaysOnline)
+
+
+@pytest.mark.parametrize("dropout, p", [(0.0, None), (0.5, 0.5), (1.0, 1.0)])
+def test_mid_round_dropout_exists_only_when_its_chance_is_positive(dropout, p) -> None:
+    availability = {"dropout": dropout}
+    crash = parse_scenario({"run": {"protocol": "fcf"}, "availability": availability}).availability.mid_round_dropout()
+    assert (None if crash is None else crash.p) == p
+    assert crash is None or isinstance(crash, MidRoundDropout)
+
+
+def test_compute_time_is_log_normal_with_the_configured_parameters() -> None:
+    availability = {"compute_median_s": 0.5, "compute_sigma": 0.25, "slow_fraction": 0.1, "slow_factor": 4.0}
+    compute = parse_scenario({"run": {"protocol": "fcf"}, "availability": availability}).availability.compute_time()
+    assert isinstance(compute, LogNormalCompute)
+    assert (compute.median_s, compute.sigma, compute.slow_fraction, compute.slow_factor) == (0.5, 0.25, 0.1, 4.0)
+    default = parse_scenario({"run": {"protocol": "fcf"}}).availability.compute_time()
+    assert isinstance(default, NoComputeDelay)
+
+
+@pytest.mark.parametrize("key", ["moon-user", "user-moon", "userserver", "user=>server", "user->"])
+def test_a_link_key_must_name_two_roles(key) -> None:
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": {key: {"loss": 0.1}}}})
+    roles = "proxy, server, silo, third_party, user"
+    assert str(error) == f"network.links.{key}: expected ROLE-ROLE or ROLE->ROLE with roles among {roles}"
+
+
+def test_a_link_entry_must_be_a_table() -> None:
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": {"user-server": 0.5}}})
+    assert str(error) == "network.links.user-server: expected a table with latency, bandwidth_bps and/or loss"
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": "user-server"}})
+    assert str(error) == "network.links: expected a table, got 'user-server'"
+
+
+def test_a_link_override_sets_its_own_latency_and_inherits_what_it_leaves_unset() -> None:
+    network = {
+        "latency": {"model": "constant", "seconds": 0.01}, "loss": 0.1, "bandwidth_bps": 1000.0,
+        "links": {"user->server": {"latency": {"model": "constant", "seconds": 0.2}}},
+    }
+    links = parse_scenario({"run": {"protocol": "fcf"}, "network": network}).network.link_policy(seed=0)
+    up, down = links.spec(Role.USER, Role.SERVER), links.spec(Role.SERVER, Role.USER)
+    assert (up.latency, up.loss, up.bandwidth_bps) == (Constant(0.2), 0.1, 1000.0)
+    assert (down.latency, down.loss, down.bandwidth_bps) == (Constant(0.01), 0.1, 1000.0)
+
+
+def test_a_bad_link_latency_names_its_link() -> None:
+    network = {"links": {"user-server": {"latency": {"model": "gaussian"}}}}
+    error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": network})
+    assert error.key_path == "network.links.user-server.latency.model"
+    assert str(error).startswith("network.links.user-server.latency.model: is 'gaussian'; allowed models: ")
