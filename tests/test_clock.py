@@ -150,3 +150,119 @@ def test_of_two_wake_sources_the_earliest_is_woken_first_at_its_own_time() -> No
 
     trio.run(main, clock=VirtualClock())
     assert log == [("earlier", 1.0), ("later", 2.0)]
+
+
+async def _idle_waiter_and_sleeper(log: list[tuple[str, float]]) -> None:
+    async def sleeper() -> None:
+        await trio.sleep(5.0)
+        log.append(("sleeper", trio.current_time()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sleeper)
+        await trio.testing.wait_all_tasks_blocked()
+        log.append(("idle", trio.current_time()))
+        await trio.testing.wait_all_tasks_blocked()
+        log.append(("idle again", trio.current_time()))
+
+
+def test_wait_all_tasks_blocked_returns_before_time_moves_as_under_the_mock_clock() -> None:
+    """A task waiting for everything to block runs at the current instant; only then does time jump.
+
+    (Before the fix the clock jumped on trio's first question, so the waiter saw the sleeper finished.)
+    """
+    virtual: list[tuple[str, float]] = []
+    mock: list[tuple[str, float]] = []
+    trio.run(_idle_waiter_and_sleeper, virtual, clock=VirtualClock())
+    trio.run(_idle_waiter_and_sleeper, mock, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert virtual == [("idle", 0.0), ("idle again", 0.0), ("sleeper", 5.0)]
+    assert virtual == mock
+
+
+def test_wait_all_tasks_blocked_runs_before_a_wake_source_is_woken_later() -> None:
+    log: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        alarm = _Alarm(1.5)
+        clock.add_source(alarm)
+
+        async def idle() -> None:
+            await trio.testing.wait_all_tasks_blocked()
+            log.append(("idle", trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle)
+            await alarm.park()
+            log.append(("alarm", trio.current_time()))
+        clock.remove_source(alarm)
+
+    trio.run(main, clock=VirtualClock())
+    assert log == [("idle", 0.0), ("alarm", 1.5)]
+
+
+def test_a_wake_source_due_now_is_woken_before_a_task_waiting_for_idle() -> None:
+    """Due now is like a deadline that has expired: its task is runnable, so not all tasks are blocked."""
+    log: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        await trio.sleep(2.0)
+        alarm = _Alarm(2.0)
+        clock.add_source(alarm)
+
+        async def idle() -> None:
+            await trio.testing.wait_all_tasks_blocked()
+            log.append(("idle", trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle)
+            await alarm.park()
+            log.append(("alarm", trio.current_time()))
+        clock.remove_source(alarm)
+
+    trio.run(main, clock=VirtualClock())
+    assert log == [("alarm", 2.0), ("idle", 2.0)]
+
+
+def test_a_wake_source_that_is_not_waiting_is_never_woken() -> None:
+    """With nothing due anywhere (a task waits on a thread, without a deadline), no source is woken."""
+
+    async def main() -> _Alarm:
+        idle_source = _Alarm(1.0)  # never parked: next_wake() is inf
+        trio.lowlevel.current_clock().add_source(idle_source)
+        await trio.to_thread.run_sync(lambda: None)
+        return idle_source
+
+    idle_source = trio.run(main, clock=VirtualClock())
+    assert idle_source.woken_at is None
+
+
+class _IoWaits(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.timeouts.append(timeout)
+
+
+def test_jumps_cost_no_wall_time_trio_is_never_told_to_sleep() -> None:
+    """Each jump, to a trio deadline or to a wake source, answers 'sleep zero' (measured by trio, not a timer)."""
+    waits = _IoWaits()
+    during: list[float] = []
+
+    async def main() -> None:
+        clock = trio.lowlevel.current_clock()
+        alarm = _Alarm(1.5)
+        clock.add_source(alarm)
+
+        async def sleeper() -> None:
+            await trio.sleep(2.0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper)
+            await alarm.park()
+        clock.remove_source(alarm)
+        during.extend(waits.timeouts)  # not trio's own shutdown, which waits on its wakeup socket
+
+    trio.run(main, clock=VirtualClock(), instruments=[waits])
+    assert len(during) >= 2 and set(during) == {0.0}

@@ -13,8 +13,11 @@ source's ``next_wake()``; if a source's comes first (or at the same instant), ti
 source is woken there -- a plain reschedule instead of a cancel scope expiring.
 
 Invariants: time starts at 0 and never goes backwards; it moves only when nothing can run, and then
-exactly to the earliest pending deadline or wake. A run in which every task waits without a deadline
-would block for ever, as it would under any clock -- fedrecsim's waits all carry virtual deadlines.
+exactly to the earliest pending deadline or wake. A task waiting in `trio.testing.wait_all_tasks_blocked`
+runs first, at the current instant, as under `MockClock`: while one waits, the clock does not jump (it
+answers "a long sleep", so trio wakes the waiter after its cushion) and jumps only at the next call. A run
+in which every task waits without a deadline would block for ever, as it would under any clock --
+fedrecsim's waits all carry virtual deadlines.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 from typing import Protocol
 
 import trio
+from trio._core._run import GLOBAL_RUN_CONTEXT
 
 # What to answer when nothing has a deadline: trio caps any sleep at a day anyway.
 _NO_DEADLINE_SLEEP_S = 86_400.0
@@ -62,6 +66,9 @@ class VirtualClock(trio.abc.Clock):
             when = source.next_wake()
             if when < alarm:
                 woken, alarm = source, when
+        if min(alarm, deadline) > self._now and _someone_waits_for_idle():
+            # Running a wait_all_tasks_blocked waiter is not a jump: it happens now, the jump afterwards.
+            return _NO_DEADLINE_SLEEP_S
         if woken is not None and alarm <= deadline:
             if alarm > self._now:
                 self._now = alarm
@@ -72,6 +79,12 @@ class VirtualClock(trio.abc.Clock):
         if deadline > self._now:
             self._now = deadline
         return 0.0
+
+
+def _someone_waits_for_idle() -> bool:
+    """Whether a task of the running loop waits in `trio.testing.wait_all_tasks_blocked` (trio keeps no
+    public record of it; `MockClock` reads the same runner state)."""
+    return bool(GLOBAL_RUN_CONTEXT.runner.waiting_for_idle)
 
 
 __all__ = ["VirtualClock", "WakeSource"]
