@@ -185,3 +185,72 @@ async def test_a_crash_recovery_join_and_a_leave_at_the_same_instant_end_as_not_
         left = update_members(server, members)
     assert members == set()
     assert left == {u0.party, u1.party}
+
+
+# ------------------------------------------------------------------ messages, send_many, Replies (issue 13)
+
+
+def test_an_actor_names_its_class_and_party() -> None:
+    network, server, users = _setup()
+    assert repr(users[0]) == "<Peer user:0>"
+    assert repr(server) == "<Server server:0>"
+    with pytest.raises(ValueError, match=r"^Peer plays user, not server:0$"):
+        Peer(SERVER, network, np.random.default_rng(0))
+
+
+def test_a_server_can_be_built_with_keyword_arguments() -> None:
+    network, _, _ = _setup()
+    server = Server(party=SERVER, network=network, rng=np.random.default_rng(0))
+    assert server.party == SERVER and server.network is network and server.members == set()
+
+
+async def test_recv_timeout_says_what_was_awaited_from_whom_and_until_when(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        deadline = trio.current_time() + 12.5
+        with pytest.raises(PartyTimeout, match=rf"^user:0 waited for test.actor_ping until t={deadline:.3f}s; none came$"):
+            await users[0].recv(Ping, deadline=deadline)
+        deadline = trio.current_time() + 2.25
+        pattern = rf"^user:0 waited for test.actor_ping from user:1 until t={deadline:.3f}s; none came$"
+        with pytest.raises(PartyTimeout, match=pattern):
+            await users[0].recv(Ping, sender=users[1].party, deadline=deadline)
+
+
+async def test_send_many_delivers_one_copy_to_each_destination_from_the_sender(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        single = users[0].send(users[1].party, Ping(0))
+        total = server.send_many([users[0].party, users[2].party], Ping(7))
+        await trio.sleep(1.0)
+        assert [env.body.round for env in users[1].drain(Ping)] == [0]
+        for user in (users[0], users[2]):
+            (envelope,) = user.drain(Ping)
+            assert (envelope.src, envelope.dst, envelope.body) == (SERVER, user.party, Ping(7))
+    assert total == 2 * single  # same body, same-size headers
+    assert network.ledger.summary()["kinds"]["test.actor_ping"]["msgs"] == 3
+
+
+async def test_replies_iterate_in_party_order_with_their_messages(autojump_clock) -> None:
+    network, server, users = _setup()
+    async with network.open():
+        for user in reversed(users):
+            user.send(SERVER, Ping(user.party.index))
+            await trio.sleep(0.01)
+        replies = await server.gather(Ping, [u.party for u in reversed(users)], deadline=trio.current_time() + 5)
+    assert len(replies) == 3
+    assert [(party, ping.round) for party, ping in replies] == [(u.party, u.party.index) for u in users]
+
+
+async def test_a_rejected_message_does_not_hide_the_accepted_ones_delivered_with_it(autojump_clock) -> None:
+    network, server, (u0, u1) = _setup(2)
+    async with network.open():
+        u0.send(SERVER, Ping(1))  # a late reply to round 1, delivered in one batch with round 2's
+        u0.send(SERVER, Ping(2))
+        u1.send(SERVER, Ping(1))
+        u1.send(SERVER, Ping(2))
+        await trio.sleep(1.0)
+        start = trio.current_time()
+        replies = await server.gather(Ping, [u0.party, u1.party], deadline=start + 5, accept=lambda p: p.round == 2)
+        assert trio.current_time() == start  # everything was already there
+    assert replies.missing == []
+    assert {party: ping.round for party, ping in replies} == {u0.party: 2, u1.party: 2}

@@ -5,12 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import trio
 
 from fedrecsim.actors.population import Population
 from fedrecsim.actors.server import Server
-from fedrecsim.actors.user import User
-from fedrecsim.network.availability import AlwaysOnline, BernoulliChurn, LogNormalCompute, MarkovChurn, MidRoundDropout
+from fedrecsim.actors.user import ModelUse, User
+from fedrecsim.network.availability import (
+    AlwaysOnline,
+    BernoulliChurn,
+    Churn,
+    LogNormalCompute,
+    MarkovChurn,
+    MidRoundDropout,
+    Transition,
+)
 from fedrecsim.network.ledger import Ledger
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
@@ -211,3 +220,138 @@ async def test_a_user_that_crashes_and_churns_out_in_one_round_ends_as_not_a_mem
     assert population.crashes == 5 and population.leaves == 5
     server.update_membership()
     assert server.members == set()
+
+
+# ------------------------------------------------------------------ what the population sets on users, retiring tasks
+
+
+class Ticker(User):
+    """Counts virtual seconds while its task runs."""
+
+    ticks = 0
+
+    async def run(self) -> None:
+        while True:
+            await self.network.sleep(1.0)
+            self.ticks += 1
+
+
+def _tickers(n: int, churn, dropout=None):  # type: ignore[no-untyped-def]
+    network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger())
+    network.attach(SERVER)
+    users = {Party(Role.USER, i): Ticker(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(n)}
+    return network, Population(network, users, churn=churn, dropout=dropout, seed=5, horizon_s=1e7)
+
+
+def test_the_population_gives_every_user_the_horizon_and_the_model_use_record() -> None:
+    network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger())
+    users = {Party(Role.USER, i): EchoUser(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(3)}
+    use = ModelUse()
+    Population(network, users, churn=AlwaysOnline(), seed=5, horizon_s=123.0, model_use=use)
+    assert all(user.horizon_s == 123.0 and user.model_use is use for user in users.values())
+
+
+async def test_model_use_records_that_users_consulted_the_dropout_and_compute_models(autojump_clock) -> None:
+    network, server, population = _world(
+        4, AlwaysOnline(), dropout=MidRoundDropout(0.0), compute=LogNormalCompute(median_s=0.5, sigma=0.1)
+    )
+    use = ModelUse()
+    for user in population.users.values():
+        user.model_use = use
+    async with network.open(), population.open():
+        assert use == ModelUse(dropout=False, compute=False)  # nobody was asked anything yet
+    await _rounds(network, server, population, 1)
+    assert use.dropout is True and use.compute is True
+
+
+async def test_compute_spends_the_drawn_delay_in_virtual_time_even_under_a_second(autojump_clock) -> None:
+    network, _, population = _world(1, AlwaysOnline())
+    user = population.users[Party(Role.USER, 0)]
+    async with network.open():
+        for delay in (0.25, 0.0, 2.5):
+            user.compute_delay_s = delay
+            start = trio.current_time()
+            await user.compute()
+            assert trio.current_time() - start == pytest.approx(delay)
+
+
+async def test_the_ledger_records_how_many_were_online_at_each_round(autojump_clock) -> None:
+    network, server, population = _world(20, BernoulliChurn(0.3, 0.3, initial_online=0.5))
+    online_at_start: list[int] = []
+    members_seen: list[tuple[frozenset[Party], frozenset[Party]]] = []
+    await _rounds(network, server, population, 4, members_seen=members_seen)
+    online_at_start = [len(online) for _, online in members_seen]
+    per_round = {row["round"]: row["online"] for row in network.ledger.summary()["per_round"]}
+    assert [per_round[r] for r in range(1, 5)] == online_at_start
+    assert per_round[0] == len(population.churn.initial_online(5, population.parties))
+
+
+async def test_recovery_clears_the_crash_mark(autojump_clock) -> None:
+    network, server, population = _world(5, AlwaysOnline(), dropout=MidRoundDropout(1.0))
+    await _rounds(network, server, population, 1)
+    assert population.crashes == 5
+    assert all(user.crash_round is None for user in population.users.values())
+
+
+async def test_starting_a_user_outside_open_is_refused(autojump_clock) -> None:
+    network, population = _tickers(2, BernoulliChurn(1.0, 0.0, initial_online=0.0))
+    with pytest.raises(RuntimeError, match="^the population is not open$"):
+        population.end_round(1)  # everyone joins, but there is no nursery to run them in
+
+
+async def test_a_user_that_leaves_stops_acting_until_it_rejoins(autojump_clock, tmp_path) -> None:
+    from fedrecsim.network.availability import Trace
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("party,online_from_s,online_until_s\nuser:0,0,10.5\nuser:0,20.5,inf\n")
+    network, population = _tickers(1, Trace.from_csv(trace))
+    user = population.users[Party(Role.USER, 0)]
+    async with network.open(), population.open():
+        start = trio.current_time()
+        await trio.sleep_until(start + 15)
+        assert user.ticks == 10
+        await trio.sleep_until(start + 20)
+        assert user.ticks == 10  # gone: its task was retired
+        await trio.sleep_until(start + 30)
+        assert user.ticks == 19  # back at 20.5 with its state, one task ticking again
+
+
+async def test_a_recovered_user_runs_one_task_not_two(autojump_clock) -> None:
+    network, population = _tickers(1, AlwaysOnline(), dropout=MidRoundDropout(1.0))
+    user = population.users[Party(Role.USER, 0)]
+    async with network.open(), population.open():
+        start = trio.current_time()
+        await trio.sleep_until(start + 5.5)
+        population.begin_round(1)
+        assert user.crashes_in(1)  # this user's task keeps ticking through the crash
+        population.end_round(1)  # recovery starts a task: the old one must be retired
+        ticks = user.ticks
+        await trio.sleep_until(start + 15.25)
+        assert user.ticks - ticks == 9  # at 6.5, 7.5, ..., 14.5
+
+
+class _Scripted(Churn):
+    """User 0 starts online and user 1 offline; round 1 swaps them; the timeline then says the same again."""
+
+    def initial_online(self, seed, parties):  # type: ignore[no-untyped-def]
+        return frozenset({Party(Role.USER, 0)})
+
+    def between_rounds(self, seed, round_index, parties, online):  # type: ignore[no-untyped-def]
+        return frozenset({Party(Role.USER, 1)}), frozenset({Party(Role.USER, 0)})
+
+    def timeline(self, seed, parties, horizon_s):  # type: ignore[no-untyped-def]
+        return iter([Transition(50.0, Party(Role.USER, 0), False), Transition(60.0, Party(Role.USER, 1), True)])
+
+
+async def test_a_timeline_change_to_the_state_a_party_is_already_in_is_a_no_op(autojump_clock) -> None:
+    network, server, population = _world(2, _Scripted())
+    async with network.open(), population.open():
+        start = trio.current_time()
+        await trio.sleep_until(start + 1)
+        population.begin_round(1)
+        population.end_round(1)
+        await trio.sleep_until(start + 100)
+        assert population.online == {Party(Role.USER, 1)}
+    assert (population.joins, population.leaves) == (1, 1)
+    kinds = network.ledger.summary()["kinds"]
+    assert (kinds["core.join"]["msgs"], kinds["core.leave"]["msgs"]) == (2, 1)
