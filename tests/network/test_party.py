@@ -45,3 +45,9 @@ def test_malformed_party_text_names_the_expected_form(text: str) -> None:
 def test_parties_sort_by_role_name_then_index() -> None:
     parties = [user(10), SERVER, user(2), Party(Role.SILO, 1), THIRD_PARTY]
     assert sorted(parties) == [SERVER, Party(Role.SILO, 1), THIRD_PARTY, user(2), user(10)]
+
+
+@pytest.mark.parametrize("text", ["user:1:2", "user:", "user: 3"])
+def test_only_the_first_colon_separates_role_and_index(text: str) -> None:
+    with pytest.raises(ValueError, match=f"^not a party: {text!r} "):
+        Party.parse(text)

@@ -1,0 +1,124 @@
+"""Availability draws recomputed from the documented generator keys (issue 13), and trace file errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedrecsim.errors import DatasetError
+from fedrecsim.network.availability import BernoulliChurn, LogNormalCompute, MarkovChurn, MidRoundDropout, Trace
+from fedrecsim.network.party import SERVER, Party, Role, user
+from fedrecsim.seeding import Stream, generator
+
+# Sub-stream tags of the module docstring's table.
+INITIAL, ROUND, PARTY = 0, 1, 2
+
+
+def _uniform(seed: int, stream: Stream, ids: tuple[int, ...], party: Party, count: int) -> float:
+    """Party ``role:i``'s number: draw ``count`` (= max index + 1) uniforms from its role's generator."""
+    return float(generator(seed, stream, *ids, party.role.code).random(count)[party.index])
+
+
+def test_lognormal_compute_times_are_median_times_exp_sigma_z_of_each_partys_normal() -> None:
+    parties = [user(0), user(3), Party(Role.SILO, 1), user(5)]
+    compute = LogNormalCompute(median_s=2.0, sigma=0.5)
+    got = compute.delays(12, 4, parties)
+    expected = []
+    for party in parties:
+        count = 6 if party.role is Role.USER else 2
+        z = generator(12, Stream.STRAGGLER, ROUND, 4, party.role.code).standard_normal(count)[party.index]
+        expected.append(2.0 * math.exp(0.5 * z))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_a_party_is_slow_iff_its_uniform_is_below_the_slow_fraction() -> None:
+    parties = [user(index) for index in range(8)]
+    u = [_uniform(3, Stream.STRAGGLER, (INITIAL,), party, 8) for party in parties]
+    # With the fraction exactly at party 4's uniform, party 4 is not slow (strictly below), the others by rule.
+    fraction = u[4]
+    slow = LogNormalCompute(1.0, 0.0, slow_fraction=fraction, slow_factor=3.0)
+    assert slow.is_slow(3, parties).tolist() == [value < fraction for value in u]
+    assert slow.delays(3, 0, parties).tolist() == [3.0 if value < fraction else 1.0 for value in u]
+
+
+def test_bernoulli_coins_are_each_partys_uniform_compared_strictly() -> None:
+    parties = [user(index) for index in range(10)]
+    online = frozenset(parties[::2])
+    coins = [_uniform(5, Stream.AVAILABILITY, (ROUND, 7), party, 10) for party in parties]
+    p_join, p_leave = coins[1], coins[0]  # exactly at an offline and an online party's coin
+    joined, left = BernoulliChurn(p_join, p_leave).between_rounds(5, 7, parties, online)
+    assert joined == {p for p, c in zip(parties, coins) if p not in online and c < p_join}
+    assert left == {p for p, c in zip(parties, coins) if p in online and c < p_leave}
+    assert parties[1] not in joined and parties[0] not in left
+    initial = [_uniform(5, Stream.AVAILABILITY, (INITIAL,), party, 10) for party in parties]
+    p = initial[3]
+    assert BernoulliChurn(0.1, 0.1, initial_online=p).initial_online(5, parties) == {
+        party for party, value in zip(parties, initial) if value < p
+    }
+
+
+def test_dropout_is_each_partys_uniform_below_p() -> None:
+    parties = [user(index) for index in range(10)] + [SERVER]
+    u = [_uniform(8, Stream.DROPOUT, (ROUND, 2), party, 10 if party.role is Role.USER else 1) for party in parties]
+    p = u[6]
+    assert MidRoundDropout(p).crashes(8, 2, parties) == {party for party, value in zip(parties, u) if value < p}
+
+
+def test_a_markov_party_starts_online_iff_its_first_uniform_is_below_the_stationary_fraction() -> None:
+    churn = MarkovChurn(mean_on_s=30.0, mean_off_s=10.0)
+    parties = [user(index) for index in range(40)]
+    first = {party: generator(4, Stream.AVAILABILITY, PARTY, party.role.code, party.index).random() for party in parties}
+    assert churn.initial_online(4, parties) == {party for party in parties if first[party] < 0.75}
+    # Its first change comes after its first period: an exponential of the state's mean from the same generator.
+    party = parties[0]
+    rng = generator(4, Stream.AVAILABILITY, PARTY, party.role.code, party.index)
+    online = rng.random() < 0.75
+    means = (30.0, 10.0) if online else (10.0, 30.0)
+    periods = rng.standard_exponential(16) * np.resize(means, 16)
+    changes = [t for t in churn.timeline(4, [party], 1e9)][:3]
+    np.testing.assert_allclose([t.time_s for t in changes], np.cumsum(periods)[:3], rtol=1e-12)
+    assert [t.online for t in changes] == [not online, online, not online]
+
+
+def test_bernoulli_churn_is_hashable_by_value() -> None:
+    assert hash(BernoulliChurn(0.1, 0.2, 0.3)) == hash(BernoulliChurn(0.1, 0.2, 0.3))
+    assert len({BernoulliChurn(0.1, 0.2, 0.3), BernoulliChurn(0.1, 0.2, 0.3), BernoulliChurn(0.1, 0.2)}) == 2
+
+
+def test_a_trace_prints_its_size() -> None:
+    trace = Trace([(user(0), 0, 1), (user(0), 5, 6), (user(1), 2, 3), (user(2), 4, 4)])
+    assert repr(trace) == "Trace(<2 parties, 3 sessions>)"
+
+
+def test_a_trace_file_may_start_with_a_utf8_byte_order_mark(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes("party,online_from_s,online_until_s\r\nuser:1,0,5\r\n".encode("utf-8-sig"))
+    assert Trace.from_csv(path).intervals(user(1)) == ((0.0, 5.0),)
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "problem"),
+    [
+        (b"party,online_from_s,online_until_s\nuser:0,1\n", 2,
+         "expected 3 fields (party,online_from_s,online_until_s), got 2"),
+        (b"party,from\nuser:0,1\n", 1, "expected the header line party,online_from_s,online_until_s, got ['party', 'from']"),
+        (b"party,online_from_s,online_until_s\n", None, "holds no sessions after the header"),
+        (b"party,online_from_s,online_until_s\nuser:0,0,\xe9\n", None, "not UTF-8 text: "),
+        (b"party,online_from_s,online_until_s\nuser:0,0," + b"9" * 200_000 + b"\n", None, "not valid CSV: "),
+    ],
+)
+def test_trace_file_errors_name_the_file_the_line_and_the_problem(tmp_path, content: bytes, line: int | None, problem: str) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_bytes(content)
+    with pytest.raises(DatasetError) as caught:
+        Trace.from_csv(path)
+    assert caught.value.path == str(path) and caught.value.line == line
+    assert caught.value.problem.startswith(problem) and (problem.endswith(": ") or caught.value.problem == problem)
+
+
+def test_an_unreadable_trace_names_the_file(tmp_path) -> None:
+    with pytest.raises(DatasetError) as caught:
+        Trace.from_csv(tmp_path / "absent.csv")
+    assert caught.value.path == str(tmp_path / "absent.csv") and caught.value.problem.startswith("cannot read the trace: ")
