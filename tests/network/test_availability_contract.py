@@ -123,3 +123,41 @@ def test_an_unreadable_trace_names_the_file(tmp_path) -> None:
     with pytest.raises(DatasetError) as caught:
         Trace.from_csv(tmp_path / "absent.csv")
     assert caught.value.path == str(tmp_path / "absent.csv") and caught.value.problem.startswith("cannot read the trace: ")
+
+
+def test_parameters_are_stored_as_floats() -> None:
+    compute = LogNormalCompute(median_s=2, sigma=0, slow_fraction=0, slow_factor=1)
+    assert [(type(value), value) for value in (compute.median_s, compute.sigma, compute.slow_fraction, compute.slow_factor)] == [
+        (float, 2.0), (float, 0.0), (float, 0.0), (float, 1.0)
+    ]
+    assert type(MidRoundDropout(1).p) is float
+    markov = MarkovChurn(3, 1)
+    assert (type(markov.mean_on_s), type(markov.mean_off_s)) == (float, float)
+
+
+@pytest.mark.parametrize(
+    ("build", "key_path", "problem"),
+    [
+        (lambda: LogNormalCompute(0.0, 0.5), "availability.compute.median_s", "must be a finite number > 0 seconds, got 0.0"),
+        (lambda: LogNormalCompute("1", 0.5), "availability.compute.median_s", "must be a number, got '1'"),
+        (lambda: LogNormalCompute(1.0, "x"), "availability.compute.sigma", "must be a number, got 'x'"),
+        (lambda: LogNormalCompute(1.0, math.inf), "availability.compute.sigma", "must be a finite number >= 0, got inf"),
+        (lambda: LogNormalCompute(1.0, 0.5, slow_factor="x"), "availability.compute.slow_factor", "must be a number, got 'x'"),
+        (lambda: LogNormalCompute(1.0, 0.5, slow_factor=0.99), "availability.compute.slow_factor", "must be a finite number >= 1, got 0.99"),
+        (lambda: LogNormalCompute(1.0, 0.5, slow_fraction=-0.5), "availability.compute.slow_fraction", "must be in [0, 1], got -0.5"),
+        (lambda: MarkovChurn(-1.0, 1.0), "availability.mean_on_s", "must be a finite number > 0 seconds, got -1.0"),
+        (lambda: MidRoundDropout(2), "availability.dropout", "must be in [0, 1], got 2"),
+    ],
+)
+def test_invalid_parameters_say_what_was_expected(build, key_path: str, problem: str) -> None:  # type: ignore[no-untyped-def]
+    from fedrecsim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        build()
+    assert (caught.value.key_path, caught.value.problem) == (key_path, problem)
+
+
+def test_a_slow_factor_of_one_is_allowed_and_changes_nothing() -> None:
+    parties = [user(index) for index in range(20)]
+    plain = LogNormalCompute(1.0, 0.5).delays(2, 1, parties)
+    np.testing.assert_array_equal(LogNormalCompute(1.0, 0.5, slow_fraction=0.5, slow_factor=1.0).delays(2, 1, parties), plain)
