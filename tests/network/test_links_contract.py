@@ -17,6 +17,7 @@ from fedrecsim.network.links import (
     Latency,
     LinkSpec,
     Links,
+    Uniform,
     draw_bits,
     latency_from_table,
     uniforms,
@@ -127,3 +128,14 @@ def test_a_loss_exactly_at_a_messages_uniform_keeps_the_message() -> None:
     u = uniforms(draw_bits(6, user(1), SERVER, 0, LOSS_DRAW))[0]
     assert Links(6, LinkSpec(Constant(0.5), loss=u)).transit(user(1), SERVER, 0, 0.0) == 0.5
     assert Links(6, LinkSpec(Constant(0.5), loss=math.nextafter(u, 1.0))).transit(user(1), SERVER, 0, 0.0) is None
+
+
+def test_uniform_bounds_are_checked_by_name_and_may_be_equal() -> None:
+    with pytest.raises(ConfigError, match=r"^network\.latency\.low_s: must be >= 0 seconds, got -1$"):
+        Uniform(-1, 2)
+    with pytest.raises(ConfigError, match=r"^network\.latency\.high_s: must be a number, got None$"):
+        Uniform(0, None)  # type: ignore[arg-type]
+    same = Uniform(0.25, 0.25)
+    assert Links(1, LinkSpec(same)).transit(user(0), SERVER, 0, 1.0) == 1.25
+    bounds = Uniform(0, 1)
+    assert (type(bounds.low_s), type(bounds.high_s)) == (float, float)
