@@ -318,3 +318,15 @@ def test_the_byte_order_converting_path_gives_the_same_bytes_and_arrays(monkeypa
             assert got.dtype == body.values.dtype and got.dtype.isnative and got.shape == body.values.shape
             np.testing.assert_array_equal(got, body.values)
             assert got.flags.writeable
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "problem"),
+    [((9, 0), (2, 0), "src: unknown role code 9"), ((0, 1), (8, 3), "dst: unknown role code 8"),
+     ((0, -1), (2, 0), "src: malformed party (0, -1)"), ((0, 1), (2, -5), "dst: malformed party (2, -5)")],
+)
+def test_decode_trusted_is_no_validator_but_a_malformed_envelope_party_is_still_a_wire_error(src, dst, problem: str) -> None:  # type: ignore[no-untyped-def]
+    _register()
+    data = msgpack.packb(["test.bytes_scalar", *src, *dst, 0.0, 1, 0.5])
+    with pytest.raises(WireError, match=_exactly(problem)):
+        decode_trusted(data)
