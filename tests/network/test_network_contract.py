@@ -557,3 +557,29 @@ def test_deliveries_of_one_instant_across_many_links_follow_sender_receiver_sequ
     for party in parties:
         seqs = [envelope.body.seq for envelope in network.mailbox(party).take_all(Note.KIND)]
         assert seqs == [seq for _, _, dst, seq in expected if dst == party]
+
+
+def test_waiters_sharing_one_deadline_all_wake_at_it(run) -> None:  # type: ignore[no-untyped-def]
+    network = _network()
+    mailboxes = [network.attach(party) for party in (ALICE, BOB, CAROL)]
+    woke: list[tuple[str, object, float]] = []
+
+    async def waiter(name: str, mailbox) -> None:  # type: ignore[no-untyped-def]
+        woke.append((name, await mailbox.wait(5.0), trio.current_time()))
+
+    async def sleeper() -> None:
+        await network.sleep_until(5.0)
+        woke.append(("sleeper", None, trio.current_time()))
+
+    async def scenario() -> None:
+        async with network.open():
+            async with trio.open_nursery() as nursery:
+                for name, mailbox in zip("abc", mailboxes):
+                    nursery.start_soon(waiter, name, mailbox)
+                nursery.start_soon(sleeper)
+                nursery.start_soon(sleeper)
+
+    run(scenario)
+    assert sorted(woke, key=str) == sorted(
+        [("a", False, 5.0), ("b", False, 5.0), ("c", False, 5.0), ("sleeper", None, 5.0), ("sleeper", None, 5.0)], key=str
+    )
