@@ -158,8 +158,13 @@ def test_the_epsilon_k_study_runs_quick(tmp_path: Path) -> None:
     import sys
 
     script = Path(__file__).resolve().parents[3] / "scenarios" / "ribero_epsilon_k.py"
-    out = tmp_path / "grid.csv"
-    completed = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)],
+    completed = subprocess.run([sys.executable, str(script), "--quick", "--out", str(tmp_path / "study"), "--workers", "1"],
                                capture_output=True, text=True, timeout=300, check=False)
     assert completed.returncode == 0, completed.stderr
-    assert len(out.read_text().splitlines()) == 1 + 4
+    summary = (tmp_path / "study" / "summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + 4  # epsilon {0.1, 10000} x k {2, 4}
+    tables = completed.stdout.split("\n\n")
+    assert [table.splitlines()[0] for table in tables] == ["k = 2", "k = 4"]
+    for table in tables:
+        first_cells = [row.split()[0] for row in table.splitlines()[2:] if not row.startswith("-")]
+        assert first_cells == ["0.1", "10000", "kmeans", "exemplars", "full", "local", "random"]
