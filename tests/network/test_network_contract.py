@@ -583,3 +583,74 @@ def test_waiters_sharing_one_deadline_all_wake_at_it(run) -> None:  # type: igno
     assert sorted(woke, key=str) == sorted(
         [("a", False, 5.0), ("b", False, 5.0), ("c", False, 5.0), ("sleeper", None, 5.0), ("sleeper", None, 5.0)], key=str
     )
+
+
+def test_every_fate_is_recorded_with_its_time_ends_kind_and_size(run) -> None:  # type: ignore[no-untyped-def]
+    links = Links(1, LinkSpec(Constant(1.0)), {(Role.USER, Role.SERVER): LinkSpec(Constant(1.0), loss=0.999999)})
+    network = Network(links, Ledger(record_transcript=True), resolution_s=0.0)
+    for party in (ALICE, BOB, SERVER):
+        network.attach(party)
+    sizes: dict[str, int] = {}
+
+    async def scenario() -> None:
+        async with network.open():
+            await network.sleep(2.0)
+            sizes["lost"] = network.send(ALICE, SERVER, note(1, 2))
+            sizes["delivered"] = network.send(SERVER, ALICE, note(2, 3))
+            sizes["offline"] = network.send(SERVER, BOB, note(3, 4))
+            network.detach(BOB)
+            await network.sleep(2.0)
+
+    run(scenario)
+    rows = [(row.time, row.src, row.dst, row.kind, row.nbytes, row.status) for row in network.ledger.transcript]
+    assert rows == [
+        (2.0, ALICE, SERVER, Note.KIND, sizes["lost"], "dropped:lost"),
+        (3.0, SERVER, ALICE, Note.KIND, sizes["delivered"], "delivered"),
+        (3.0, SERVER, BOB, Note.KIND, sizes["offline"], "dropped:offline"),
+    ]
+    assert network.ledger.summary()["kinds"] == {Note.KIND: {"msgs": 3, "bytes": sum(sizes.values())}}
+
+
+def test_a_zero_delay_message_sent_late_arrives_one_tick_after_its_send(run) -> None:  # type: ignore[no-untyped-def]
+    network = _network(0.0, 0.5)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+    times: list[float] = []
+
+    async def scenario() -> None:
+        async with network.open():
+            await network.sleep(3.0)
+            network.send(ALICE, SERVER, note(0))
+            assert await mailbox.wait(100.0)
+            times.append(trio.current_time())
+
+    run(scenario)
+    assert times == [3.5]
+
+
+def test_messages_of_one_link_due_in_one_tick_arrive_in_send_order_whatever_their_bytes(run) -> None:  # type: ignore[no-untyped-def]
+    network = _network(0.0, 1.0)
+    network.attach(ALICE)
+    mailbox = network.attach(SERVER)
+
+    async def scenario() -> None:
+        async with network.open():
+            for seq in (9, 5, 7, 1):
+                network.send(ALICE, SERVER, note(seq))
+            await network.sleep(2.0)
+
+    run(scenario)
+    assert [envelope.body.seq for envelope in mailbox.take_all(Note.KIND)] == [9, 5, 7, 1]
+
+
+def test_an_offline_sender_cannot_send(run) -> None:  # type: ignore[no-untyped-def]
+    network = _network()
+    network.attach(SERVER)
+
+    async def scenario() -> None:
+        async with network.open():
+            with pytest.raises(ProtocolViolation, match="^user:0 is offline and cannot send Note$"):
+                network.send(ALICE, SERVER, note(0))
+
+    run(scenario)
+    assert network.ledger.totals()["sent_msgs"] == 0
