@@ -161,3 +161,13 @@ def test_a_slow_factor_of_one_is_allowed_and_changes_nothing() -> None:
     parties = [user(index) for index in range(20)]
     plain = LogNormalCompute(1.0, 0.5).delays(2, 1, parties)
     np.testing.assert_array_equal(LogNormalCompute(1.0, 0.5, slow_fraction=0.5, slow_factor=1.0).delays(2, 1, parties), plain)
+
+
+def test_a_bad_quoted_trace_field_is_reported_verbatim_with_its_line_break(tmp_path) -> None:
+    # The file is read as written (newline=""): a quoted field keeps its CRLF and the error shows it as is.
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b'party,online_from_s,online_until_s\r\nuser:0,"1\r\n2",3\r\n')
+    with pytest.raises(DatasetError) as caught:
+        Trace.from_csv(path)
+    assert caught.value.problem == "times must be numbers of seconds, got '1\\r\\n2', '3'"
+    assert caught.value.line == 3
