@@ -82,6 +82,15 @@ TARGETS = (
     Target("network", "src/fedrecsim/network", ("tests/network",)),
     Target("actors", "src/fedrecsim/actors", ("tests/actors",)),
     Target("protocols.fcf", "src/fedrecsim/protocols/fcf", ("tests/protocols/fcf",)),
+    Target("models", "src/fedrecsim/models", ("tests/models",)),
+    Target("data.ranking", "src/fedrecsim/data/ranking.py", ("tests/data/test_data_ranking.py",)),
+    Target("data.poisson", "src/fedrecsim/data/poisson.py", ("tests/data/test_data_poisson.py",)),
+    Target("data.silos", "src/fedrecsim/data/silos.py", ("tests/data/test_data_silos.py",)),
+    Target(
+        "protocols.prototypes",
+        "src/fedrecsim/protocols/prototypes",
+        ("tests/protocols/prototypes",),
+    ),
 )
 
 DETECTED = ("killed", "timeout", "segfault", "caught by type check")
