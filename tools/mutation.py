@@ -204,8 +204,10 @@ def retest_survivors(work: Path, target: Target) -> int:
     return reset
 
 
-_LIVE_EXIT_CODES = (0, 5, 33, 35)
-"""mutmut's exit codes for survived (0), no tests (5, 33) and suspicious (35): see `mutmut.stats`."""
+_LIVE_EXIT_CODES = (0, 2, 5, 33, 35)
+"""mutmut's exit codes re-tested on the next run: survived (0), no tests (5, 33), suspicious (35) and
+interrupted (2: the tests ended in a KeyboardInterrupt -- e.g. a mutant that raises `Interrupted` --
+which the table shows as not run until a run judges it); see `mutmut.stats`."""
 
 
 def mutmut_command() -> Path:
