@@ -4,7 +4,7 @@ Scaling. The paper draws ``U, V`` with standard normal entries; with rank ``l`` 
 then has variance ``l`` (100 in the paper), so rates ``exp(u . v)`` reach ``e^30`` and beyond -- not
 finite counts anyone could rate. We draw the entries with variance ``l^(-1/2)``, so that ``u . v``
 has variance exactly 1 whatever the rank (rates of median 1, 95 % below ``e^2``), and clip counts at
-`COUNT_CAP` (10; well under 1 % of entries reach it), which is the public bound of the data's scale
+`COUNT_CAP` (10; about 2 % of entries reach it), which is the public bound of the data's scale
 ``(0, COUNT_CAP)`` the private protocols calibrate their noise to.
 
 Observation. The paper's matrix is fully observed. A data set here holds ``n_entries`` (user, item)
