@@ -20,3 +20,9 @@ TINY_FCF: dict[str, Any] = {
 def tiny_fcf() -> dict[str, Any]:
     """A fresh copy of a small FCF scenario (mutate freely)."""
     return copy.deepcopy(TINY_FCF)
+
+
+@pytest.fixture(autouse=True)
+def _empty_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test sees an empty data home, never the data sets fetched on this machine (FEDRECSIM_DATA)."""
+    monkeypatch.setenv("FEDRECSIM_DATA", str(tmp_path_factory.getbasetemp() / "empty-data-home"))

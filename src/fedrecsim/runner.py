@@ -31,6 +31,7 @@ import trio
 from . import __version__
 from .clock import VirtualClock
 from .data import prepare_data
+from .data.registry import resolve_path
 from .errors import ConfigError, Interrupted
 from .network.ledger import Ledger
 from .network.network import Network
@@ -206,7 +207,8 @@ async def _simulate(
 ) -> RunResult:
     """Data, network and protocol, run in the current trio loop; the single error of a failed run unwrapped."""
     wall_start = time.perf_counter()
-    train, test = prepare_data(scenario.data, scenario.run.seed)
+    seen = _with_data_path(scenario)
+    train, test = prepare_data(seen.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
     ledger = Ledger(record_transcript=transcript)
     network = Network(
@@ -217,7 +219,7 @@ async def _simulate(
         record_views=views,
     )
     context = RunContext(
-        scenario=scenario,
+        scenario=seen,
         train=train,
         test=test,
         network=network,
@@ -241,6 +243,18 @@ async def _simulate(
         scenario, shape, outcome, ledger, virtual_time, time.perf_counter() - wall_start, _warnings(scenario, context)
     )
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
+
+
+def _with_data_path(scenario: Scenario) -> Scenario:
+    """The scenario as the run reads it: an empty ``data.path`` of a fetched data set filled in.
+
+    The protocol sees the fetched folder (so a reader of files beside the ratings -- the zip-code silo
+    partition -- finds them); ``result.json`` keeps the scenario as written, free of this machine's paths.
+    """
+    path = resolve_path(scenario.data.source, scenario.data.path)
+    if path == scenario.data.path:
+        return scenario
+    return dataclasses.replace(scenario, data=dataclasses.replace(scenario.data, path=path))
 
 
 def _warnings(scenario: Scenario, context: RunContext) -> list[str]:

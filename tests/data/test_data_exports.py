@@ -6,7 +6,10 @@ import importlib
 
 import fedrecsim.data
 
-MODULES = ("loaders", "metrics", "movielens", "npz", "poisson", "prepare", "ranking", "ratings", "silos", "splits", "synthetic")
+MODULES = (
+    "fetch", "loaders", "metrics", "movielens", "npz", "poisson", "prepare", "ranking", "ratings", "registry", "silos",
+    "splits", "synthetic",
+)
 
 
 def test_every_exported_name_exists_once() -> None:

@@ -1,10 +1,12 @@
-"""Data for fedrecsim: the `Ratings` container, synthetic generators, file loaders, splits, metrics.
+"""Data for fedrecsim: the `Ratings` container, synthetic generators, file loaders, splits, metrics, and
+the registry of public data sets with `fetch`, which downloads one into the local data home.
 
 Everything here is pure numpy, draws randomness only from the generator it is given, and reports bad
 parameters as `ConfigError` (naming the ``data.*`` key) and bad data as `DatasetError` (naming the
 file and line).
 """
 
+from fedrecsim.data.fetch import FETCH_RECORD, DownloadProgress, Fetched, ProgressCallback, fetch, licence_text
 from fedrecsim.data.loaders import SOURCES, load
 from fedrecsim.data.metrics import error_summary, hit_rate_at_k, mae, ndcg_at_k, recall_at_k, rmse
 from fedrecsim.data.movielens import MOVIELENS_RATING_RANGE, load_movielens_1m, load_movielens_100k
@@ -13,6 +15,19 @@ from fedrecsim.data.poisson import COUNT_CAP, synthetic_poisson
 from fedrecsim.data.prepare import DataSpec, prepare_data
 from fedrecsim.data.ranking import ranking_metrics
 from fedrecsim.data.ratings import Ratings, UserIndex
+from fedrecsim.data.registry import (
+    DATA_HOME_ENV,
+    DATASETS,
+    Dataset,
+    data_home,
+    dataset,
+    dataset_text,
+    fetch_command,
+    fetched_path,
+    install_folder,
+    registry_text,
+    resolve_path,
+)
 from fedrecsim.data.silos import (
     NON_NUMERIC_ZIP_SILO,
     SILO_STREAM_ID,
@@ -41,21 +56,36 @@ from fedrecsim.data.synthetic import (
 
 __all__ = [
     "COUNT_CAP",
+    "DATASETS",
+    "DATA_HOME_ENV",
     "DataSpec",
+    "Dataset",
+    "DownloadProgress",
+    "FETCH_RECORD",
+    "Fetched",
     "MOVIELENS_RATING_RANGE",
     "NETFLIX_DENSITY",
     "NON_NUMERIC_ZIP_SILO",
+    "ProgressCallback",
     "Ratings",
     "SILO_STREAM_ID",
     "SOURCES",
     "SiloSpec",
     "SyntheticShape",
     "UserIndex",
+    "data_home",
+    "dataset",
+    "dataset_text",
     "dirichlet_partition",
     "error_summary",
+    "fetch",
+    "fetch_command",
+    "fetched_path",
     "filter_min_interactions",
     "hit_rate_at_k",
+    "install_folder",
     "leave_one_out",
+    "licence_text",
     "load",
     "load_movielens_100k",
     "load_movielens_1m",
@@ -69,6 +99,8 @@ __all__ = [
     "random_split",
     "ranking_metrics",
     "recall_at_k",
+    "registry_text",
+    "resolve_path",
     "rmse",
     "silo_assignment",
     "subsample",

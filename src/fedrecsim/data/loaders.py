@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from fedrecsim.data.movielens import load_movielens_1m, load_movielens_100k
 from fedrecsim.data.npz import load_npz
 from fedrecsim.data.ratings import Ratings
+from fedrecsim.data.registry import resolve_path
 from fedrecsim.errors import ConfigError
 
 
@@ -38,19 +39,21 @@ def load(source: str, path: str | Path, **options: Any) -> Ratings:
         source: One of `SOURCES`: ``"movielens-100k"`` (``u.data`` or its folder), ``"movielens-1m"``
             (``ratings.dat`` or its folder), ``"npz"`` (a ``scipy.sparse.save_npz`` file; option
             ``rating_range``).
-        path: The file or folder to read.
+        path: The file or folder to read; empty for a registered data set (`fedrecsim.data.registry`)
+            means its copy fetched into the data home (``fedrecsim data fetch NAME``).
         **options: The source's options.
 
     Raises:
-        ConfigError: unknown source (``data.source``), empty path (``data.path``) or an option the
-            source does not take (``data.<option>``).
+        ConfigError: unknown source (``data.source``), empty path (``data.path``: for a registered data
+            set, one that was not fetched) or an option the source does not take (``data.<option>``).
         DatasetError: the data itself is missing or malformed.
     """
     try:
         chosen = _SOURCES[source]
     except (KeyError, TypeError):
         raise ConfigError("data.source", f"unknown source {source!r}; allowed: {', '.join(SOURCES)}") from None
-    if not str(path):
+    path = resolve_path(source, path)
+    if not path:
         raise ConfigError("data.path", f"source {source!r} reads a file or folder; data.path is empty")
     unknown = sorted(set(options) - chosen.options)
     if unknown:

@@ -1,0 +1,286 @@
+"""`fetch`: download a registered data set into the data home, verify it, unpack it, all or nothing.
+
+The steps, each inside the data home so that the last one is an atomic rename on one file system:
+download into a hidden temporary file (``.NAME-*.download``) while hashing it, refuse a download
+shorter than its ``Content-Length``, compare the SHA-256 with the expected one, unpack into a hidden
+temporary folder (``.NAME-*.unpack``), check that the loader's file is there, and rename the folder to
+``<data home>/NAME``. Whatever fails -- an unreachable host, a broken-off download, a checksum mismatch,
+an archive that does not unpack -- raises `DatasetError` naming the address and the reason, after the
+temporary file and folder were removed: the data home holds either the complete data set or nothing of
+this attempt.
+
+The expected SHA-256 is the registry's, or ``sha256=`` (``--sha256 HEX``) where the caller knows better
+(a registry entry without a published digest needs it, or ``verify=False``). ``url=`` (``--url``) fetches
+the same archive from a mirror or a local ``file://`` copy -- and is how the tests serve their own
+archive -- the checksum still guarding what is installed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from hashlib import sha256 as sha256_hasher
+from pathlib import Path
+from typing import BinaryIO, TextIO
+
+from fedrecsim.data.registry import Dataset, data_home, dataset, fetched_path, install_folder
+from fedrecsim.errors import ConfigError, DatasetError
+
+ProgressCallback = Callable[[int, "int | None"], None]
+"""Called as ``progress(bytes_so_far, total_bytes_or_None)`` while a download runs."""
+
+FETCH_RECORD = "fedrecsim-dataset.json"
+"""The file in ``<data home>/NAME`` recording what was fetched: name, url, sha256, size, verified."""
+
+_CHUNK = 1 << 16
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What `fetch` installed (or found installed).
+
+    Attributes:
+        name: The data set.
+        path: The folder its loader reads (what ``data.path`` would say).
+        sha256: The archive's SHA-256 as downloaded (for one found installed: as recorded then).
+        size: The archive's size in bytes (likewise).
+        verified: Whether ``sha256`` was checked against an expected digest.
+        downloaded: False when the data set was already there and nothing was downloaded.
+    """
+
+    name: str
+    path: Path
+    sha256: str
+    size: int
+    verified: bool
+    downloaded: bool
+
+
+def fetch(
+    name: str,
+    *,
+    accept_licence: bool = False,
+    home: str | Path | None = None,
+    url: str | None = None,
+    sha256: str | None = None,
+    verify: bool = True,
+    progress: ProgressCallback | None = None,
+    timeout_s: float = 60.0,
+) -> Fetched:
+    """Download, verify and unpack data set ``name`` into ``<home>/<name>``; nothing if it is there already.
+
+    Args:
+        name: A registered data set (`fedrecsim.data.registry.DATASETS`).
+        accept_licence: Must be true: the caller accepts the data set's licence (`Dataset.licence`).
+        home: The data home (default `data_home`: ``$FEDRECSIM_DATA`` or the platform's cache folder).
+        url: Download from here instead of the registry's address (a mirror, a ``file://`` copy).
+        sha256: The expected SHA-256 (64 hex digits) instead of the registry's.
+        verify: False installs the download without comparing digests (its digest is still returned).
+        progress: Called with the bytes received so far and the total when the server announced it.
+        timeout_s: How long to wait for the server to answer or send the next bytes.
+
+    Raises:
+        ConfigError: ``name`` is not registered (``data.source``) or ``sha256`` is not 64 hex digits.
+        DatasetError: the licence was not accepted; there is no digest to verify against; the download
+            failed, was cut short, or does not match the digest; the archive cannot be unpacked or lacks
+            the loader's file; ``<home>/<name>`` exists without the loader's file.
+    """
+    entry = dataset(name)
+    if not accept_licence:
+        raise DatasetError(
+            entry.name,
+            f"not fetched: its licence must be accepted first ({entry.licence_url}); "
+            "pass --accept-licence (accept_licence=True) to accept it",
+        )
+    expected = _expected_digest(entry, sha256, verify)
+    root = data_home() if home is None else Path(home)
+    found = _installed(entry, root)
+    if found is not None:
+        return found
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DatasetError(root, f"cannot create the data folder: {error.strerror or error}") from error
+    source = entry.url if url is None else url
+    download = unpacked = None
+    try:
+        handle, download_name = tempfile.mkstemp(prefix=f".{entry.name}-", suffix=".download", dir=root)
+        download = Path(download_name)
+        with os.fdopen(handle, "wb") as sink:
+            digest, size = _download(source, sink, progress, timeout_s)
+        if expected is not None and digest != expected:
+            raise DatasetError(
+                source,
+                f"SHA-256 mismatch: expected {expected}, got {digest} ({size:,} bytes); the download was discarded",
+            )
+        unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
+        _unpack(source, download, unpacked)
+        if not (unpacked / entry.folder / entry.required).is_file():
+            raise DatasetError(source, f"the archive holds no {entry.folder}/{entry.required}")
+        record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
+        (unpacked / FETCH_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        target = install_folder(entry.name, root)
+        try:
+            unpacked.rename(target)
+        except OSError:
+            # Another fetch of the same data set finished first: keep its copy, discard ours.
+            if _installed(entry, root) is None:
+                raise
+        else:
+            unpacked = None
+        return Fetched(entry.name, target / entry.folder, digest, size, expected is not None, True)
+    finally:
+        if download is not None:
+            download.unlink(missing_ok=True)
+        if unpacked is not None:
+            shutil.rmtree(unpacked, ignore_errors=True)
+
+
+def _expected_digest(entry: Dataset, sha256: str | None, verify: bool) -> str | None:
+    """The digest the download must have, or None for ``verify=False``."""
+    if sha256 is not None:
+        given = sha256.strip().lower()
+        if not _HEX_DIGEST.fullmatch(given):
+            raise ConfigError("sha256", f"expected 64 hexadecimal digits, got {sha256!r}")
+        sha256 = given
+    if not verify:
+        return None
+    expected = sha256 or entry.sha256
+    if expected is None:
+        raise DatasetError(
+            entry.name,
+            "no SHA-256 of its archive is published, so the download cannot be verified; give the digest you "
+            "trust with --sha256 HEX (sha256=), or fetch it unverified with --no-verify (verify=False), which "
+            "prints the digest of what was downloaded",
+        )
+    return expected
+
+
+def _installed(entry: Dataset, root: Path) -> Fetched | None:
+    """The data set as installed in ``root``; None if absent; an error if its folder is not ours."""
+    folder = fetched_path(entry.name, root)
+    if folder is None:
+        target = install_folder(entry.name, root)
+        if target.exists() or target.is_symlink():
+            raise DatasetError(
+                target, f"exists but holds no {entry.folder}/{entry.required}; move it away to fetch {entry.name}"
+            )
+        return None
+    try:
+        record = json.loads((folder.parent / FETCH_RECORD).read_text(encoding="utf-8"))
+        digest, size, verified = str(record["sha256"]), int(record["size"]), bool(record["verified"])
+    except (OSError, ValueError, KeyError, TypeError):
+        # Put there by hand (or the record was edited): usable, but we cannot say what it is.
+        digest, size, verified = "", 0, False
+    return Fetched(entry.name, folder, digest, size, verified, False)
+
+
+def _download(url: str, sink: BinaryIO, progress: ProgressCallback | None, timeout_s: float) -> tuple[str, int]:
+    """Copy ``url`` into ``sink``; its SHA-256 and size. Refuses fewer bytes than ``Content-Length``."""
+    hasher = sha256_hasher()
+    received = 0
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            total = _content_length(response.headers.get("Content-Length"))
+            while chunk := response.read(_CHUNK):
+                sink.write(chunk)
+                hasher.update(chunk)
+                received += len(chunk)
+                if progress is not None:
+                    progress(received, total)
+    except urllib.error.HTTPError as error:
+        raise DatasetError(url, f"the server answered HTTP {error.code} {error.reason}") from error
+    except urllib.error.URLError as error:
+        raise DatasetError(url, f"cannot download: {_reason(error.reason)}") from error
+    except http.client.IncompleteRead as error:
+        raise DatasetError(url, f"the download broke off after {received + len(error.partial):,} bytes") from error
+    except TimeoutError as error:
+        raise DatasetError(url, f"no data for {timeout_s:g} s after {received:,} bytes; try again later") from error
+    except (OSError, http.client.HTTPException) as error:
+        raise DatasetError(url, f"the download broke off after {received:,} bytes: {_reason(error)}") from error
+    except ValueError as error:  # urllib's "unknown url type"
+        raise DatasetError(url, f"not a URL urllib can open: {error}") from error
+    if total is not None and received != total:
+        raise DatasetError(url, f"the download broke off after {received:,} of {total:,} bytes")
+    return hasher.hexdigest(), received
+
+
+def _content_length(value: str | None) -> int | None:
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__
+
+
+def _unpack(url: str, archive: Path, into: Path) -> None:
+    """Unpack a zip or (compressed) tar archive into ``into``, refusing members that would land outside it."""
+    try:
+        if zipfile.is_zipfile(archive):
+            with zipfile.ZipFile(archive) as bundle:
+                # ZipFile.extractall drops absolute roots and ".." from member names, so nothing escapes.
+                bundle.extractall(into)
+        elif tarfile.is_tarfile(archive):
+            with tarfile.open(archive) as bundle:
+                bundle.extractall(into, filter="data")
+        else:
+            raise DatasetError(url, "the download is neither a zip nor a tar archive")
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as error:
+        raise DatasetError(url, f"cannot unpack the archive: {_reason(error)}") from error
+
+
+class DownloadProgress:
+    """A one-line byte counter for a terminal: ``[####....] 1.2 / 4.9 MB  0.8s``, at most ten draws a second.
+
+    Called like a `ProgressCallback`; `close` ends its line. Draw it only on a terminal.
+    """
+
+    def __init__(self, stream: TextIO, redraw_every_s: float = 0.1) -> None:
+        self.stream = stream
+        self.redraw_every_s = redraw_every_s
+        self.started = time.perf_counter()
+        self.last_drawn_s: float | None = None
+
+    def __call__(self, received: int, total: int | None) -> None:
+        elapsed = time.perf_counter() - self.started
+        done = total is not None and received >= total
+        if self.last_drawn_s is not None and elapsed - self.last_drawn_s < self.redraw_every_s and not done:
+            return
+        self.last_drawn_s = elapsed
+        if total:
+            filled = min(30, 30 * received // total)
+            shown = f"[{'#' * filled}{'.' * (30 - filled)}] {received / 1e6:.1f} / {total / 1e6:.1f} MB"
+        else:
+            shown = f"{received / 1e6:.1f} MB"
+        self.stream.write(f"\r{shown}  {elapsed:.1f}s")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the drawn line, if any, so what follows starts on its own."""
+        if self.last_drawn_s is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.last_drawn_s = None
+
+
+def licence_text(name: str) -> str:
+    """The lines ``fedrecsim data fetch`` shows before it downloads: the licence and where to read it."""
+    entry = dataset(name)
+    return f"{entry.name} ({entry.title}) comes under this licence:\n  {entry.licence}\n  full terms: {entry.licence_url}"
+
+
+__all__ = ["FETCH_RECORD", "DownloadProgress", "Fetched", "ProgressCallback", "fetch", "licence_text"]
