@@ -99,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
     keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
+    _add_data_command(commands)
     return parser
 
 
@@ -114,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "sweep":
             return _sweep(args)
+        if args.command == "data":
+            return _data(args)
         if args.command == "report":
             from .report import write_report
 
@@ -182,6 +185,58 @@ def _sweep(args: argparse.Namespace) -> int:
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
     return 1 if result.failed else 0
+
+
+def _add_data_command(commands: argparse._SubParsersAction) -> None:
+    """``fedrecsim data list | info NAME | fetch NAME``: the registry of public data sets (`fedrecsim.data.registry`)."""
+    data_cmd = commands.add_parser("data", help="list, describe and fetch the public data sets the loaders read")
+    actions = data_cmd.add_subparsers(dest="data_command", required=True)
+    actions.add_parser("list", help="the registered data sets and whether each was fetched")
+    info_cmd = actions.add_parser("info", help="a data set's address, checksum, size, licence and local copy")
+    info_cmd.add_argument("name", help="a registered data set (fedrecsim data list)")
+    fetch_cmd = actions.add_parser(
+        "fetch", help="download, verify and unpack a data set into the data home ($FEDRECSIM_DATA or the cache folder)"
+    )
+    fetch_cmd.add_argument("name", help="a registered data set (fedrecsim data list)")
+    fetch_cmd.add_argument("--accept-licence", action="store_true", help="accept the data set's licence (shown first)")
+    fetch_cmd.add_argument("--dir", type=Path, help="fetch into this folder instead of the data home")
+    fetch_cmd.add_argument("--url", help="download from this address (a mirror, a file:// copy) instead of the official one")
+    check = fetch_cmd.add_mutually_exclusive_group()
+    check.add_argument("--sha256", metavar="HEX", help="expect this SHA-256 instead of the registry's")
+    check.add_argument("--no-verify", action="store_true", help="install without checking the SHA-256 (it is printed)")
+    fetch_cmd.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _data(args: argparse.Namespace) -> int:
+    from .data.fetch import DownloadProgress, fetch, licence_text
+    from .data.registry import DATA_HOME_ENV, data_home, dataset_text, registry_text
+
+    if args.data_command == "list":
+        print(registry_text())
+        return 0
+    if args.data_command == "info":
+        print(dataset_text(args.name))
+        return 0
+    print(licence_text(args.name))
+    bar = DownloadProgress(sys.stderr) if not args.quiet and sys.stderr.isatty() else None
+    try:
+        fetched = fetch(
+            args.name, accept_licence=args.accept_licence, home=args.dir, url=args.url,
+            sha256=args.sha256, verify=not args.no_verify, progress=bar,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    if not fetched.downloaded:
+        print(f"{fetched.name}: already fetched, in {fetched.path}")
+    else:
+        checked = "verified" if fetched.verified else "NOT verified (--no-verify)"
+        print(f"sha256 {fetched.sha256} ({fetched.size:,} bytes), {checked}\n{fetched.name}: fetched into {fetched.path}")
+    if args.dir is None or args.dir.resolve() == data_home().resolve():
+        print(f'a scenario reads it with data.source = "{fetched.name}" and no data.path')
+    else:
+        print(f'a scenario reads it with data.path = "{fetched.path}" (or set {DATA_HOME_ENV}={args.dir})')
+    return 0
 
 
 @contextmanager
