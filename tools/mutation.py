@@ -87,6 +87,12 @@ TARGETS = (
     Target("data.poisson", "src/fedrecsim/data/poisson.py", ("tests/data/test_data_poisson.py",)),
     Target("data.silos", "src/fedrecsim/data/silos.py", ("tests/data/test_data_silos.py",)),
     Target(
+        "data.registry",
+        "src/fedrecsim/data/registry.py",
+        ("tests/data/test_data_registry.py", "tests/data/test_data_fetch.py"),
+    ),
+    Target("data.fetch", "src/fedrecsim/data/fetch.py", ("tests/data/test_data_fetch.py",)),
+    Target(
         "protocols.prototypes",
         "src/fedrecsim/protocols/prototypes",
         ("tests/protocols/prototypes",),
