@@ -97,6 +97,7 @@ TARGETS = (
         "src/fedrecsim/protocols/prototypes",
         ("tests/protocols/prototypes",),
     ),
+    Target("protocols.secagg", "src/fedrecsim/protocols/secagg", ("tests/protocols/secagg",)),
 )
 
 DETECTED = ("killed", "timeout", "segfault", "caught by type check")
