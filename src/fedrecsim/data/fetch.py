@@ -69,7 +69,7 @@ class Fetched:
 
 
 def fetch(
-    name: str,
+    name: str | Dataset,
     *,
     accept_licence: bool = False,
     home: str | Path | None = None,
@@ -82,7 +82,8 @@ def fetch(
     """Download, verify and unpack data set ``name`` into ``<home>/<name>``; nothing if it is there already.
 
     Args:
-        name: A registered data set (`fedrecsim.data.registry.DATASETS`).
+        name: A registered data set (`fedrecsim.data.registry.DATASETS`), or a `Dataset` describing
+            another archive (it is installed in ``<home>/<its name>``).
         accept_licence: Must be true: the caller accepts the data set's licence (`Dataset.licence`).
         home: The data home (default `data_home`: ``$FEDRECSIM_DATA`` or the platform's cache folder).
         url: Download from here instead of the registry's address (a mirror, a ``file://`` copy).
@@ -131,7 +132,7 @@ def fetch(
             raise DatasetError(source, f"the archive holds no {entry.folder}/{entry.required}")
         record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
         (unpacked / FETCH_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        target = install_folder(entry.name, root)
+        target = install_folder(entry, root)
         try:
             unpacked.rename(target)
         except OSError:
@@ -170,16 +171,16 @@ def _expected_digest(entry: Dataset, sha256: str | None, verify: bool) -> str | 
 
 def _installed(entry: Dataset, root: Path) -> Fetched | None:
     """The data set as installed in ``root``; None if absent; an error if its folder is not ours."""
-    folder = fetched_path(entry.name, root)
+    target = install_folder(entry, root)
+    folder = fetched_path(entry, root)
     if folder is None:
-        target = install_folder(entry.name, root)
         if target.exists() or target.is_symlink():
             raise DatasetError(
                 target, f"exists but holds no {entry.folder}/{entry.required}; move it away to fetch {entry.name}"
             )
         return None
     try:
-        record = json.loads((folder.parent / FETCH_RECORD).read_text(encoding="utf-8"))
+        record = json.loads((target / FETCH_RECORD).read_text(encoding="utf-8"))
         digest, size, verified = str(record["sha256"]), int(record["size"]), bool(record["verified"])
     except (OSError, ValueError, KeyError, TypeError):
         # Put there by hand (or the record was edited): usable, but we cannot say what it is.
@@ -205,7 +206,7 @@ def _download(url: str, sink: BinaryIO, progress: ProgressCallback | None, timeo
     except urllib.error.URLError as error:
         raise DatasetError(url, f"cannot download: {_reason(error.reason)}") from error
     except http.client.IncompleteRead as error:
-        raise DatasetError(url, f"the download broke off after {received + len(error.partial):,} bytes") from error
+        raise DatasetError(url, f"the download broke off after {received:,} bytes") from error
     except TimeoutError as error:
         raise DatasetError(url, f"no data for {timeout_s:g} s after {received:,} bytes; try again later") from error
     except (OSError, http.client.HTTPException) as error:

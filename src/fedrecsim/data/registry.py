@@ -109,12 +109,15 @@ DATASETS: Mapping[str, Dataset] = MappingProxyType({entry.name: entry for entry 
 """Every registered data set by name (read-only)."""
 
 
-def dataset(name: str) -> Dataset:
-    """The registered data set ``name``.
+def dataset(name: str | Dataset) -> Dataset:
+    """The registered data set ``name`` (a `Dataset` is returned as it is, so every function taking a
+    name also takes a description of an archive that is not registered).
 
     Raises:
         ConfigError: no data set of that name is registered (``data.source``; the message lists them).
     """
+    if isinstance(name, Dataset):
+        return name
     try:
         return DATASETS[name]
     except (KeyError, TypeError):
@@ -146,15 +149,15 @@ def data_home(environ: Mapping[str, str] | None = None, platform: str | None = N
     return (Path(xdg) if os.path.isabs(xdg) else home / ".cache") / "fedrecsim"
 
 
-def install_folder(name: str, home: str | Path | None = None) -> Path:
+def install_folder(name: str | Dataset, home: str | Path | None = None) -> Path:
     """Where data set ``name`` is (or would be) unpacked: ``<home>/<name>``; ``home`` defaults to `data_home`."""
     return (data_home() if home is None else Path(home)) / dataset(name).name
 
 
-def fetched_path(name: str, home: str | Path | None = None) -> Path | None:
+def fetched_path(name: str | Dataset, home: str | Path | None = None) -> Path | None:
     """The folder the loader of data set ``name`` reads, if ``name`` was fetched into ``home``; else None."""
     entry = dataset(name)
-    folder = install_folder(name, home) / entry.folder
+    folder = install_folder(entry, home) / entry.folder
     return folder if (folder / entry.required).is_file() else None
 
 
@@ -200,11 +203,11 @@ def registry_text(home: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def dataset_text(name: str, home: str | Path | None = None) -> str:
+def dataset_text(name: str | Dataset, home: str | Path | None = None) -> str:
     """``fedrecsim data info NAME``: everything the registry knows about ``name`` and whether it was fetched."""
     entry = dataset(name)
     home = data_home() if home is None else Path(home)
-    found = fetched_path(name, home)
+    found = fetched_path(entry, home)
     size = "unknown" if entry.size is None else f"{entry.size:,} bytes ({_megabytes(entry.size)})"
     digest = (
         "none published: fetch needs --sha256 HEX or --no-verify"
@@ -214,7 +217,7 @@ def dataset_text(name: str, home: str | Path | None = None) -> str:
     status = (
         f"yes, in {found} (a scenario with data.source = {entry.name!r} and no data.path reads it)"
         if found is not None
-        else f"no; fetch it with `{fetch_command(name)}` into {install_folder(name, home)}"
+        else f"no; fetch it with `{fetch_command(entry.name)}` into {install_folder(entry, home)}"
     )
     rows = (
         ("data.source", entry.name),
