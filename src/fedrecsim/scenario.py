@@ -79,7 +79,9 @@ class DataConfig:
         "synthetic", doc="where the data comes from: the synthetic generator or a loader reading data.path"
     )
     path: str = param(
-        "", doc="the file or folder a loader reads; relative paths are taken from the scenario file's folder"
+        "",
+        doc="the file or folder a loader reads; relative paths are taken from the scenario file's folder; "
+        "empty for movielens-100k or movielens-1m: the copy fetched into the data home (fedrecsim data fetch NAME)",
     )
     feedback: Literal["explicit", "implicit", "counts"] = param(
         "explicit",
