@@ -3,7 +3,8 @@
 Round 1: every silo computes its prototypes (Algorithm 2) and sends them. The server gathers them until
 the round's deadline, in sorted silo order, and learns V. Round 2: the server broadcasts V; each silo fits
 its users' factors locally. A silo whose prototypes did not arrive is left out of V (and still gets V);
-a silo that does not receive V has no model (the driver reports it).
+a silo that does not receive V has no model (the driver reports it). A message of the wrong shape (V
+without one row per item, prototypes without one column per item) is a `ProtocolViolation`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from ...actors.server import Server
 from ...actors.silo import Silo
-from ...errors import PartyTimeout
+from ...errors import PartyTimeout, ProtocolViolation
 from ...mechanisms.private_kmeans import PrototypeBudget, PrototypeParams, PrototypeResult
 from ...models.nmf import NMFHyper
 from ...network.network import Network
@@ -54,7 +55,12 @@ class PrototypeSilo(Silo):
             envelope = await self.recv(ItemFactors, sender=SERVER, deadline=deadline)
         except PartyTimeout:
             return False
-        self.user_factors = user_factors(self.data.rows, envelope.body.item_factors, self.lam)
+        V = envelope.body.item_factors
+        if V.shape[0] != self.data.rows.shape[1]:
+            raise ProtocolViolation(
+                f"{self.party} expected an item matrix with {self.data.rows.shape[1]} rows, received shape {V.shape}"
+            )
+        self.user_factors = user_factors(self.data.rows, V, self.lam)
         return True
 
 
@@ -71,6 +77,10 @@ class PrototypeServer(Server):
         """Round 1: gather the prototypes and factorize them; returns the silos that did not answer."""
         replies = await self.gather(Prototypes, silos, deadline=deadline)
         self.received = {party: reply.prototypes for party, reply in replies}
+        columns = {prototypes.shape[1] for prototypes in self.received.values()}
+        if len(columns) > 1:
+            shapes = ", ".join(f"{party}: {prototypes.shape}" for party, prototypes in self.received.items())
+            raise ProtocolViolation(f"{self.party} received prototypes over different numbers of items ({shapes})")
         if self.received:
             self.item_factors = item_factors(self.rng, list(self.received.values()), self.hyper)
         return replies.missing
