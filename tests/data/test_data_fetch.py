@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from fedrecsim.cli import main
-from fedrecsim.data import DATASETS, FETCH_RECORD, DownloadProgress, fetch, licence_text, load
+from fedrecsim.data import DATASETS, FETCH_RECORD, NON_NUMERIC_ZIP_SILO, DownloadProgress, fetch, licence_text, load
 from fedrecsim.errors import ConfigError, DatasetError
 from fedrecsim.runner import run
 
@@ -158,6 +158,22 @@ def test_a_fetched_data_set_is_verified_unpacked_and_read_by_a_scenario_without_
     assert result.result["rounds_completed"] == 2
     assert result.result["scenario"]["data"]["path"] == ""  # result.json keeps the scenario as written
     assert result.outcome.state is not None and result.metrics
+
+
+def test_files_beside_the_ratings_are_found_in_the_fetched_copy_too(server, home) -> None:
+    """The zip-code silo partition reads u.user next to u.data: the protocol sees the fetched folder."""
+    zips = ["02139", "10001", "T8H1N"] * 10
+    users = "".join(f"{user}|30|M|engineer|{code}\n" for user, code in enumerate(zips, 1))
+    body = zip_archive({"ml-100k/u.data": movielens_lines("\t"), "ml-100k/u.user": users})
+    fetch("movielens-100k", accept_licence=True, url=server.serve("/a.zip", body), verify=False)
+    result = run({
+        "run": {"protocol": "prototypes", "seed": 3, "rounds": 2},
+        "data": {"source": "movielens-100k", "silo_partition": "zip", "split": "users", "test_fraction": 0.2},
+        "protocol": {"k": 2, "rank": 3, "support": 10, "nmf_iterations": 5, "baselines": False},
+    })
+    silos = {party.index: sorted(set(users % 3)) for party, users in result.outcome.state["silo_users"].items()}
+    assert silos == {0: [0], 1: [1], NON_NUMERIC_ZIP_SILO: [2]}  # dense user u is MovieLens id u + 1
+    assert result.result["scenario"]["data"]["path"] == ""
 
 
 def test_fetching_again_downloads_nothing_and_reports_the_recorded_archive(server, home) -> None:
