@@ -100,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
     keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
     _add_data_command(commands)
+    _add_inspect_command(commands)
     return parser
 
 
@@ -117,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "data":
             return _data(args)
+        if args.command == "inspect":
+            return _inspect(args)
         if args.command == "report":
             from .report import write_report
 
@@ -185,6 +188,31 @@ def _sweep(args: argparse.Namespace) -> int:
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
     return 1 if result.failed else 0
+
+
+def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
+    """``fedrecsim inspect FILE [--set ...] [--calibrate N]``: a scenario validated and estimated, not run
+    (`fedrecsim.inspect`)."""
+    inspect_cmd = commands.add_parser(
+        "inspect", help="validate a scenario and estimate its parties, traffic per round and role, and run time"
+    )
+    inspect_cmd.add_argument("scenario", type=Path, help="the scenario TOML file")
+    inspect_cmd.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a scenario key (value parsed as a TOML literal); repeatable",
+    )
+    inspect_cmd.add_argument(
+        "--calibrate", type=int, default=3, metavar="ROUNDS",
+        help="rounds of the timing run at full size (default 3; 0 = none: no time estimate)",
+    )
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .inspect import inspect_scenario, inspection_text
+
+    scenario = parse_scenario(apply_overrides(read_tables(args.scenario), args.overrides))
+    print(inspection_text(inspect_scenario(scenario, calibration_rounds=max(0, args.calibrate))))
+    return 0
 
 
 def _add_data_command(commands: argparse._SubParsersAction) -> None:

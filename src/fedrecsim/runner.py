@@ -21,7 +21,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,50 @@ from .protocols import Outcome, RunContext, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
 
 ProgressCallback = Callable[[int, int], None]
+
+#: Wall seconds between two within-round ticks of a progress callback that has ``tick`` (at most 10 a second).
+TICK_EVERY_S = 0.1
+
+
+@dataclass(frozen=True)
+class RoundStatus:
+    """Where a run is within its current round, for a progress callback's ``tick`` (`run`).
+
+    Attributes:
+        round: the round under way (0: the set-up before round 1).
+        completed, total: rounds completed and the run's rounds.
+        virtual_s: virtual seconds since the protocol started.
+        ledger: the run's ledger, to read (never to write).
+    """
+
+    round: int
+    completed: int
+    total: int
+    virtual_s: float
+    ledger: Ledger
+
+
+class _Ticker(trio.abc.Instrument):
+    """Calls ``tick(RoundStatus)`` from trio's scheduler, at most every `TICK_EVERY_S` wall seconds.
+
+    It runs between two passes of trio's loop -- whenever virtual time may move -- and only reads: the
+    run's tasks, messages and draws are what they are without it, so transcripts and results are too.
+    """
+
+    def __init__(self, tick: Callable[[RoundStatus], None], rounds: _RoundCounter, ledger: Ledger, start: float) -> None:
+        self.tick = tick
+        self.rounds = rounds
+        self.ledger = ledger
+        self.start = start
+        self.last = -math.inf
+
+    def after_io_wait(self, timeout: float) -> None:
+        now = time.perf_counter()
+        if now - self.last < TICK_EVERY_S:
+            return
+        self.last = now
+        rounds = self.rounds
+        self.tick(RoundStatus(self.ledger.round, rounds.completed, rounds.total, trio.current_time() - self.start, self.ledger))
 
 
 @dataclass(repr=False)
@@ -114,7 +158,8 @@ def run(
         transcript: record every message (``transcript.csv`` in the folder).
         record_views: parties whose received messages are kept in ``RunResult.views``.
         progress: True draws a progress bar on stderr; a callable is called as
-            ``progress(completed_rounds, total_rounds)`` after each round.
+            ``progress(completed_rounds, total_rounds)`` after each round, and, if it has a ``tick``
+            method, ``progress.tick(RoundStatus)`` within rounds, at most every `TICK_EVERY_S` wall seconds.
 
     Raises:
         ConfigError: the scenario is invalid. DatasetError: the data cannot be read. OutputError: ``out``
@@ -229,6 +274,10 @@ async def _simulate(
         progress=rounds,
     )
     start = trio.current_time()
+    tick = getattr(rounds.progress, "tick", None)
+    ticker = _Ticker(tick, rounds, ledger, start) if tick is not None else None
+    if ticker is not None:
+        trio.lowlevel.add_instrument(ticker)
     try:
         async with network.open():
             outcome = await spec.run(context)
@@ -237,6 +286,10 @@ async def _simulate(
         if single is None:
             raise
         raise single from None
+    finally:
+        if ticker is not None:
+            with suppress(KeyError):  # trio removes an instrument that raised
+                trio.lowlevel.remove_instrument(ticker)
     virtual_time = trio.current_time() - start
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
     result = _result_document(

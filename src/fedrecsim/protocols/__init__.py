@@ -25,7 +25,7 @@ import importlib.metadata
 from typing import Any
 
 from ..errors import ConfigError
-from .runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
+from .runtime import Flow, Outcome, PaperFigure, PlanContext, ProtocolSpec, RunContext, TrafficPlan
 
 #: The entry-point group under which installed packages register their protocols.
 ENTRY_POINT_GROUP = "fedrecsim.protocols"
@@ -117,10 +117,13 @@ def _load(reference: str, what: str) -> ProtocolSpec:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Flow",
     "Outcome",
     "PaperFigure",
+    "PlanContext",
     "ProtocolSpec",
     "RunContext",
+    "TrafficPlan",
     "available_protocols",
     "built_in_protocols",
     "installed_protocols",

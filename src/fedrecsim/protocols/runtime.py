@@ -8,18 +8,21 @@ It builds its actors, drives its rounds and measures its metrics; the runner own
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..actors.membership import Join, Leave
 from ..actors.population import Population
 from ..actors.user import ModelUse, User
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
-from ..network.party import Party
+from ..network.party import SERVER, Party, Role
+from ..network.wire import encode, kind_of
 from ..seeding import Stream, generator
 
 
@@ -122,11 +125,130 @@ class Outcome:
     state: dict[str, Any] = field(default_factory=dict)
 
 
+def _index_length(indices: np.ndarray) -> np.ndarray:
+    """The msgpack length of each non-negative integer: 1 up to 127, 2 up to 255, 3 up to 65535, else 5."""
+    return 1 + (indices > 127) + 1 * (indices > 255) + 2 * (indices > 65535)
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a protocol's traffic plan may look at (`ProtocolSpec.plan`): the scenario, the data, and the
+    availability the scenario's ``[availability]`` model leads one to expect.
+
+    Attributes:
+        scenario: the validated scenario (``scenario.protocol`` is the protocol's own config).
+        train, test: the data split the run would use.
+        initial_online: users expected online when the population opens (round 0, the set-up).
+        online: users expected online at the start of a round, averaged over rounds 1..R.
+        joins, leaves: users expected to join / leave per round; each sends ``core.join`` /
+            ``core.leave`` to its home party (`membership`).
+        dropout: the chance that an online user crashes mid-round (silent after the round's request;
+            it announces a join again at the round's end).
+    """
+
+    scenario: Any
+    train: Ratings
+    test: Ratings
+    initial_online: float
+    online: float
+    joins: float
+    leaves: float
+    dropout: float = 0.0
+
+    @property
+    def config(self) -> Any:
+        return self.scenario.protocol
+
+    @property
+    def rounds(self) -> int:
+        return self.scenario.run.rounds
+
+    def message_bytes(self, body: Any, src: Party, dst: Party) -> int:
+        """The exact encoded size of ``body`` sent from ``src`` to ``dst``: the real wire codec's length."""
+        return len(encode(src, dst, 0.0, body))
+
+    def user_bytes(self, make: Callable[[int], Any], other: Party, *, to_user: bool) -> np.ndarray:
+        """For every user of the data, the exact encoded size of ``make(n)`` -- ``n`` the user's number of
+        rated items -- sent to that user by ``other`` (``to_user``) or by that user to ``other``.
+
+        ``make`` is called once per distinct ``n``; what differs between two users with the same ``n`` is
+        only the length of their party index on the wire, which is added exactly.
+        """
+        counts = self.train.user_counts()
+        first = Party(Role.USER, 0)
+        distinct, inverse = np.unique(counts, return_inverse=True)
+        sizes = np.array(
+            [self.message_bytes(make(int(n)), *((other, first) if to_user else (first, other))) for n in distinct],
+            dtype=np.int64,
+        )
+        return sizes[inverse] + _index_length(np.arange(counts.size)) - _index_length(np.zeros(1, dtype=np.int64))
+
+    def flow(self, body: Any, src: Party, dst: Party, messages: float = 1.0) -> Flow:
+        """``messages`` messages of exactly ``body``'s size from ``src``'s role to ``dst``'s role."""
+        return Flow(kind_of(type(body)), src.role, dst.role, messages, messages * self.message_bytes(body, src, dst))
+
+    def membership(self, home: Role = Role.SERVER, *, initial: bool = False) -> tuple[Flow, ...]:
+        """The ``core.join`` / ``core.leave`` messages users send their ``home`` role: per round, or
+        (``initial``) the initial online users' joins of the set-up."""
+        user, to = Party(Role.USER, 0), Party(home, 0) if home is not Role.SERVER else SERVER
+        if initial:
+            return (self.flow(Join(), user, to, self.initial_online),)
+        return (self.flow(Join(), user, to, self.joins), self.flow(Leave(), user, to, self.leaves))
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Messages of one kind from one role to another, expected in a round (or in the set-up).
+
+    Attributes:
+        kind: the message kind, e.g. ``dpmf.item_vectors``.
+        src, dst: the sending and the receiving role.
+        messages: how many (an expectation: it may be fractional).
+        bytes: their total encoded size; exact when the sizes are (fixed-size messages, or sizes
+            computed sender by sender) and ``exact`` is true, an expectation otherwise.
+        exact: false when ``bytes`` is itself an expectation (e.g. over a random choice of users).
+    """
+
+    kind: str
+    src: Role
+    dst: Role
+    messages: float
+    bytes: float
+    exact: bool = True
+
+    def scaled(self, factor: float) -> Flow:
+        """The same flow with ``factor`` times the messages and the bytes (e.g. only the users that reply)."""
+        return dataclasses.replace(self, messages=self.messages * factor, bytes=self.bytes * factor)
+
+
+@dataclass(frozen=True)
+class TrafficPlan:
+    """A protocol's own account of the messages of a run (`ProtocolSpec.plan`), for ``fedrecsim inspect``.
+
+    Attributes:
+        parties: the parties that will exist, per role (users: every user of the data).
+        setup: the flows before round 1 (the ledger's round 0).
+        per_round: the flows of one round, expected, for every round 1..R.
+        assumptions: what the expectation assumes, in words (e.g. "one pre-sharing attempt").
+    """
+
+    parties: Mapping[Role, int]
+    setup: tuple[Flow, ...] = ()
+    per_round: tuple[Flow, ...] = ()
+    assumptions: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
-    """A registered protocol: its name, its ``[protocol]`` config class and its run function."""
+    """A registered protocol: its name, its ``[protocol]`` config class and its run function.
+
+    ``plan``, optional, returns the protocol's `TrafficPlan` for a scenario without running it:
+    ``fedrecsim inspect`` estimates messages and bytes per round and role from it. Without one,
+    inspect reports the traffic it measures in a short calibration run.
+    """
 
     name: str
     config: type
     run: Callable[[RunContext], Awaitable[Outcome]]
     description: str = ""
+    plan: Callable[[PlanContext], TrafficPlan] | None = None

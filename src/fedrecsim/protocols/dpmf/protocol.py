@@ -97,6 +97,7 @@ from .noise import PublicCoin
 from .public import PublicParameters
 from .recommender import Recommender, Served, TrustedRecommender, Update
 from .third_party import Aggregator
+from .traffic import plan as traffic_plan
 from .user import PrivateUser, TrustingUser
 
 _H_LEAK = (
@@ -462,4 +463,6 @@ def _communication_figures(config: DPMFConfig, public: PublicParameters, rounds:
     ]
 
 
-PROTOCOL = ProtocolSpec("dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party")
+PROTOCOL = ProtocolSpec(
+    "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan
+)

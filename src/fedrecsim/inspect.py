@@ -1,0 +1,468 @@
+"""Inspecting a scenario before running it: ``fedrecsim inspect FILE [--set KEY=VALUE ...]``.
+
+`inspect_scenario` validates a scenario and prepares its data without running it, then reports
+
+- the resolved scenario, every default filled in;
+- the parties that will exist per role, and how many users the availability model expects online;
+- an estimate of messages and bytes per round and per role. A protocol that declares a traffic plan
+  (`ProtocolSpec.plan`, a `TrafficPlan` of `Flow`s) is estimated from it: every size is the real wire
+  codec's length of a message of the shape the protocol sends, so fixed-size messages are exact and the
+  rest are expectations over the data and the availability model. A protocol without a plan is
+  estimated from what its calibration run measured;
+- how long the whole run should take, from a short calibration: the scenario run for a few rounds at
+  its full size (nothing is scaled; the output says so), timed round by round and extrapolated.
+
+The expected availability (`expected_availability`) is the availability model's own expectation:
+everyone (``always``); the Bernoulli chain from the exact initial draw towards its stationary share
+p_join / (p_join + p_leave), averaged over the run's rounds (``bernoulli``); the stationary share of the
+on/off process with transitions over a round's virtual length (``markov``); the trace's initial
+online set, with its joins and leaves not estimated (``trace``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .data import prepare_data
+from .data.ratings import Ratings
+from .network.availability import PartyList
+from .network.party import Party, Role
+from .protocols import PlanContext, protocol_spec
+from .protocols.runtime import Flow, TrafficPlan
+from .scenario import Scenario, parse_scenario
+
+#: Rounds the calibration runs by default: the first holds the set-up, the others time a round.
+CALIBRATION_ROUNDS = 3
+
+_COUNTERS = ("sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Users expected online at the start (``initial``) and per round (``online``), and joins, leaves
+    per round; ``note`` says how they were derived."""
+
+    initial: float
+    online: float
+    joins: float
+    leaves: float
+    note: str
+
+
+def expected_availability(scenario: Scenario, n_users: int, round_s: float | None = None) -> Availability:
+    """The ``[availability]`` model's expectation for ``n_users`` users over ``scenario.run.rounds`` rounds.
+
+    Args:
+        round_s: the virtual length of a round (for ``markov``); default ``round_gap_s + round_timeout_s``.
+    """
+    config = scenario.availability
+    churn = config.churn()
+    initial = float(len(churn.initial_online(scenario.run.seed, PartyList(Party(Role.USER, i) for i in range(n_users)))))
+    rounds = scenario.run.rounds
+    if config.model == "bernoulli":
+        p_join, p_leave = config.p_join, config.p_leave
+        rate = p_join + p_leave
+        start = initial / n_users if n_users else 0.0
+        stationary = p_join / rate if rate else start
+        decay = 1.0 - rate
+        # E[share online at the start of round t] = stationary + (start - stationary) decay^(t-1), averaged.
+        mean_power = (1.0 - decay**rounds) / (rounds * rate) if rate else 1.0
+        share = stationary + (start - stationary) * mean_power
+        online = share * n_users
+        note = f"bernoulli: {initial:.0f} online at the start, tending to {stationary:.1%} of {n_users}"
+        return Availability(initial, online, p_join * (n_users - online), p_leave * online, note)
+    if config.model == "markov":
+        length = round_s if round_s is not None else scenario.run.round_gap_s + scenario.run.round_timeout_s
+        share = config.mean_on_s / (config.mean_on_s + config.mean_off_s)
+        online = share * n_users
+        per_round = online * min(1.0, length / config.mean_on_s)
+        note = f"markov: stationary {share:.1%} online; transitions over {length:g} virtual s per round"
+        return Availability(initial, online, per_round, per_round, note)
+    if config.model == "trace":
+        return Availability(initial, initial, 0.0, 0.0, "trace: the initial online set; its joins and leaves are not estimated")
+    return Availability(initial, initial, 0.0, 0.0, "always: every user online")
+
+
+# --------------------------------------------------------------------------- traffic
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Messages and bytes sent and received, per role (role name -> counter -> value)."""
+
+    roles: Mapping[str, Mapping[str, float]]
+
+    @classmethod
+    def of(cls, flows: Iterable[Flow]) -> Traffic:
+        roles: dict[str, dict[str, float]] = {}
+        for flow in flows:
+            sender = roles.setdefault(flow.src.value, dict.fromkeys(_COUNTERS, 0.0))
+            receiver = roles.setdefault(flow.dst.value, dict.fromkeys(_COUNTERS, 0.0))
+            sender["sent_msgs"] += flow.messages
+            sender["sent_bytes"] += flow.bytes
+            receiver["recv_msgs"] += flow.messages
+            receiver["recv_bytes"] += flow.bytes
+        return cls({role: roles[role] for role in sorted(roles)})
+
+    def total(self, counter: str) -> float:
+        return sum(counters[counter] for counters in self.roles.values())
+
+    def plus(self, other: Traffic, times: float = 1.0) -> Traffic:
+        """This traffic plus ``times`` x ``other``."""
+        names = sorted({*self.roles, *other.roles})
+        zero = dict.fromkeys(_COUNTERS, 0.0)
+        return Traffic({
+            role: {c: self.roles.get(role, zero)[c] + times * other.roles.get(role, zero)[c] for c in _COUNTERS}
+            for role in names
+        })
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Traffic of the set-up (round 0) and of one round, and what it rests on.
+
+    Attributes:
+        source: ``plan`` (the protocol's `TrafficPlan`) or ``calibration`` (measured).
+        setup, per_round: the traffic.
+        rounds: the run's rounds.
+        flows: the per-round flows of a plan (empty for a measured estimate).
+        exact: whether every per-round size is exact (given the counts).
+        assumptions: what the estimate assumes.
+    """
+
+    source: str
+    setup: Traffic
+    per_round: Traffic
+    rounds: int
+    flows: tuple[Flow, ...] = ()
+    setup_flows: tuple[Flow, ...] = ()
+    exact: bool = False
+    assumptions: tuple[str, ...] = ()
+
+    def run_total(self) -> Traffic:
+        """The whole run: the set-up plus every round."""
+        return self.setup.plus(self.per_round, self.rounds)
+
+
+def plan_estimate(plan: TrafficPlan, rounds: int) -> Estimate:
+    return Estimate(
+        "plan", Traffic.of(plan.setup), Traffic.of(plan.per_round), rounds, tuple(plan.per_round), tuple(plan.setup),
+        all(flow.exact for flow in plan.per_round), tuple(plan.assumptions),
+    )
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A short run at full size, timed round by round.
+
+    Attributes:
+        rounds: rounds the calibration ran.
+        first_s: wall seconds from the start to the end of round 1 (data, set-up and round 1).
+        round_s: wall seconds per round after the first (rounds that measure metrics excluded when
+            there are others).
+        evaluation_s: extra wall seconds of a round that measures metrics (0 if not measured).
+        tail_s: wall seconds after the last round (final metrics, baselines, the result document).
+        virtual_round_s: virtual seconds per round.
+        setup, per_round: the traffic it measured (round 0, and per round after the first).
+        online: users online at the start of its rounds, on average.
+    """
+
+    rounds: int
+    first_s: float
+    round_s: float
+    evaluation_s: float
+    tail_s: float
+    virtual_round_s: float
+    setup: Traffic
+    per_round: Traffic
+    online: float
+
+    def projected_s(self, rounds: int, evaluating: int) -> float:
+        """Wall seconds of a run of ``rounds`` rounds, ``evaluating`` of rounds 2..R measuring metrics."""
+        return self.first_s + (rounds - 1) * self.round_s + evaluating * self.evaluation_s + self.tail_s
+
+
+class _Recorder:
+    """A run's progress callback that times each round and snapshots the ledger's per-role counters."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.ended: list[float] = []
+        self.virtual: list[float] = []
+        self.roles: list[dict[str, dict[str, int]]] = []
+        self.ledger: Any = None
+        self.virtual_now = 0.0
+
+    def tick(self, status: Any) -> None:
+        self.ledger = status.ledger
+        self.virtual_now = status.virtual_s
+
+    def __call__(self, completed: int, total: int) -> None:
+        self.ended.append(time.perf_counter())
+        self.virtual.append(self.virtual_now)
+        self.roles.append(self.ledger.summary()["roles"] if self.ledger is not None else {})
+
+
+def _difference(later: Mapping[str, Mapping[str, int]], earlier: Mapping[str, Mapping[str, int]], rounds: int) -> Traffic:
+    zero = dict.fromkeys(_COUNTERS, 0)
+    return Traffic({
+        role: {c: (later[role][c] - earlier.get(role, zero)[c]) / rounds for c in _COUNTERS} for role in sorted(later)
+    })
+
+
+def _evaluates(scenario: Scenario, round_index: int, rounds: int) -> bool:
+    every = getattr(scenario.protocol, "eval_every", 1)
+    return round_index % every == 0 or round_index == rounds
+
+
+def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibration:
+    """Run ``scenario`` for ``rounds`` rounds (at least 2) at its full size and time it (`Calibration`)."""
+    from .runner import run  # the runner imports every protocol's machinery; only calibration needs it
+
+    rounds = max(2, min(rounds, scenario.run.rounds)) if scenario.run.rounds >= 2 else 1
+    table = scenario.to_table()
+    table["run"]["rounds"] = rounds
+    recorder = _Recorder()
+    result = run(parse_scenario(table), progress=recorder)
+    finished = time.perf_counter()
+    ends = recorder.ended
+    first = ends[0] - recorder.started
+    deltas = [(index + 1, ends[index] - ends[index - 1]) for index in range(1, len(ends))]
+    plain = [seconds for index, seconds in deltas if not _evaluates(scenario, index, rounds)]
+    evaluating = [seconds for index, seconds in deltas if _evaluates(scenario, index, rounds)]
+    round_s = _mean(plain) if plain else _mean(evaluating)
+    evaluation_s = max(0.0, _mean(evaluating) - round_s) if plain and evaluating else 0.0
+    per_round_rows = [row for row in result.result["ledger"]["per_round"] if row["round"] >= 1]
+    roles = recorder.roles
+    if len(roles) >= 2:
+        per_round = _difference(roles[-1], roles[0], len(roles) - 1)
+        setup = _difference(roles[0], {}, 1).plus(per_round, -1.0)
+    else:
+        per_round = _difference(roles[0], {}, 1) if roles else Traffic({})
+        setup = Traffic({})
+    virtual = recorder.virtual
+    virtual_round_s = (virtual[-1] - virtual[0]) / (len(virtual) - 1) if len(virtual) >= 2 else result.result["virtual_time_s"]
+    return Calibration(
+        rounds, first, round_s, evaluation_s, finished - ends[-1], virtual_round_s, setup, per_round,
+        _mean([row["online"] for row in per_round_rows]) if per_round_rows else 0.0,
+    )
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """Everything ``fedrecsim inspect`` reports about a scenario (module docstring)."""
+
+    scenario: Scenario
+    data: Mapping[str, int]
+    parties: Mapping[str, int]
+    availability: Availability
+    estimate: Estimate
+    calibration: Calibration | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def projected_s(self) -> float | None:
+        """Wall seconds the whole run should take, from the calibration (None without one)."""
+        if self.calibration is None:
+            return None
+        rounds = self.scenario.run.rounds
+        evaluating = sum(_evaluates(self.scenario, index, rounds) for index in range(2, rounds + 1))
+        return self.calibration.projected_s(rounds, evaluating)
+
+
+def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATION_ROUNDS) -> Inspection:
+    """Validate ``scenario``, prepare its data and estimate its run (module docstring).
+
+    ``calibration_rounds`` 0 skips the calibration run (no time estimate; a protocol without a traffic
+    plan then has no traffic estimate either).
+
+    Raises:
+        ConfigError: the scenario is invalid (also what the protocol refuses when its calibration starts).
+        DatasetError: the data cannot be read.
+    """
+    train, test = prepare_data(scenario.data, scenario.run.seed)
+    spec = protocol_spec(scenario.run.protocol)
+    calibration = calibrate(scenario, calibration_rounds) if calibration_rounds > 0 else None
+    round_s = calibration.virtual_round_s if calibration is not None else None
+    availability = expected_availability(scenario, train.n_users, round_s)
+    data = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
+    notes: list[str] = []
+    if spec.plan is not None:
+        plan = spec.plan(_plan_context(scenario, train, test, availability))
+        estimate = plan_estimate(plan, scenario.run.rounds)
+        parties = {role.value: count for role, count in sorted(plan.parties.items(), key=lambda item: item[0].code)}
+    else:
+        notes.append(f"protocol {spec.name} declares no traffic plan (ProtocolSpec.plan): traffic as its calibration measured it")
+        parties = {"user": train.n_users}
+        if calibration is None:
+            estimate = Estimate("none", Traffic({}), Traffic({}), scenario.run.rounds)
+        else:
+            estimate = Estimate("calibration", calibration.setup, calibration.per_round, scenario.run.rounds)
+            parties.update({role: 1 for role in calibration.per_round.roles if role != "user"})
+    return Inspection(scenario, data, parties, availability, estimate, calibration, tuple(notes))
+
+
+def _plan_context(scenario: Scenario, train: Ratings, test: Ratings, availability: Availability) -> PlanContext:
+    return PlanContext(
+        scenario, train, test, availability.initial, availability.online, availability.joins, availability.leaves,
+        scenario.availability.dropout,
+    )
+
+
+# --------------------------------------------------------------------------- text
+
+
+def inspection_text(inspection: Inspection) -> str:
+    """The report ``fedrecsim inspect`` prints."""
+    scenario = inspection.scenario
+    lines = ["# resolved scenario (defaults filled in)", *_toml_lines(scenario.to_table()), ""]
+    data = inspection.data
+    lines.append(
+        f"data: {data['users']:,} users, {data['items']:,} items, {data['train_entries']:,} training and "
+        f"{data['test_entries']:,} test entries"
+    )
+    lines.append("parties: " + ", ".join(f"{role} {count:,}" for role, count in inspection.parties.items()))
+    availability = inspection.availability
+    lines.append(
+        f"online: {availability.initial:,.0f} at the start, {availability.online:,.1f} per round on average; "
+        f"{availability.joins:.2f} joins and {availability.leaves:.2f} leaves per round ({availability.note})"
+    )
+    lines.extend(f"note: {note}" for note in inspection.notes)
+    lines.append("")
+    lines.extend(_estimate_lines(inspection.estimate))
+    lines.append("")
+    lines.extend(_calibration_lines(inspection))
+    return "\n".join(lines)
+
+
+def _estimate_lines(estimate: Estimate) -> list[str]:
+    if estimate.source == "none":
+        return ["traffic: not estimated (no traffic plan and no calibration)"]
+    how = (
+        "from the protocol's traffic plan: sizes from the wire codec, " + ("exact" if estimate.exact else "some expected")
+        if estimate.source == "plan"
+        else "as measured in the calibration run"
+    )
+    lines = [f"traffic per round ({how}):", _row("role", "sent msgs", "sent bytes", "recv msgs", "recv bytes")]
+    for role, counters in estimate.per_round.roles.items():
+        lines.append(_row(role, *_counter_cells(counters)))
+    per_round = estimate.per_round
+    lines.append(_row("all", f"{per_round.total('sent_msgs'):,.1f}", _bytes(per_round.total("sent_bytes")), "", ""))
+    if estimate.flows:
+        lines.append("  per kind (per round):")
+        for flow in sorted(estimate.flows, key=lambda flow: -flow.bytes):
+            if flow.messages > 0:
+                size = "exact" if flow.exact else "expected"
+                lines.append(
+                    f"    {flow.kind:<28} {flow.src.value:>11} -> {flow.dst.value:<11} {flow.messages:>10,.2f} msgs "
+                    f"{_bytes(flow.bytes):>12} ({_bytes(flow.bytes / flow.messages)} each, {size})"
+                )
+    setup, total = estimate.setup, estimate.run_total()
+    lines.append(f"set-up (round 0): {setup.total('sent_msgs'):,.1f} msgs, {_bytes(setup.total('sent_bytes'))}")
+    lines.append(f"whole run ({estimate.rounds:,} rounds):")
+    for role, counters in total.roles.items():
+        lines.append(_row(role, *_counter_cells(counters)))
+    lines.extend(f"  assumes: {text}" for text in estimate.assumptions)
+    return lines
+
+
+def _calibration_lines(inspection: Inspection) -> list[str]:
+    calibration = inspection.calibration
+    if calibration is None:
+        return ["time: not estimated (calibration skipped)"]
+    scenario = inspection.scenario
+    projected = inspection.projected_s or 0.0
+    measured = calibration.per_round
+    lines = [
+        f"calibration: {calibration.rounds} rounds at full size (nothing scaled): first round (with data and set-up) "
+        f"{calibration.first_s:.2f} s, then {calibration.round_s:.3f} s per round"
+        + (f" (+{calibration.evaluation_s:.3f} s when metrics are measured)" if calibration.evaluation_s else "")
+        + f", {calibration.tail_s:.2f} s after the last; {calibration.virtual_round_s:.2f} virtual s per round",
+        f"  measured per round: {measured.total('sent_msgs'):,.1f} msgs, {_bytes(measured.total('sent_bytes'))}, "
+        f"{calibration.online:,.1f} online",
+        f"time: about {_duration(projected)} for {scenario.run.rounds:,} rounds (extrapolated from the calibration; "
+        f"about {_duration(scenario.run.rounds * calibration.virtual_round_s)} of virtual time)",
+    ]
+    return lines
+
+
+def _counter_cells(counters: Mapping[str, float]) -> tuple[str, str, str, str]:
+    return (
+        f"{counters['sent_msgs']:,.1f}",
+        _bytes(counters["sent_bytes"]),
+        f"{counters['recv_msgs']:,.1f}",
+        _bytes(counters["recv_bytes"]),
+    )
+
+
+def _row(*cells: str) -> str:
+    return f"  {cells[0]:<12}" + "".join(f"{cell:>16}" for cell in cells[1:])
+
+
+def _bytes(value: float) -> str:
+    """Bytes with a binary unit: 512 B, 1.5 KiB, 3.2 MiB, 4.0 GiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:,.1f} {unit}"
+    return f"{value:,.0f} B"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def _literal(value: Any) -> str:
+    """``value`` (plain data, as `Scenario.to_table` gives it) as a TOML literal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_literal, value)) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{key} = {_literal(item)}" for key, item in value.items()) + " }" if value else "{}"
+    return repr(value)
+
+
+def _toml_lines(table: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for name, section in table.items():
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {_literal(value)}" for key, value in section.items() if value is not None)
+        unset = [key for key, value in section.items() if value is None]
+        if unset:
+            lines.append(f"# unset: {', '.join(unset)}")
+    return lines
+
+
+__all__ = [
+    "CALIBRATION_ROUNDS",
+    "Availability",
+    "Calibration",
+    "Estimate",
+    "Inspection",
+    "Traffic",
+    "calibrate",
+    "expected_availability",
+    "inspect_scenario",
+    "inspection_text",
+    "plan_estimate",
+]
