@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
 from .data import prepare_data
 from .data.ratings import Ratings
 from .network.availability import PartyList
@@ -198,15 +200,14 @@ class _Recorder:
         self.virtual: list[float] = []
         self.roles: list[dict[str, dict[str, int]]] = []
         self.ledger: Any = None
-        self.virtual_now = 0.0
 
     def tick(self, status: Any) -> None:
+        # The run's first tick comes before its first round ends (the runner ticks at once, then throttles).
         self.ledger = status.ledger
-        self.virtual_now = status.virtual_s
 
     def __call__(self, completed: int, total: int) -> None:
         self.ended.append(time.perf_counter())
-        self.virtual.append(self.virtual_now)
+        self.virtual.append(trio.current_time())  # called from the protocol's task, in the run's virtual time
         self.roles.append(self.ledger.summary()["roles"] if self.ledger is not None else {})
 
 

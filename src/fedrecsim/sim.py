@@ -18,7 +18,9 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    the actors, opens ``ctx.population(users)``, drives the rounds (calling ``population.begin_round``
    / ``end_round`` and ``ctx.progress``) and returns an `Outcome`. Put it in a module and name it in a
    scenario as ``run.protocol = "package.module:PROTOCOL"``, or register it under the entry-point group
-   ``fedrecsim.protocols`` and name it by its entry-point name.
+   ``fedrecsim.protocols`` and name it by its entry-point name. Optionally ``plan=``: a function of a
+   `PlanContext` returning the protocol's `TrafficPlan` (its `Flow`s per round), from which
+   ``fedrecsim inspect`` estimates messages and bytes per round and role without running it.
 
 Determinism: draw randomness only from an actor's ``rng``, ``ctx.rng(Stream.PROTOCOL, ...)`` or
 ``generator(seed, stream, *ids)`` -- never from ``random`` or the global ``np.random`` -- and aggregate
@@ -50,7 +52,7 @@ from .network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
 from .network.network import Network
 from .network.party import SERVER, THIRD_PARTY, Party, Role
 from .network.wire import Array, ArraySpec, Envelope, kind_of, message
-from .protocols.runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
+from .protocols.runtime import Flow, Outcome, PaperFigure, PlanContext, ProtocolSpec, RunContext, TrafficPlan
 from .seeding import Stream, generator
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "Envelope",
+    "Flow",
     "InvariantMonitor",
     "Join",
     "Leave",
@@ -73,6 +76,7 @@ __all__ = [
     "PaperFigure",
     "Party",
     "PartyTimeout",
+    "PlanContext",
     "Population",
     "ProtocolSpec",
     "ProtocolViolation",
@@ -86,6 +90,7 @@ __all__ = [
     "SimulationError",
     "Stream",
     "ThirdParty",
+    "TrafficPlan",
     "User",
     "WireError",
     "generator",

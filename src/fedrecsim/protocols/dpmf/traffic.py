@@ -126,7 +126,8 @@ def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[
     online_rated = ctx.online * users.share
     served = min(float(config.max_users), online_rated) if s3 else online_rated
     replying = served * (1.0 - ctx.dropout)
-    everyone = s3 and config.max_users >= n_users * users.share and ctx.online >= n_users
+    # Sizes are exact when every user with ratings is served: nobody offline, nobody left out by K.
+    everyone = ctx.online >= n_users and not ctx.joins and not ctx.dropout and (not s3 or config.max_users >= online_rated)
 
     def request(n: int) -> ItemRequest:
         return ItemRequest(_items(n))
@@ -149,7 +150,7 @@ def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[
     answer_to = THIRD_PARTY if protected else SERVER
     per_round = [
         *ctx.membership(),
-        users.flow(request, SERVER, ctx.joins * users.share + served, to_user=False, exact=False),
+        users.flow(request, SERVER, ctx.joins * users.share + served, to_user=False, exact=everyone),
         users.flow(vectors, SERVER, served, to_user=True, exact=everyone),
         users.flow(contribution, answer_to, replying, to_user=False, exact=everyone),
     ]

@@ -1,0 +1,236 @@
+"""fedrecsim inspect: a scenario validated and estimated without running it, checked against real ledgers."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fedrecsim
+from fedrecsim.cli import main
+from fedrecsim.inspect import (
+    Availability,
+    Calibration,
+    Estimate,
+    Inspection,
+    Traffic,
+    expected_availability,
+    inspect_scenario,
+    inspection_text,
+)
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import encode
+from fedrecsim.protocols import Flow, PlanContext
+from fedrecsim.protocols.dpmf.messages import ItemRequest
+from fedrecsim.protocols.dpmf.traffic import _distinct_items
+from fedrecsim.scenario import parse_scenario
+
+LATENCY = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
+COUNTERS = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs")
+
+DPMF_S3_CHURN = {
+    "run": {"protocol": "dpmf", "seed": 3, "rounds": 4},
+    "data": {"source": "synthetic", "users": 60, "items": 80, "ratings": 1500},
+    "network": {"latency": LATENCY},
+    "availability": {"model": "bernoulli", "p_join": 0.05, "p_leave": 0.05, "initial_online": 0.5},
+    "protocol": {"scenario": "S3", "d": 4, "max_users": 10, "k_presharing": 3, "replay": False},
+}
+DPMF_S2 = {
+    "run": {"protocol": "dpmf", "seed": 3, "rounds": 3},
+    "data": {"source": "synthetic", "users": 40, "items": 60, "ratings": 1000},
+    "network": {"latency": LATENCY},
+    "protocol": {"scenario": "S2", "d": 4, "replay": False},
+}
+LDP_TWO_PROXIES = {
+    "run": {"protocol": "ldp_implicit", "seed": 3, "rounds": 3, "round_timeout_s": 30.0},
+    "data": {"source": "synthetic", "feedback": "implicit", "users": 60, "items": 150, "ratings": 1500, "split": "leave_one_out"},
+    "network": {"latency": LATENCY},
+    "protocol": {"d": 4, "k": 20, "proxies": 2, "min_users": 10, "batch_size": 64, "steps_per_epoch": 2},
+}
+FCF = {
+    "run": {"protocol": "fcf", "seed": 3, "rounds": 4},
+    "data": {"source": "synthetic", "users": 40, "items": 60, "ratings": 1200},
+    "network": {"latency": LATENCY},
+    "protocol": {"d": 4},
+}
+
+
+def _ledger(table: dict) -> dict:
+    return fedrecsim.run(parse_scenario(table)).result["ledger"]
+
+
+@pytest.mark.parametrize(
+    ("table", "calibration_rounds", "source"),
+    [(DPMF_S3_CHURN, 0, "plan"), (LDP_TWO_PROXIES, 0, "plan"), (FCF, 2, "calibration")],
+    ids=["dpmf-s3-churn", "ldp-implicit-two-proxies", "fcf-measured"],
+)
+def test_the_estimate_is_within_ten_percent_of_a_real_runs_ledger(table: dict, calibration_rounds: int, source: str) -> None:
+    scenario = parse_scenario(table)
+    estimate = inspect_scenario(scenario, calibration_rounds=calibration_rounds).estimate
+    assert estimate.source == source
+    ledger = _ledger(table)
+    rounds = [row for row in ledger["per_round"] if row["round"] >= 1]
+    assert len(rounds) == scenario.run.rounds
+    for counter, key in (("sent_bytes", "bytes"), ("sent_msgs", "msgs")):
+        measured = sum(row[key] for row in rounds) / len(rounds)
+        assert estimate.per_round.total(counter) == pytest.approx(measured, rel=0.10), counter
+    total = estimate.run_total().roles
+    assert sorted(total) == sorted(ledger["roles"])
+    for role, counters in ledger["roles"].items():
+        for counter in COUNTERS:
+            assert total[role][counter] == pytest.approx(counters[counter], rel=0.10), (role, counter)
+
+
+def test_a_plan_of_fixed_size_messages_is_byte_exact() -> None:
+    """S2 with everyone online: every user is served each round, so every size and count is exact."""
+    inspection = inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0)
+    estimate = inspection.estimate
+    assert estimate.exact and inspection.parties == {"user": 40, "server": 1, "third_party": 1}
+    ledger = _ledger(DPMF_S2)
+    total = estimate.run_total().roles
+    assert {role: {c: total[role][c] for c in COUNTERS} for role in total} == {
+        role: {c: counters[c] for c in COUNTERS} for role, counters in ledger["roles"].items()
+    }
+    setup = next(row for row in ledger["per_round"] if row["round"] == 0)
+    assert (estimate.setup.total("sent_msgs"), estimate.setup.total("sent_bytes")) == (setup["msgs"], setup["bytes"])
+    kinds = {flow.kind: flow for flow in estimate.flows}
+    for kind in ("dpmf.item_vectors", "dpmf.contribution", "dpmf.aggregate", "dpmf.roster"):
+        assert kinds[kind].bytes * 3 == ledger["kinds"][kind]["bytes"], kind
+
+
+def test_crashed_users_contributions_are_missing_and_their_joins_counted() -> None:
+    table = {**LDP_TWO_PROXIES, "availability": {"dropout": 0.1}, "protocol": {**LDP_TWO_PROXIES["protocol"], "proxies": 1}}
+    estimate = inspect_scenario(parse_scenario(table), calibration_rounds=0).estimate
+    kinds = {(flow.kind, flow.src, flow.dst): flow for flow in estimate.flows}
+    assert kinds["ldp.reports", Role.USER, Role.PROXY].messages == pytest.approx(54.0)
+    assert kinds["core.join", Role.USER, Role.PROXY].messages == pytest.approx(6.0)
+    ledger = _ledger(table)
+    for role, counters in ledger["roles"].items():
+        for counter in COUNTERS:
+            assert estimate.run_total().roles[role][counter] == pytest.approx(counters[counter], rel=0.05), (role, counter)
+
+
+def test_user_bytes_is_the_codecs_length_for_every_user_index() -> None:
+    scenario = parse_scenario({**DPMF_S2, "data": {"source": "synthetic", "users": 300, "items": 60, "ratings": 3000}})
+    train, test = fedrecsim.data.prepare_data(scenario.data, scenario.run.seed)
+    context = PlanContext(scenario, train, test, 300.0, 300.0, 0.0, 0.0)
+    sizes = context.user_bytes(lambda n: ItemRequest(np.arange(n, dtype=np.int32)), SERVER, to_user=False)
+    counts = train.user_counts()
+    for user in (0, 127, 128, 255, 256, 299):
+        body = ItemRequest(np.arange(counts[user], dtype=np.int32))
+        assert sizes[user] == len(encode(Party(Role.USER, user), SERVER, 0.0, body))
+        assert context.user_bytes(lambda n: body, SERVER, to_user=True)[user] == len(encode(SERVER, Party(Role.USER, user), 1.5, body))
+
+
+def test_distinct_items_is_the_exact_expectation_over_every_choice_of_users() -> None:
+    rated = [[0, 1], [1, 2], [2], [0, 3], [4]]
+    item_counts = np.bincount(np.concatenate(rated), minlength=6)
+    for chosen in (1, 2, 3, 5):
+        subsets = list(itertools.combinations(range(5), chosen))
+        brute = sum(len(set().union(*(rated[user] for user in subset))) for subset in subsets) / len(subsets)
+        assert _distinct_items(item_counts, 5, chosen) == pytest.approx(brute)
+
+
+def _scenario(availability: dict, rounds: int = 10) -> fedrecsim.scenario.Scenario:
+    return parse_scenario({"run": {"protocol": "fcf", "rounds": rounds}, "availability": availability})
+
+
+def test_expected_availability_follows_each_model() -> None:
+    always = expected_availability(_scenario({}), 200)
+    assert (always.initial, always.online, always.joins, always.leaves) == (200, 200, 0, 0)
+    # The exact initial draw (about half) tends to the stationary share p_join / (p_join + p_leave) = 1/2.
+    steady = expected_availability(_scenario({"model": "bernoulli", "p_join": 0.1, "p_leave": 0.1, "initial_online": 0.5}), 4000)
+    assert steady.online == pytest.approx(2000 + (steady.initial - 2000) * sum(0.8**t for t in range(10)) / 10)
+    assert steady.joins == pytest.approx(0.1 * (4000 - steady.online)) and steady.leaves == pytest.approx(0.1 * steady.online)
+    # Everyone online at the start, half of them online for good: E[share] = 1/2 + 1/2 * mean of 0.8^(t-1).
+    drift = expected_availability(_scenario({"model": "bernoulli", "p_join": 0.1, "p_leave": 0.1}, rounds=3), 100)
+    assert drift.initial == 100 and drift.online == pytest.approx(100 * (0.5 + 0.5 * (1 + 0.8 + 0.64) / 3))
+    markov = expected_availability(_scenario({"model": "markov", "mean_on_s": 300.0, "mean_off_s": 100.0}), 100, round_s=30.0)
+    assert markov.online == pytest.approx(75.0) and markov.leaves == pytest.approx(7.5) and markov.joins == markov.leaves
+
+
+def test_expected_availability_of_a_trace_is_its_initial_set(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("party,online_from_s,online_until_s\nuser:0,0,100\nuser:1,0,5\nuser:2,50,100\n")
+    found = expected_availability(_scenario({"model": "trace", "trace": str(trace)}), 3)
+    assert (found.initial, found.online, found.joins, found.leaves) == (2, 2, 0, 0) and "not estimated" in found.note
+
+
+def test_traffic_adds_each_flow_to_its_sender_and_its_receiver() -> None:
+    flows = [Flow("a.x", Role.SERVER, Role.USER, 3, 300), Flow("a.y", Role.USER, Role.SERVER, 2, 50, exact=False)]
+    traffic = Traffic.of(flows)
+    assert traffic.roles == {
+        "server": {"sent_msgs": 3, "sent_bytes": 300, "recv_msgs": 2, "recv_bytes": 50},
+        "user": {"sent_msgs": 2, "sent_bytes": 50, "recv_msgs": 3, "recv_bytes": 300},
+    }
+    both = Traffic.of([Flow("a.z", Role.SERVER, Role.PROXY, 1, 10)]).plus(traffic, 10)
+    assert both.roles["proxy"]["recv_bytes"] == 10 and both.roles["user"]["sent_bytes"] == 500
+    assert both.total("sent_msgs") == 1 + 50 and flows[1].scaled(0.5) == Flow("a.y", Role.USER, Role.SERVER, 1, 25, exact=False)
+
+
+def _calibration(**changes: float) -> Calibration:
+    values = dict(rounds=3, first_s=2.0, round_s=0.5, evaluation_s=0.25, tail_s=1.0, virtual_round_s=4.0,
+                  setup=Traffic({}), per_round=Traffic({}), online=10.0)
+    return Calibration(**{**values, **changes})
+
+
+def test_the_projected_time_counts_each_round_and_each_evaluation_once() -> None:
+    assert _calibration().projected_s(10, 3) == pytest.approx(2.0 + 9 * 0.5 + 3 * 0.25 + 1.0)
+    table = {**FCF, "run": {**FCF["run"], "rounds": 10}, "protocol": {"d": 4, "eval_every": 4}}
+    scenario = parse_scenario(table)
+    inspection = Inspection(scenario, {}, {}, Availability(1, 1, 0, 0, ""), Estimate("none", Traffic({}), Traffic({}), 10), _calibration())
+    # Rounds 2..10 that measure metrics: 4, 8 and the last.
+    assert inspection.projected_s == pytest.approx(2.0 + 9 * 0.5 + 3 * 0.25 + 1.0)
+    assert Inspection(scenario, {}, {}, Availability(1, 1, 0, 0, ""), inspection.estimate, None).projected_s is None
+
+
+def test_a_calibration_times_its_rounds_and_measures_their_traffic() -> None:
+    inspection = inspect_scenario(parse_scenario({**FCF, "protocol": {"d": 4, "eval_every": 2}}), calibration_rounds=3)
+    calibration = inspection.calibration
+    assert calibration is not None and calibration.rounds == 3
+    assert calibration.first_s > 0 and calibration.round_s > 0 and calibration.tail_s >= 0
+    assert calibration.virtual_round_s == pytest.approx(1.0, abs=0.5)
+    assert calibration.per_round.roles["user"]["sent_msgs"] == 40 and calibration.setup.roles["user"]["sent_msgs"] == 80
+    assert calibration.online == 40
+    # More calibration rounds than the run has: the run's own rounds.
+    assert inspect_scenario(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 2}}), calibration_rounds=5).calibration.rounds == 2
+
+
+def test_the_text_shows_the_resolved_scenario_parties_traffic_and_time() -> None:
+    text = inspection_text(inspect_scenario(parse_scenario(DPMF_S3_CHURN), calibration_rounds=2))
+    assert text.startswith("# resolved scenario (defaults filled in)\n[run]\nprotocol = \"dpmf\"")
+    assert "mask_transport = \"explicit\"" in text and "# unset: frac_bits, noise" in text
+    assert "parties: user 60, server 1, third_party 1" in text
+    assert "traffic per round (from the protocol's traffic plan: sizes from the wire codec, some expected)" in text
+    assert "dpmf.roster" in text and "exact)" in text and "expected)" in text
+    assert "assumes: S3: one pre-sharing attempt" in text
+    assert "calibration: 2 rounds at full size (nothing scaled)" in text and "time: about" in text
+
+
+def test_without_a_plan_or_a_calibration_nothing_is_made_up() -> None:
+    text = inspection_text(inspect_scenario(parse_scenario(FCF), calibration_rounds=0))
+    assert "declares no traffic plan" in text
+    assert "traffic: not estimated (no traffic plan and no calibration)" in text
+    assert "time: not estimated (calibration skipped)" in text
+
+
+def test_the_command_prints_the_inspection_and_refuses_a_bad_key_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[run]\nprotocol = "fcf"\nrounds = 3\n[data]\nusers = 30\nitems = 40\nratings = 600\n')
+    assert main(["inspect", str(scenario), "--set", "protocol.d=3", "--calibrate", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "d = 3" in out and "parties: user 30" in out and "time: not estimated" in out
+    assert main(["inspect", str(scenario), "--set", "protocol.dd=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "protocol.dd" in err
+
+
+def test_byte_and_duration_units() -> None:
+    from fedrecsim.inspect import _bytes, _duration
+
+    assert [_bytes(value) for value in (0, 1023, 1024, 1536, 2**20, 5 * 2**30)] == [
+        "0 B", "1,023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "5.0 GiB"
+    ]
+    assert [_duration(value) for value in (59.94, 60, 3599, 3600, 5400)] == ["59.9 s", "1.0 min", "60.0 min", "1.0 h", "1.5 h"]
