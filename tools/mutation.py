@@ -98,6 +98,7 @@ TARGETS = (
         ("tests/protocols/prototypes",),
     ),
     Target("protocols.secagg", "src/fedrecsim/protocols/secagg", ("tests/protocols/secagg",)),
+    Target("inspect", "src/fedrecsim/inspect.py", ("tests/test_inspect.py",)),
 )
 
 DETECTED = ("killed", "timeout", "segfault", "caught by type check")
