@@ -74,6 +74,20 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted after {completed:,} of {total:,} rounds")
 
 
+class SecAggAborted(ProtocolViolation):
+    """Secure aggregation gave up: after ``stage`` fewer parties remain than the threshold needs.
+
+    The message names the stage, how many remained and how many were needed; the sum was not computed and
+    no secret of a user who was still in the protocol has been revealed (the server aborts before asking
+    for the shares that would unmask anybody).
+    """
+
+    def __init__(self, stage: str, problem: str) -> None:
+        self.stage = stage
+        self.problem = problem
+        super().__init__(f"secure aggregation aborted at {stage}: {problem}")
+
+
 __all__ = [
     "ConfigError",
     "DatasetError",
@@ -81,6 +95,7 @@ __all__ = [
     "OutputError",
     "PartyTimeout",
     "ProtocolViolation",
+    "SecAggAborted",
     "SimulationError",
     "WireError",
 ]

@@ -1,0 +1,20 @@
+"""Secure aggregation (Bonawitz et al. 2017; Bell et al. 2020, SecAgg+) as a building block.
+
+A calling protocol sums vectors of Z_{2^b} over the network inside its own run:
+
+- its server awaits ``aggregate(server, users, length, params, session=..., deadline=...)`` and gets an
+  `Aggregate` (the sum over the surviving users U3, who survived each stage) or `SecAggAborted`;
+- each of those users awaits ``participate(actor, x, params, deadline=...)`` with its input, ring
+  elements of ``params.ring`` (real vectors: ``params.ring.encode``; the sum: ``params.ring.decode``).
+
+``SecAggParams(graph="sparse")`` runs SecAgg+ over a random k-regular graph; ``SecAggParams(ideal=True)``
+with an `IdealSum` handed to both sides sends the same bytes without the cryptography. ``PROTOCOL`` (in
+``protocol``) is the stand-alone ``secagg`` protocol of the scenario files.
+"""
+
+from ...errors import SecAggAborted
+from .ideal import IdealSum
+from .params import SecAggParams, Stage
+from .roles import Aggregate, Contribution, aggregate, participate
+
+__all__ = ["Aggregate", "Contribution", "IdealSum", "SecAggAborted", "SecAggParams", "Stage", "aggregate", "participate"]

@@ -1,0 +1,109 @@
+"""The ideal mode: the same session without the cryptography, for scale.
+
+Secure aggregation realizes an ideal functionality: the server learns the sum of the inputs of the users
+in U3 and nothing else. In ideal mode that functionality is an object, `IdealSum`, that the protocol's
+wiring hands to the server and the users -- the one thing parties share besides messages, on purpose: it
+stands for the cryptography. Users deposit their input with it; the server asks it for the sum over U3.
+
+Every message of the real session is still sent, by the same state machines (`roles`), with payloads of
+exactly the real sizes filled with zeros: public keys, sealed share pairs, masked inputs and revealed
+shares are fixed-width, so the ledger counts the same bytes, message by message, as in real mode, and the
+same users drop and the same aborts happen. What is skipped is the work: no key agreement, no Shamir, no
+AEAD, no PRG expansion.
+
+Honesty note: the zeros on the wire are not what a real party would send, so a view recorded in ideal
+mode is not an attack surface; record views in real mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ...errors import ProtocolViolation
+from ...mechanisms.ring import Ring
+from . import crypto, shamir
+
+
+class IdealSum:
+    """The ideal functionality: holds each user's input per session, gives the server only sums."""
+
+    def __init__(self) -> None:
+        self._inputs: dict[tuple[int, int], np.ndarray] = {}
+
+    def deposit(self, session: int, index: int, x: np.ndarray) -> None:
+        """User ``index`` commits its input to ``session`` (what sending y_u does in real mode)."""
+        self._inputs[(session, index)] = np.array(x, copy=True)
+
+    def total(self, session: int, indices: Sequence[int], ring: Ring, length: int) -> np.ndarray:
+        """The sum of the deposited inputs of ``indices`` in ``session``, in sorted order.
+
+        Raises:
+            ProtocolViolation: one of them deposited nothing (it never sent a masked input).
+        """
+        total = np.zeros(length, dtype=ring.dtype)
+        for index in sorted(indices):
+            x = self._inputs.get((session, index))
+            if x is None:
+                raise ProtocolViolation(f"user:{index} sent no masked input in session {session}")
+            total = ring.add(total, x)
+        return total
+
+    def forget(self, session: int) -> None:
+        """Drop what ``session`` holds (the server calls it when the session ends)."""
+        for key in [key for key in self._inputs if key[0] == session]:
+            del self._inputs[key]
+
+
+class IdealUser:
+    """A user's side in ideal mode: the real interface (`real.RealUser`), zero payloads of real sizes."""
+
+    def __init__(self, index: int, functionality: IdealSum, session: int, ring: Ring) -> None:
+        self.index = index
+        self.functionality = functionality
+        self.session = session
+        self.ring = ring
+
+    def advertise(self) -> tuple[bytes, bytes]:
+        return bytes(crypto.KEY_BYTES), bytes(crypto.KEY_BYTES)
+
+    def share(self, peers: Mapping[int, tuple[bytes, bytes]], threshold: int) -> dict[int, bytes]:
+        return {peer: bytes(crypto.CIPHERTEXT_BYTES) for peer in sorted(peers)}
+
+    def receive(self, sealed: Mapping[int, bytes]) -> None:
+        """Nothing to open."""
+
+    def mask(self, x: np.ndarray, partners: Sequence[int]) -> np.ndarray:
+        self.functionality.deposit(self.session, self.index, x)
+        return np.zeros(x.size, dtype=self.ring.dtype)
+
+    def reveal(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[list[bytes], list[bytes]]:
+        zero = bytes(shamir.SHARE_BYTES)
+        return [zero] * len(b_owners), [zero] * len(sk_owners)
+
+
+class IdealServer:
+    """The server's side in ideal mode: the sum over U3 straight from the functionality."""
+
+    def __init__(self, functionality: IdealSum, session: int, ring: Ring) -> None:
+        self.functionality = functionality
+        self.session = session
+        self.ring = ring
+
+    def unmask(
+        self,
+        total: np.ndarray,
+        s_publics: Mapping[int, bytes],
+        b_shares: Mapping[int, Mapping[int, bytes]],
+        sk_shares: Mapping[int, Mapping[int, bytes]],
+        partners: Mapping[int, Sequence[int]],
+        threshold: int,
+    ) -> np.ndarray:
+        """The sum of the inputs of the users whose b-shares were revealed, i.e. of U3."""
+        result = self.functionality.total(self.session, list(b_shares), self.ring, total.size)
+        self.functionality.forget(self.session)
+        return result
+
+
+__all__ = ["IdealServer", "IdealSum", "IdealUser"]

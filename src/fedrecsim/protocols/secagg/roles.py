@@ -1,0 +1,376 @@
+"""The two sides of a session as stage-by-stage state machines: `participate` (a user) and `aggregate`
+(the server). A calling protocol's own actors call them inside their run: the server awaits `aggregate`
+with the users it wants summed, and each of those users awaits `participate` with its input.
+
+Stage by stage (Bonawitz et al. 2017, Fig. 4, without ConsistencyCheck), U_i the users still in:
+
+1. Setup: the server draws the graph and sends each user in U0 its neighbours and t.
+2. AdvertiseKeys: users send (c^PK, s^PK); U1 = who did. The server sends each u in U1 the keys of
+   N(u) n U1.
+3. ShareKeys: users send sealed shares for N(u) n U1; U2 = who did. The server forwards each u in U2 the
+   ciphertexts addressed to it by N(u) n U2.
+4. MaskedInputCollection: users send y_u; U3 = who did. The server sends each u in U3 the list N(u) n U3.
+5. Unmasking: users send their shares of b_v (v in U3 or itself) and of s_v^SK (v in N(u) n U2 \\ U3);
+   U5 = who did. The server reconstructs and removes the masks.
+
+Abort rule (the server): after each stage, if fewer than t users remain, or some remaining user's
+neighbourhood (itself included) holds fewer than t remaining users, or -- at Unmasking -- a secret the
+server must reconstruct has fewer than t revealed shares, the session ends with `SecAggAborted` naming
+the stage. For the complete graph this is Bonawitz's "|U_i| >= t". A user refuses (stops, sending
+nothing more) when its own view has fewer than t users in it -- the user-side check of the paper.
+
+Departures: stages run on virtual deadlines (the server waits at most ``stage_timeout_s`` per stage);
+a user excluded by the server (e.g. too slow) waits for the next message until the caller's
+``deadline``; users never learn the sum (the calling protocol broadcasts it if it wants to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import trio
+
+from ...actors.actor import Actor
+from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
+from ...network.party import SERVER, Party, Role
+from . import graph as graphs
+from .crypto import CIPHERTEXT_BYTES
+from .ideal import IdealServer, IdealSum, IdealUser
+from .messages import Advertise, Ciphertexts, Keys, Masked, Reveal, Setup, Shares, Unmask
+from .params import SecAggParams, Stage
+from .real import RealServer, RealUser, x_of
+from .shamir import SHARE_BYTES
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """How one user's part in a session ended.
+
+    Attributes:
+        session: the session it took part in (None if no setup came before the deadline).
+        completed: the stages it completed, in order.
+        outcome: ``done`` (revealed its shares), ``crashed``, ``timed_out`` (the server moved on
+            without it, or never started) or ``refused`` (its view fell below the threshold).
+    """
+
+    session: int | None
+    completed: tuple[Stage, ...]
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The result of a session at the server.
+
+    Attributes:
+        session: the session id.
+        total: the sum over `survivors` of their inputs, ring elements of length ``length``.
+        threshold: t.
+        degree: k, the nominal number of neighbours of a user.
+        graph: each user's neighbours (as drawn by the server).
+        stages: who completed each stage (U1, U2, U3, U5), sorted.
+    """
+
+    session: int
+    total: np.ndarray
+    threshold: int
+    degree: int
+    graph: Mapping[Party, tuple[Party, ...]]
+    stages: Mapping[Stage, tuple[Party, ...]] = field(default_factory=dict)
+
+    @property
+    def survivors(self) -> tuple[Party, ...]:
+        """U3: the users whose inputs are in `total`."""
+        return self.stages[Stage.MASKED_INPUT]
+
+
+def _user(index: int) -> Party:
+    return Party(Role.USER, index)
+
+
+def _indices(parties: Sequence[Party]) -> np.ndarray:
+    return np.array([party.index for party in parties], dtype=np.int32)
+
+
+def _rows(blobs: Sequence[bytes], width: int) -> np.ndarray:
+    return np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), width)
+
+
+# --------------------------------------------------------------------------------------------- user
+
+
+async def _next(actor: Actor, kind: type, session: int, deadline: float) -> object:
+    """The next ``kind`` of ``session`` from the server, discarding those of earlier sessions."""
+    server = getattr(actor, "server", SERVER)
+    while True:
+        envelope = await actor.recv(kind, deadline=deadline, sender=server)
+        if envelope.body.session == session:
+            return envelope.body
+
+
+async def participate(
+    actor: Actor,
+    x: np.ndarray,
+    params: SecAggParams,
+    *,
+    deadline: float,
+    ideal: IdealSum | None = None,
+    crash: Callable[[Stage], bool] | None = None,
+) -> Contribution:
+    """Take part, as ``actor``, in the next session the server sets up, with input ``x``.
+
+    Args:
+        actor: the calling protocol's user actor (its ``rng`` draws the keys, seeds and polynomials).
+        x: the input, ``length`` ring elements of ``params.ring`` (encode reals with ``ring.encode``).
+        params: the session's parameters, as the server's (``ideal`` must agree with it).
+        deadline: the virtual time after which the user stops waiting for the server.
+        ideal: the ideal functionality, in ideal mode (``params.ideal``).
+        crash: called before the user sends its message of each stage; True means the user has just
+            crashed (the callback detached it, e.g. ``User.crashes_in``) and it sends nothing more.
+
+    Raises:
+        ProtocolViolation: the server sent what the protocol does not allow (a length or ring other than
+            the input's, keys or shares from non-neighbours, an unknown survivor), or a sealed share
+            failed authentication.
+    """
+    server = getattr(actor, "server", SERVER)
+    completed: list[Stage] = []
+
+    def crashed(stage: Stage) -> bool:
+        return crash is not None and crash(stage)
+
+    setups = actor.drain(Setup)
+    try:
+        setup: Setup = setups[-1].body if setups else (await actor.recv(Setup, deadline=deadline, sender=server)).body
+    except PartyTimeout:
+        return Contribution(None, (), "timed_out")
+    session, ring, me = setup.session, params.ring, actor.party.index
+    if setup.bits != ring.bits or setup.length != x.size or x.dtype != ring.dtype:
+        raise ProtocolViolation(
+            f"{actor.party} holds {x.size} words of {x.dtype}, session {session} sums {setup.length} words of "
+            f"Z_2^{setup.bits}"
+        )
+    neighbours = {int(index) for index in setup.neighbours}
+    t = setup.threshold
+    backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
+
+    def outcome(result: str) -> Contribution:
+        return Contribution(session, tuple(completed), result)
+
+    try:
+        if crashed(Stage.ADVERTISE_KEYS):
+            return outcome("crashed")
+        actor.send(server, Advertise(session, *backend.advertise()))
+        completed.append(Stage.ADVERTISE_KEYS)
+
+        keys: Keys = await _next(actor, Keys, session, deadline)  # type: ignore[assignment]
+        owners = [int(index) for index in keys.owners]
+        if not set(owners) <= neighbours or me in owners:
+            raise ProtocolViolation(f"{actor.party} received keys of non-neighbours in session {session}")
+        if len(owners) + 1 < t:
+            return outcome("refused")
+        peers = {owner: (bytes(c), bytes(s)) for owner, c, s in zip(owners, keys.c_publics, keys.s_publics)}
+        if crashed(Stage.SHARE_KEYS):
+            return outcome("crashed")
+        sealed = backend.share(peers, t)
+        recipients = sorted(sealed)
+        actor.send(server, Shares(session, np.array(recipients, dtype=np.int32), _rows([sealed[r] for r in recipients], CIPHERTEXT_BYTES)))
+        completed.append(Stage.SHARE_KEYS)
+
+        received: Ciphertexts = await _next(actor, Ciphertexts, session, deadline)  # type: ignore[assignment]
+        senders = [int(index) for index in received.senders]
+        if not set(senders) <= set(peers):
+            raise ProtocolViolation(f"{actor.party} received shares from users it gave no keys to in session {session}")
+        backend.receive({sender: bytes(row) for sender, row in zip(senders, received.ciphertexts)})
+        if len(senders) + 1 < t:
+            return outcome("refused")
+        if crashed(Stage.MASKED_INPUT):
+            return outcome("crashed")
+        y = backend.mask(x, senders)
+        actor.send(server, Masked(session, y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()))
+        completed.append(Stage.MASKED_INPUT)
+
+        unmask: Unmask = await _next(actor, Unmask, session, deadline)  # type: ignore[assignment]
+        survivors = {int(index) for index in unmask.survivors}
+        if not survivors <= set(senders):
+            raise ProtocolViolation(f"{actor.party} was told of survivors that sent it no shares in session {session}")
+        if len(survivors) + 1 < t:
+            return outcome("refused")
+        if crashed(Stage.UNMASKING):
+            return outcome("crashed")
+        b_owners = sorted(survivors | {me})
+        sk_owners = sorted(set(senders) - survivors)
+        b_shares, sk_shares = backend.reveal(b_owners, sk_owners)
+        actor.send(
+            server,
+            Reveal(session, np.array(b_owners, dtype=np.int32), _rows(b_shares, SHARE_BYTES),
+                   np.array(sk_owners, dtype=np.int32), _rows(sk_shares, SHARE_BYTES)),
+        )
+        completed.append(Stage.UNMASKING)
+        return outcome("done")
+    except PartyTimeout:
+        return outcome("timed_out")
+
+
+# --------------------------------------------------------------------------------------------- server
+
+
+def _check(stage: Stage, alive: Sequence[Party], graph: Mapping[Party, tuple[Party, ...]], t: int) -> None:
+    """Abort unless at least t users remain and every remaining user's neighbourhood holds t of them."""
+    if len(alive) < t:
+        raise SecAggAborted(stage.value, f"{len(alive)} users remain, the threshold is t = {t}")
+    remaining = set(alive)
+    for party in alive:
+        live = 1 + sum(neighbour in remaining for neighbour in graph[party])
+        if live < t:
+            raise SecAggAborted(
+                stage.value,
+                f"{live} of the {len(graph[party]) + 1} users of {party}'s neighbourhood remain, the threshold is t = {t}",
+            )
+
+
+class _Session:
+    """The server's state of one session: who is in after each stage, and what it collected."""
+
+    def __init__(self, server: Actor, params: SecAggParams, session: int, deadline: float) -> None:
+        self.server = server
+        self.params = params
+        self.session = session
+        self.deadline = deadline
+        self.stages: dict[Stage, tuple[Party, ...]] = {}
+
+    async def collect(self, kind: type, expected: Sequence[Party]) -> dict[Party, object]:
+        session = self.session
+        deadline = min(self.deadline, trio.current_time() + self.params.stage_timeout_s)
+        replies = await self.server.gather(kind, expected, deadline=deadline, accept=lambda body: body.session == session)
+        return dict(replies)
+
+
+async def aggregate(
+    server: Actor,
+    users: Sequence[Party],
+    length: int,
+    params: SecAggParams,
+    *,
+    session: int,
+    deadline: float,
+    ideal: IdealSum | None = None,
+) -> Aggregate:
+    """Run one session as ``server`` over ``users``: the sum of the inputs of the users that stay (U3).
+
+    Args:
+        server: the calling protocol's server actor (its ``rng`` draws the sparse graph).
+        users: the users to sum (they must be awaiting `participate`).
+        length: the number of ring elements in each input.
+        params: the session's parameters.
+        session: an id distinct from every other session of the run (messages carry it).
+        deadline: the virtual time by which the session must end; each stage waits at most
+            ``params.stage_timeout_s`` and never past it.
+        ideal: the ideal functionality, in ideal mode (``params.ideal``).
+
+    Raises:
+        SecAggAborted: after a stage too few users remain (module docstring); names the stage.
+        ProtocolViolation: a user sent what the protocol does not allow (wrong recipients, a masked input
+            of the wrong size, shares of the wrong users).
+    """
+    if params.ideal != (ideal is not None):
+        raise ValueError("ideal mode needs the IdealSum functionality, and real mode must not have one")
+    ring = params.ring
+    state = _Session(server, params, session, deadline)
+    everyone = sorted(set(users))
+    n = len(everyone)
+    degree = params.degree(n)
+    t = params.threshold_for(n)
+    graph = graphs.complete(everyone) if params.graph == "complete" else graphs.harary(everyone, degree, server.rng)
+    for party in everyone:
+        server.send(party, Setup(session, ring.bits, length, t, _indices(graph[party])))
+
+    # AdvertiseKeys
+    advertised: dict[Party, Advertise] = await state.collect(Advertise, everyone)  # type: ignore[assignment]
+    u1 = tuple(sorted(advertised))
+    state.stages[Stage.ADVERTISE_KEYS] = u1
+    _check(Stage.ADVERTISE_KEYS, u1, graph, t)
+    for party in u1:
+        owners = [peer for peer in graph[party] if peer in advertised]
+        server.send(party, Keys(
+            session, _indices(owners),
+            _rows([advertised[peer].c_public for peer in owners], 32),
+            _rows([advertised[peer].s_public for peer in owners], 32),
+        ))
+
+    # ShareKeys
+    shared: dict[Party, Shares] = await state.collect(Shares, u1)  # type: ignore[assignment]
+    u2 = tuple(sorted(shared))
+    state.stages[Stage.SHARE_KEYS] = u2
+    _check(Stage.SHARE_KEYS, u2, graph, t)
+    inbox: dict[Party, list[tuple[int, np.ndarray]]] = {party: [] for party in u2}
+    for sender in u2:
+        message = shared[sender]
+        expected = [peer.index for peer in graph[sender] if peer in advertised]
+        if [int(index) for index in message.recipients] != expected:
+            raise ProtocolViolation(f"{server.party} expected shares from {sender} for users {expected}, "
+                                    f"received them for {message.recipients.tolist()}")
+        for recipient, row in zip(expected, message.ciphertexts):
+            if _user(recipient) in inbox:
+                inbox[_user(recipient)].append((sender.index, row))
+    for party in u2:
+        rows = inbox[party]  # in sorted sender order: u2 is sorted
+        server.send(party, Ciphertexts(
+            session, np.array([sender for sender, _ in rows], dtype=np.int32),
+            np.stack([row for _, row in rows]) if rows else np.zeros((0, CIPHERTEXT_BYTES), dtype=np.uint8),
+        ))
+
+    # MaskedInputCollection
+    masked: dict[Party, Masked] = await state.collect(Masked, u2)  # type: ignore[assignment]
+    u3 = tuple(sorted(masked))
+    state.stages[Stage.MASKED_INPUT] = u3
+    _check(Stage.MASKED_INPUT, u3, graph, t)
+    word = np.dtype(ring.dtype).newbyteorder("<")
+    total = np.zeros(length, dtype=ring.dtype)
+    for party in u3:
+        data = masked[party].masked
+        if len(data) != length * word.itemsize:
+            raise ProtocolViolation(f"{server.party} expected {length} words from {party}, received {len(data)} bytes")
+        total = ring.add(total, np.frombuffer(data, dtype=word).astype(ring.dtype))
+    in_u2, in_u3 = set(u2), set(u3)
+    for party in u3:
+        server.send(party, Unmask(session, _indices([peer for peer in graph[party] if peer in in_u3])))
+
+    # Unmasking
+    revealed: dict[Party, Reveal] = await state.collect(Reveal, u3)  # type: ignore[assignment]
+    u5 = tuple(sorted(revealed))
+    state.stages[Stage.UNMASKING] = u5
+    if len(u5) < t:
+        raise SecAggAborted(Stage.UNMASKING.value, f"{len(u5)} users revealed shares, the threshold is t = {t}")
+    dropped = sorted(in_u2 - in_u3)
+    partners = {v.index: [u.index for u in graph[v] if u in in_u3] for v in dropped}
+    b_shares: dict[int, dict[int, bytes]] = {party.index: {} for party in u3}
+    sk_shares: dict[int, dict[int, bytes]] = {v: {} for v, survivors in partners.items() if survivors}
+    for holder in u5:
+        message = revealed[holder]
+        want_b = sorted({peer.index for peer in graph[holder] if peer in in_u3} | {holder.index})
+        want_sk = [peer.index for peer in graph[holder] if peer in in_u2 and peer not in in_u3]
+        if message.b_owners.tolist() != want_b or message.sk_owners.tolist() != want_sk:
+            raise ProtocolViolation(f"{server.party} asked {holder} for shares of b of {want_b} and of s^SK of "
+                                    f"{want_sk}, received {message.b_owners.tolist()} and {message.sk_owners.tolist()}")
+        for owner, row in zip(want_b, message.b_shares):
+            b_shares[owner][x_of(holder.index)] = bytes(row)
+        for owner, row in zip(want_sk, message.sk_shares):
+            if owner in sk_shares:
+                sk_shares[owner][x_of(holder.index)] = bytes(row)
+    for what, shares in (("b", b_shares), ("s^SK", sk_shares)):
+        for owner, held in sorted(shares.items()):
+            if len(held) < t:
+                raise SecAggAborted(
+                    Stage.UNMASKING.value,
+                    f"{len(held)} shares of {what} of user:{owner} were revealed, the threshold is t = {t}",
+                )
+    backend = IdealServer(ideal, session, ring) if ideal is not None else RealServer(session, ring)
+    s_publics = {party.index: advertised[party].s_public for party in u1}
+    total = backend.unmask(total, s_publics, b_shares, sk_shares, partners, t)
+    return Aggregate(session, total, t, degree, graph, dict(state.stages))
+
+
+__all__ = ["Aggregate", "Contribution", "aggregate", "participate"]
