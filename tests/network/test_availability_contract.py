@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -48,11 +49,14 @@ def test_bernoulli_coins_are_each_partys_uniform_compared_strictly() -> None:
     parties = [user(index) for index in range(10)]
     online = frozenset(parties[::2])
     coins = [_uniform(5, Stream.AVAILABILITY, (ROUND, 7), party, 10) for party in parties]
-    p_join, p_leave = coins[1], coins[0]  # exactly at an offline and an online party's coin
-    joined, left = BernoulliChurn(p_join, p_leave).between_rounds(5, 7, parties, online)
-    assert joined == {p for p, c in zip(parties, coins) if p not in online and c < p_join}
-    assert left == {p for p, c in zip(parties, coins) if p in online and c < p_leave}
-    assert parties[1] not in joined and parties[0] not in left
+    # Each probability exactly at one party's coin (party 1 offline, party 0 online); the other at 1.0, so
+    # that the exact one is below the larger of the two and the party's own comparison decides.
+    joined, left = BernoulliChurn(coins[1], 1.0).between_rounds(5, 7, parties, online)
+    assert joined == {p for p, c in zip(parties, coins) if p not in online and c < coins[1]}
+    assert left == online and parties[1] not in joined
+    joined, left = BernoulliChurn(1.0, coins[0]).between_rounds(5, 7, parties, online)
+    assert left == {p for p, c in zip(parties, coins) if p in online and c < coins[0]}
+    assert joined == frozenset(parties) - online and parties[0] not in left
     initial = [_uniform(5, Stream.AVAILABILITY, (INITIAL,), party, 10) for party in parties]
     p = initial[3]
     assert BernoulliChurn(0.1, 0.1, initial_online=p).initial_online(5, parties) == {
@@ -171,3 +175,76 @@ def test_a_bad_quoted_trace_field_is_reported_verbatim_with_its_line_break(tmp_p
         Trace.from_csv(path)
     assert caught.value.problem == "times must be numbers of seconds, got '1\\r\\n2', '3'"
     assert caught.value.line == 3
+
+
+def _markov_reference(seed: int, party: Party, mean_on: float, mean_off: float, count: int) -> tuple[bool, list[float]]:
+    """The documented process: one uniform for the initial state, then alternating exponential periods."""
+    rng = generator(seed, Stream.AVAILABILITY, PARTY, party.role.code, party.index)
+    online = bool(rng.random() < mean_on / (mean_on + mean_off))
+    means = [mean_on, mean_off] if online else [mean_off, mean_on]
+    periods = rng.standard_exponential(count) * np.array([means[k % 2] for k in range(count)])
+    return online, np.cumsum(periods).tolist()
+
+
+def test_markov_changes_alternate_exponential_periods_from_either_initial_state() -> None:
+    churn = MarkovChurn(mean_on_s=3.0, mean_off_s=1.0)
+    states = {}
+    for index in range(12):
+        party = user(index)
+        online, times = _markov_reference(6, party, 3.0, 1.0, 40)
+        states[online] = True
+        changes = list(itertools.islice(churn.timeline(6, [party], 1e12), 40))
+        np.testing.assert_allclose([t.time_s for t in changes], times, rtol=1e-12)
+        assert [t.online for t in changes] == [(not online) if k % 2 == 0 else online for k in range(40)]
+        # The horizon is exclusive: a change exactly at it is not listed.
+        assert list(churn.timeline(6, [party], times[0])) == []
+        assert [t.time_s for t in churn.timeline(6, [party], times[2])] == times[:2]
+    assert set(states) == {True, False}  # both initial states were checked
+
+
+def test_a_markov_party_is_online_at_start_only_if_its_uniform_is_strictly_below_the_fraction() -> None:
+    # mean_on = u, mean_off = 1 - u (exact for u >= 0.5): the stationary fraction is exactly u.
+    for index in range(50):
+        party = user(index)
+        u = float(generator(2, Stream.AVAILABILITY, PARTY, party.role.code, party.index).random())
+        if u >= 0.5:
+            break
+    assert u >= 0.5
+    churn = MarkovChurn(u, 1.0 - u)
+    assert churn.stationary_online == u
+    assert churn.initial_online(2, [party]) == frozenset()
+    assert MarkovChurn(math.nextafter(u, 2.0), 1.0 - u).stationary_online > u
+
+
+def test_a_trace_change_exactly_at_the_horizon_is_not_listed() -> None:
+    trace = Trace([(user(0), 0.0, 10.0), (user(1), 10.0, 20.0)])
+    assert list(trace.timeline(0, [user(0), user(1)], 10.0)) == []
+    assert [(t.time_s, t.party) for t in trace.timeline(0, [user(0), user(1)], 10.5)] == [(10.0, user(0)), (10.0, user(1))]
+
+
+@pytest.mark.parametrize(("horizon", "name"), [(True, "True"), ("5", "'5'"), (-1.0, "-1.0"), (math.nan, "nan")])
+def test_a_horizon_must_be_a_finite_non_negative_number(horizon: object, name: str) -> None:
+    for churn in (MarkovChurn(1.0, 1.0), Trace([(user(0), 0.0, 1.0)])):
+        with pytest.raises(ValueError, match=f"^horizon_s must be a finite number of seconds >= 0, got {re.escape(name)}$"):
+            churn.timeline(1, [user(0)], horizon)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ((user(0), "1", 2.0), "online_from_s must be a number of seconds, got '1'"),
+        ((user(0), 1.0, True), "online_until_s must be a number of seconds, got True"),
+        ((user(0), 1.0, None), "online_until_s must be a number of seconds, got None"),
+    ],
+)
+def test_a_trace_row_names_the_time_that_is_not_a_number(row: tuple[object, ...], problem: str) -> None:
+    with pytest.raises(ValueError, match=f"^trace row 0: {re.escape(problem)}$"):
+        Trace([row])  # type: ignore[list-item]
+
+
+def test_markov_mean_off_is_checked_by_name() -> None:
+    from fedrecsim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        MarkovChurn(1.0, 0.0)
+    assert (caught.value.key_path, caught.value.problem) == ("availability.mean_off_s", "must be a finite number > 0 seconds, got 0.0")

@@ -153,6 +153,6 @@ def test_csv_files_hold_exactly_the_documented_columns_and_values(tmp_path) -> N
 
 
 def test_a_transcript_csv_needs_a_recorded_transcript(tmp_path) -> None:
-    with pytest.raises(ValueError, match="did not record a transcript"):
+    with pytest.raises(ValueError, match="^this ledger did not record a transcript$"):
         Ledger().write_transcript_csv(tmp_path / "transcript.csv")
     assert not (tmp_path / "transcript.csv").exists()

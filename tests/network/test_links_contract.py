@@ -17,6 +17,7 @@ from fedrecsim.network.links import (
     Latency,
     LinkSpec,
     Links,
+    LogNormal,
     Uniform,
     draw_bits,
     latency_from_table,
@@ -139,3 +140,17 @@ def test_uniform_bounds_are_checked_by_name_and_may_be_equal() -> None:
     assert Links(1, LinkSpec(same)).transit(user(0), SERVER, 0, 1.0) == 1.25
     bounds = Uniform(0, 1)
     assert (type(bounds.low_s), type(bounds.high_s)) == (float, float)
+
+
+def test_lognormal_parameters_are_checked_by_name_and_stored_as_floats() -> None:
+    with pytest.raises(ConfigError) as caught:
+        LogNormal(0, 0.5)
+    assert (caught.value.key_path, caught.value.problem) == (
+        "network.latency.median_s", 'must be > 0 (log(0) is undefined; use model = "constant" for zero latency)'
+    )
+    with pytest.raises(ConfigError) as caught:
+        LogNormal(0.05, -1)
+    assert (caught.value.key_path, caught.value.problem) == ("network.latency.sigma", "must be >= 0, got -1")
+    model = LogNormal(1, 0)
+    assert (type(model.median_s), type(model.sigma)) == (float, float)
+    assert Links(1, LinkSpec(model)).transit(user(0), SERVER, 0, 2.0) == 3.0  # sigma 0: always the median
