@@ -63,10 +63,11 @@ def test_kmeans_plus_plus_never_picks_a_row_at_distance_zero_while_farther_rows_
 
 
 def test_kmeans_plus_plus_prefers_far_rows_in_proportion_to_squared_distance() -> None:
-    # Rows 0 (x3 copies), 1 and 3 on a line; k = 2 and no Lloyd step. The first pick is uniform; if it
-    # is a 0, the second is 1 with probability 1 / (1 + 9) and 3 with 9 / 10.
-    X = np.array([[0.0], [0.0], [0.0], [1.0], [3.0]])
-    counts = {1.0: 0, 3.0: 0}
+    # Rows 0 (x3 copies), 0.1 and 0.3 on a line; k = 2 and no Lloyd step. The first pick is uniform; if
+    # it is a 0, the second is 0.1 with probability 1 / (1 + 9) and 0.3 with 9 / 10 (D^2 summing to 0.1:
+    # any total above zero is a valid distribution).
+    X = np.array([[0.0], [0.0], [0.0], [0.1], [0.3]])
+    counts = {0.1: 0, 0.3: 0}
     draws = 0
     rng = np.random.default_rng(0)
     for _ in range(1000):
@@ -74,7 +75,7 @@ def test_kmeans_plus_plus_prefers_far_rows_in_proportion_to_squared_distance() -
         if first == 0.0:
             counts[second] += 1
             draws += 1
-    share = counts[3.0] / draws
+    share = counts[0.3] / draws
     # ~600 draws: the binomial standard deviation of the share is 0.012; 0.05 is over 4 of them.
     assert draws > 500
     assert share == pytest.approx(0.9, abs=0.05)
@@ -127,3 +128,32 @@ def test_no_rows_or_k_below_one_is_refused_naming_the_key(rows, k) -> None:
 
 def test_k_equal_to_one_row_works() -> None:
     np.testing.assert_array_equal(kmeans(np.random.default_rng(0), np.array([[2.0, 3.0]]), 1), [[2.0, 3.0]])
+
+
+def reference_lloyd(X: np.ndarray, centers: np.ndarray, iterations: int) -> np.ndarray:
+    """Lloyd's iterations written out: nearest center (lowest index on ties), then each non-empty
+    cluster's mean; stop when the assignment repeats."""
+    centers = centers.copy()
+    labels = None
+    for _ in range(iterations):
+        new = ((X[:, None, :] - centers[None]) ** 2).sum(axis=2).argmin(axis=1)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        for j in range(centers.shape[0]):
+            if np.any(labels == j):
+                centers[j] = X[labels == j].mean(axis=0)
+    return centers
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lloyd_iterations_from_the_seeds_match_the_definition(seed) -> None:
+    rng = np.random.default_rng(100 + seed)
+    X = np.round(rng.normal(0, 1, size=(12, 2)) * rng.choice([0.1, 1.0, 5.0], size=(12, 1)), 1)
+    for k in (2, 3, 5):
+        seeds = kmeans(np.random.default_rng(seed), X, k, iterations=0)
+        for iterations in (1, 2, 50):
+            np.testing.assert_allclose(
+                kmeans(np.random.default_rng(seed), X, k, iterations=iterations), reference_lloyd(X, seeds, iterations),
+                rtol=1e-12, atol=1e-12,
+            )

@@ -282,3 +282,14 @@ def test_nnls_users_uses_only_the_stored_items_of_each_row() -> None:
     # Items 0 and 1 only: u = (1 * 2 + 2 * 4) / (1 + 4) = 2 exactly; item 2 (unobserved) must not pull it to 0.
     np.testing.assert_allclose(nnls_users(X, V, 0.0), [[2.0]], atol=1e-12)
     np.testing.assert_allclose(nnls_users(X, V, 1.0), [[10.0 / 6.0]], atol=1e-12)
+
+
+def test_empty_matrices_start_from_tiny_factors() -> None:
+    """No entry: the mean is taken as 0, so the initial factors are at most 2 sqrt(1e-12 / rank)."""
+    bound = 2.0 * np.sqrt(1e-12 / 2)
+    U, V = nmf_dense(np.random.default_rng(0), np.zeros((0, 4)), NMFHyper(2, 0.1, 0))
+    assert U.shape == (0, 2) and V.shape == (4, 2) and 0 < V.max() <= bound
+    U, V = nmf_dense(np.random.default_rng(0), np.zeros((0, 4)), NMFHyper(2, 0.1, 3))
+    assert np.all(np.isfinite(V))
+    U, V = nmf_observed(np.random.default_rng(0), sp.csr_matrix((3, 4)), NMFHyper(2, 0.1, 0))
+    assert 0 < U.max() <= bound and 0 < V.max() <= bound
