@@ -69,3 +69,57 @@ def test_without_matplotlib_the_error_names_the_extra(run_folder: Path, monkeypa
     with pytest.raises(ConfigError, match=r'pip install "fedrecsim\[plot\]"'):
         write_report(run_folder, tmp_path / "report")
     assert not (tmp_path / "report").exists()
+
+
+TINY_DPMF = {
+    "run": {"protocol": "dpmf", "name": "tiny-dpmf", "seed": 3, "rounds": 4},
+    "data": {"source": "synthetic", "users": 40, "items": 60, "ratings": 1000},
+    "network": {"latency": {"model": "constant", "seconds": 0.0}},
+    "protocol": {"scenario": "S2", "d": 4, "epsilon": 0.5, "replay": False},
+}
+
+
+def test_a_dpmf_report_draws_the_error_cdf_and_the_budget_spent_once(tmp_path: Path) -> None:
+    import json
+
+    from fedrecsim.protocols.dpmf.central import ERROR_QUANTILES
+
+    folder = tmp_path / "dpmf"
+    fedrecsim.run(TINY_DPMF, out=folder)
+    document = json.loads((folder / "result.json").read_text())
+    cdfs = document["distributions"]
+    assert sorted(cdfs) == ["abs_error_test", "abs_error_train", "baseline_abs_error_train"]
+    train = cdfs["abs_error_train"]
+    assert train["quantiles"] == list(ERROR_QUANTILES) and len(train["values"]) == 21 and train["unit"] == "rating units"
+    assert train["values"] == sorted(train["values"])
+    # The recorded quartiles are the run's own err_q25, err_q50, err_q75 and err_q90.
+    final = document["metrics"]["final"]
+    for quantile in (25, 50, 75, 90):
+        assert train["values"][quantile // 5] == pytest.approx(final[f"err_q{quantile}"])
+    assert document["privacy"]["epsilon_spent"]["total"] == 0.5 and document["privacy"]["epsilon_spent"]["at_round"] == 0
+    report = write_report(folder, tmp_path / "report")
+    markdown = (report / "report.md").read_text()
+    assert "![Prediction error CDF](error_cdf.png)" in markdown and "![Privacy spent per round](epsilon_per_round.png)" in markdown
+    assert (report / "error_cdf.png").stat().st_size > 10_000
+
+
+def test_the_budget_per_round_follows_each_accounting() -> None:
+    from fedrecsim.report import _epsilon_by_round
+
+    assert _epsilon_by_round({"epsilon_per_user_epoch": 2.5}, 3) == (
+        [0.0, 2.5, 5.0, 7.5], "2.5 per epoch, basic composition", "epsilon spent per user (cumulative)"
+    )
+    once = _epsilon_by_round({"epsilon_spent": {"total": 0.1, "at_round": 3}}, 3)
+    assert once is not None and once[0] == [0.0, 0.0, 0.0, 0.1] and "once, after round 3" in once[1]
+    assert _epsilon_by_round({"epsilon_spent": {"total": 0.1, "at_round": 0}}, 2)[0] == [0.1, 0.1, 0.1]
+    assert _epsilon_by_round({"epsilon_per_user_epoch": 2.5}, 0) is None
+    assert _epsilon_by_round({"epsilon_per_user_epoch": True, "epsilon_spent": "x"}, 3) is None
+
+
+def test_a_cut_error_axis_keeps_the_bulk_readable() -> None:
+    from fedrecsim.report import _interpolate, _is_cdf
+
+    assert _interpolate([0.0, 0.5, 1.0], [0.0, 1.0, 3.0], 0.75) == pytest.approx(2.0)
+    assert _interpolate([0.0, 1.0], [1.0, 2.0], 1.0) == 2.0
+    assert _is_cdf({"quantiles": [0.0, 1.0], "values": [0.0, 1.0]})
+    assert not _is_cdf({"quantiles": [0.0, 1.0], "values": [0.0, None]}) and not _is_cdf({"quantiles": [0.0], "values": [1.0]})

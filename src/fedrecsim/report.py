@@ -4,8 +4,10 @@
 inside a result folder, whose contents `fedrecsim.output` keeps to the files a run writes):
 
 - a run folder: bytes sent and received per role (bars), the distribution of bytes per user (histogram),
-  bytes and online users per round (lines), every per-round metric, and for protocols whose privacy
-  accounting gives a per-epoch epsilon the epsilon spent by each round (basic composition, as accounted);
+  bytes and online users per round (lines), every per-round metric, the prediction-error CDF of a
+  protocol that records its errors' distribution (``distributions`` in result.json: dpmf, Hua et al.'s
+  Fig. 7 shape), and for protocols with privacy accounting the epsilon spent by each round: per epoch,
+  composed (ldp_implicit's ``epsilon_per_user_epoch``), or once (dpmf's ``epsilon_spent``);
 - a sweep folder: every measured quantity of ``summary.csv`` against each grid parameter, one line per
   value of the other parameters, with the 95% confidence band over seeds.
 
@@ -190,10 +192,78 @@ def _run_plots(document: Mapping[str, Any], folder: Path, figure_type: Any) -> l
     names = [name for name in dict.fromkeys(key for row in rounds for key in row) if name != "round"]
     if names:
         plots.append(("Metrics per round", _metrics_per_round(rounds, names, folder, figure_type)))
-    per_epoch = document["privacy"].get("epsilon_per_user_epoch")
-    if isinstance(per_epoch, (int, float)) and not isinstance(per_epoch, bool) and document["rounds_completed"]:
-        plots.append(("Privacy spent per round", _epsilon(per_epoch, document["rounds_completed"], folder, figure_type)))
+    cdfs = {name: value for name, value in document.get("distributions", {}).items() if _is_cdf(value)}
+    if cdfs:
+        plots.append(("Prediction error CDF", _error_cdf(cdfs, folder, figure_type)))
+    spent = _epsilon_by_round(document["privacy"], document["rounds_completed"])
+    if spent is not None:
+        plots.append(("Privacy spent per round", _epsilon(*spent, folder, figure_type)))
     return plots
+
+
+def _is_cdf(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("quantiles"), list)
+        and isinstance(value.get("values"), list)
+        and len(value["quantiles"]) == len(value["values"]) >= 2
+        and None not in value["values"]
+    )
+
+
+def _error_cdf(cdfs: Mapping[str, Mapping[str, Any]], folder: Path, figure_type: Any) -> str:
+    """Each distribution's CDF: the fraction of ratings (y) whose absolute error is at most x."""
+    figure = figure_type(layout="constrained", figsize=_SIZE)
+    axes = figure.subplots()
+    units = sorted({str(cdf.get("unit", "")) for cdf in cdfs.values()})
+    for name, cdf in cdfs.items():
+        style = "--" if name.startswith("baseline") else ":" if name.endswith("test") else "-"
+        axes.plot(cdf["values"], [100 * q for q in cdf["quantiles"]], style, marker=".", label=cdf.get("of", name))
+    # The largest errors would squeeze the curves against the axis: cut at the 95th percentile, and say so.
+    cut = max(_interpolate(cdf["quantiles"], cdf["values"], 0.95) for cdf in cdfs.values())
+    largest = max(cdf["values"][-1] for cdf in cdfs.values())
+    if largest > 1.5 * cut > 0:
+        axes.set_xlim(0, 1.1 * cut)
+        axes.annotate(f"axis cut at the 95th percentile;\nthe largest error is {largest:,.4g}", (0.98, 0.45),
+                      xycoords="axes fraction", ha="right", fontsize=8, color="0.3")
+    else:
+        axes.set_xlim(left=0)
+    axes.set_xlabel(f"absolute prediction error ({', '.join(units) or 'value units'})")
+    axes.set_ylabel("ratings with at most this error (%)")
+    axes.set_ylim(0, 100)
+    axes.grid(alpha=0.3)
+    axes.set_title("Prediction error CDF (cf. Hua et al., Fig. 7)")
+    axes.legend(fontsize=7, loc="lower right")
+    return _save(figure, folder, "error_cdf.png")
+
+
+def _interpolate(quantiles: Sequence[float], values: Sequence[float], at: float) -> float:
+    """The ``at``-quantile, linearly interpolated between the recorded ones."""
+    for (q0, v0), (q1, v1) in zip(zip(quantiles, values), zip(quantiles[1:], values[1:])):
+        if q0 <= at <= q1:
+            return v0 if q1 == q0 else v0 + (v1 - v0) * (at - q0) / (q1 - q0)
+    return values[-1]
+
+
+def _epsilon_by_round(privacy: Mapping[str, Any], rounds: int) -> tuple[list[float], str, str] | None:
+    """Cumulative epsilon after each round 0..R, how it is accounted, and of what; None without accounting.
+
+    ``epsilon_per_user_epoch`` (ldp_implicit): spent every epoch, composed additively (basic composition).
+    ``epsilon_spent`` (dpmf): ``total`` spent once, at round ``at_round``, and never again.
+    """
+    if not rounds:
+        return None
+    per_epoch = privacy.get("epsilon_per_user_epoch")
+    if isinstance(per_epoch, (int, float)) and not isinstance(per_epoch, bool):
+        cumulative = [per_epoch * index for index in range(rounds + 1)]
+        return cumulative, f"{per_epoch:g} per epoch, basic composition", "epsilon spent per user (cumulative)"
+    spent = privacy.get("epsilon_spent")
+    if isinstance(spent, Mapping) and isinstance(spent.get("total"), (int, float)) and isinstance(spent.get("at_round"), int):
+        total, at = spent["total"], spent["at_round"]
+        where = "before round 1" if at == 0 else f"after round {at}"
+        cumulative = [total if index >= at else 0.0 for index in range(rounds + 1)]
+        return cumulative, f"{total:g} once, {where}; iterations do not compose", "epsilon of the published V (cumulative)"
+    return None
 
 
 def _bytes_per_role(document: Mapping[str, Any], folder: Path, figure_type: Any) -> str:
@@ -259,14 +329,18 @@ def _metrics_per_round(rounds: Sequence[Mapping[str, Any]], names: Sequence[str]
     return _save(figure, folder, "metrics_per_round.png")
 
 
-def _epsilon(per_epoch: float, rounds: int, folder: Path, figure_type: Any) -> str:
+def _epsilon(cumulative: Sequence[float], how: str, of: str, folder: Path, figure_type: Any) -> str:
+    from matplotlib.ticker import MaxNLocator  # matplotlib is there: _figure_type checked it
+
     figure = figure_type(layout="constrained", figsize=_SIZE)
     axes = figure.subplots()
-    axes.plot(range(rounds + 1), [per_epoch * index for index in range(rounds + 1)], marker="." if rounds < 30 else None)
-    axes.set_xlabel("round (epoch)")
-    axes.set_ylabel("epsilon spent per user (cumulative)")
-    axes.set_title(f"Privacy: {per_epoch:g} per epoch, basic composition")
-    axes.set_ylim(bottom=0)
+    rounds = len(cumulative) - 1
+    axes.plot(range(rounds + 1), cumulative, drawstyle="steps-post", marker="." if rounds < 30 else None)
+    axes.set_xlabel("round (0: set-up)")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylabel(of)
+    axes.set_title(f"Privacy: {how}", fontsize=10)
+    axes.set_ylim(0, max(cumulative) * 1.1 or 1.0)
     return _save(figure, folder, "epsilon_per_round.png")
 
 

@@ -387,6 +387,7 @@ def _result_document(
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],
         "privacy": _plain(outcome.privacy, "privacy", nonfinite),
+        "distributions": _plain(outcome.distributions, "distributions", nonfinite),
         "paper_figures": [
             _plain(dataclasses.asdict(figure), f"paper_figures[{position}]", nonfinite)
             for position, figure in enumerate(outcome.paper_figures)

@@ -111,7 +111,9 @@ class Outcome:
     ``baselines`` maps a final metric to the final metric holding its non-private baseline (e.g.
     ``{"err_mean": "baseline_err_mean"}``), so a summary can show the two side by side;
     ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's;
-    ``warnings`` say what the run did not do that its user will have expected (e.g. no report released).
+    ``warnings`` say what the run did not do that its user will have expected (e.g. no report released);
+    ``distributions`` hold compact distributions for the report, each ``{"of": what, "unit": unit,
+    "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors).
     """
 
     rounds_completed: int
@@ -122,6 +124,7 @@ class Outcome:
     paper_figures: list[PaperFigure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     invariants: list[InvariantMonitor] = field(default_factory=list)
+    distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
 
 

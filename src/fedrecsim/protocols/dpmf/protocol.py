@@ -60,7 +60,12 @@ ConfigError naming the rings that would do; ``privacy.ring`` reports the ring us
 **Privacy report** (``privacy``): eps, Delta, the mechanism, b, the eta and rho~ measurements, the ring,
 and ``known_leaks``: the rated-item sets, and that the recommender knows H (it draws H_j; H_j(t) of rho~
 is public), so the noise it sees is Gaussian given H and eps-DP against the recommender does not hold
-as the paper states (``eps_dp_against_recommender: false``).
+as the paper states (``eps_dp_against_recommender: false``); ``epsilon_spent``: eps is spent once, when eta is
+fixed (round 0 in S2/S3, the publication after the last round in S1), not per iteration (`_epsilon_spent`).
+
+**Distributions** (``distributions`` in result.json, for the report's CDF): the absolute prediction errors
+of this run and of its baseline over the training ratings, and of this run over the test ratings, each as
+its 0%, 5%, ..., 100% quantiles (`central.error_distribution`).
 
 Per round (S2/S3): ``selected``, ``participants`` (contributors), ``missing``, ``items_updated``, ``eta_skipped``,
 ``rho_short``/``rho_scale_min`` (see `monitors`), and the bytes of the iteration: ``user_down_max_b`` and
@@ -89,7 +94,7 @@ from ...mechanisms.laplace import laplace_scale
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
-from .central import accuracy, refit_items, replay, train_baseline, train_error
+from .central import accuracy, error_distribution, refit_items, replay, train_baseline, train_error
 from .config import DPMFConfig
 from .headroom import ITEM_NORM_BOUND, Headroom, aggregate_headroom, check_ring
 from .monitors import Verifier
@@ -147,7 +152,7 @@ def _user_data(ctx: RunContext) -> list[tuple[Party, np.ndarray, np.ndarray]]:
     ]
 
 
-def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
+def _privacy(config: DPMFConfig, public: PublicParameters, rounds: int) -> dict[str, Any]:
     delta = public.delta
     privacy: dict[str, Any] = {
         "scenario": config.scenario,
@@ -162,9 +167,26 @@ def _privacy(config: DPMFConfig, public: PublicParameters) -> dict[str, Any]:
     }
     if config.scenario != "S1":
         privacy["eps_dp_against_recommender"] = False
+    privacy["epsilon_spent"] = _epsilon_spent(config, rounds)
     if config.mechanism == "theorem1":
         privacy["theorem1_norm_gamma"] = {"shape": config.d, "scale": 2.0 * delta / config.epsilon}
     return privacy
+
+
+def _epsilon_spent(config: DPMFConfig, rounds: int) -> dict[str, Any]:
+    """When the run spends its budget: objective perturbation spends eps once, for the whole training.
+
+    The noise eta is fixed once -- S1 draws it to publish V after the last iteration; S2 and S3 fix it
+    before iteration 1 (noise setup, pre-sharing) -- and every iteration optimizes the same perturbed
+    objective (6), so iterations do not compose: the paper's guarantee is eps for the published V, not eps
+    per iteration (rho~ is fresh noise against the difference attack, not accounted budget).
+    """
+    return {
+        "total": config.epsilon,
+        "at_round": rounds if config.scenario == "S1" else 0,
+        "composition": "none: objective perturbation (eta fixed once; every iteration optimizes objective (6))",
+        "against": "whoever sees V without H" + ("" if config.scenario == "S1" else "; not the recommender (known_leaks)"),
+    }
 
 
 def _headroom(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Headroom:
@@ -240,7 +262,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
     final["participants"] = float(len(recommender.uploads))
     rounds[-1].update(final)
-    privacy = _privacy(config, public)
+    privacy = _privacy(config, public, ctx.rounds)
     eta = recommender.eta if recommender.eta is not None else np.zeros(0)
     rated = np.bincount(held_ratings.items, minlength=public.n_items) > 0
     privacy["eta"] = {
@@ -257,9 +279,23 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
         "eta": recommender.eta,
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
+    distributions = _error_distributions(recommender.user_factors, published, base_u, noiseless, ctx)
     return Outcome(
-        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
+        distributions=distributions,
     )
+
+
+def _error_distributions(U: np.ndarray, V: np.ndarray, base_u: np.ndarray, base_v: np.ndarray, ctx: RunContext) -> dict[str, Any]:
+    """The absolute prediction errors' CDFs (Hua et al.'s Fig. 7): this run's and its baseline's over the
+    training ratings (the paper's measure), and this run's over the test ratings."""
+    distributions = {
+        "abs_error_train": error_distribution(U, V, ctx.train, "this run, training ratings"),
+        "baseline_abs_error_train": error_distribution(base_u, base_v, ctx.train, "non-private baseline, training ratings"),
+    }
+    if len(ctx.test):
+        distributions["abs_error_test"] = error_distribution(U, V, ctx.test, "this run, test ratings")
+    return distributions
 
 
 # --------------------------------------------------------------------------- S2, S3
@@ -396,7 +432,7 @@ def _private_outcome(
         replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
         final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
         final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
-    privacy = _privacy(config, public)
+    privacy = _privacy(config, public, ctx.rounds)
     noised = recommender.eta_whole
     privacy["eta"] = {
         "items_noised": int(noised.sum()),
@@ -428,6 +464,7 @@ def _private_outcome(
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
         paper_figures=_communication_figures(config, public, rounds), invariants=invariants, state=state,
+        distributions=_error_distributions(_user_factors(users), recommender.item_factors, base_u, base_v, ctx),
     )
 
 
