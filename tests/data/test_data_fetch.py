@@ -10,9 +10,12 @@ import dataclasses
 import hashlib
 import io
 import json
+import re
 import socket
+import struct
 import tarfile
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,12 +69,14 @@ class Server:
     """Serves ``routes[path] = (body, declared_length)``; records the paths asked for.
 
     A declared length of -1 sends the body as one chunk of chunked transfer encoding, cut off before
-    the chunk ends (a declared length > the body's is the same fault without chunks).
+    the chunk ends (a declared length > the body's is the same fault without chunks); -2 sends the body
+    and then nothing until `release` is set; -3 resets the connection after the headers.
     """
 
     def __init__(self) -> None:
         self.routes: dict[str, tuple[bytes, int]] = {}
         self.requests: list[str] = []
+        self.release = threading.Event()
         served = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,6 +88,17 @@ class Server:
                 body, declared = served.routes[self.path]
                 self.send_response(200)
                 self.close_connection = True
+                if declared in (-2, -3):
+                    self.send_header("Content-Length", str(len(body) + 1000))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    if declared == -2:
+                        served.release.wait(10)
+                        return
+                    time.sleep(0.2)  # the client is waiting in read() when the reset comes
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    return
                 if declared < 0:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
@@ -114,6 +130,7 @@ def server() -> Iterator[Server]:
     try:
         yield serving
     finally:
+        serving.release.set()
         serving.httpd.shutdown()
         serving.httpd.server_close()
         serving.thread.join()
@@ -176,6 +193,61 @@ def test_files_beside_the_ratings_are_found_in_the_fetched_copy_too(server, home
     assert result.result["scenario"]["data"]["path"] == ""
 
 
+def test_while_downloading_the_data_home_holds_only_hidden_temporary_paths(server, tmp_path) -> None:
+    home = tmp_path / "a" / "b"  # made with its parents
+    seen: list[list[str]] = []
+    url = server.serve("/ml-100k.zip", ML100K)
+    fetch("movielens-100k", accept_licence=True, url=url, home=home, sha256=ML100K_SHA256,
+          progress=lambda *_: seen.append(sorted(path.name for path in home.iterdir())))
+    assert seen
+    for names in seen:  # tempfile's random part: eight letters, digits or underscores
+        assert sorted(re.sub(r"^\.movielens-100k-\w{8}\.", ".movielens-100k-*.", name) for name in names) == [
+            ".movielens-100k-*.download", ".movielens-100k-*.unpack",
+        ]
+    assert sorted(path.name for path in home.iterdir()) == ["movielens-100k"]
+    assert (home / "movielens-100k" / FETCH_RECORD).read_text() == (
+        "{\n"
+        '  "name": "movielens-100k",\n'
+        f'  "url": "{url}",\n'
+        f'  "sha256": "{ML100K_SHA256}",\n'
+        f'  "size": {len(ML100K)},\n'
+        '  "verified": true\n'
+        "}\n"
+    )
+
+
+def test_a_concurrent_fetch_that_finished_first_wins(server, home) -> None:
+    def other_fetch_finishes(*_: object) -> None:
+        folder = home / "movielens-100k" / "ml-100k"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "u.data").write_text("1\t1\t5\t0\n")
+
+    url = server.serve("/ml-100k.zip", ML100K)
+    fetched = fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256, progress=other_fetch_finishes)
+    assert (fetched.path, fetched.downloaded, fetched.sha256) == (home / "movielens-100k" / "ml-100k", False, "")
+    assert contents(home) == ["movielens-100k", "movielens-100k/ml-100k", "movielens-100k/ml-100k/u.data"]
+    assert len(load("movielens-100k", "")) == 1
+
+
+def test_a_folder_put_in_the_way_during_the_download_is_never_touched(server, home) -> None:
+    def someone_makes_a_folder(*_: object) -> None:
+        (home / "movielens-100k").mkdir(exist_ok=True)
+        (home / "movielens-100k" / "mine.txt").write_text("mine")
+
+    url = server.serve("/ml-100k.zip", ML100K)
+    with pytest.raises(DatasetError, match="exists but holds no ml-100k/u.data; move it away to fetch movielens-100k"):
+        fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256, progress=someone_makes_a_folder)
+    assert contents(home) == ["movielens-100k", "movielens-100k/mine.txt"]
+
+
+def test_fetching_again_into_a_given_home_downloads_nothing(server, tmp_path) -> None:
+    url = server.serve("/ml-100k.zip", ML100K)
+    fetch("movielens-100k", accept_licence=True, url=url, home=tmp_path, sha256=ML100K_SHA256)
+    again = fetch("movielens-100k", accept_licence=True, url=url, home=tmp_path, sha256=ML100K_SHA256)
+    assert (again.downloaded, again.sha256) == (False, ML100K_SHA256)
+    assert server.requests == ["/ml-100k.zip"]
+
+
 def test_fetching_again_downloads_nothing_and_reports_the_recorded_archive(server, home) -> None:
     url = server.serve("/ml-100k.zip", ML100K)
     fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256)
@@ -217,6 +289,22 @@ def test_a_chunked_download_cut_off_mid_chunk_leaves_nothing(server, home) -> No
     assert contents(home) == []
 
 
+def test_a_server_that_stops_sending_times_out_and_leaves_nothing(server, home) -> None:
+    url = server.serve("/ml-100k.zip", b"x" * 70_000, declared=-2)
+    with pytest.raises(DatasetError) as caught:
+        fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256, timeout_s=0.3)
+    assert str(caught.value) == f"{url}: no data for 0.3 s after 65,536 bytes; try again later"
+    assert contents(home) == []
+
+
+def test_a_connection_reset_mid_download_leaves_nothing(server, home) -> None:
+    url = server.serve("/ml-100k.zip", b"", declared=-3)
+    with pytest.raises(DatasetError) as caught:
+        fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256)
+    assert str(caught.value) == f"{url}: the download broke off after 0 bytes: Connection reset by peer"
+    assert contents(home) == []
+
+
 def closed_port_url() -> str:
     """An address on a port that was free a moment ago: nothing listens there."""
     with socket.socket() as probe:
@@ -248,13 +336,14 @@ def test_an_address_urllib_cannot_open_is_named(home) -> None:
 @pytest.mark.parametrize("body, problem", [
     (b"this is no archive", "the download is neither a zip nor a tar archive"),
     (zip_archive({"ml-100k/u.item": "1|x\n"}), "the archive holds no ml-100k/u.data"),
-    (tar_archive({"../escape/u.data": "1\t1\t5\t0\n"}), "cannot unpack the archive: "),
+    (tar_archive({"../escape/u.data": "1\t1\t5\t0\n"}),
+     "cannot unpack the archive: '../escape/u.data' would be extracted to '.*', which is outside the destination$"),
 ])
 def test_an_archive_that_does_not_unpack_to_the_loaders_file_leaves_nothing(server, home, body, problem) -> None:
     url = server.serve("/archive", body)
     with pytest.raises(DatasetError) as caught:
         fetch("movielens-100k", accept_licence=True, url=url, sha256=hashlib.sha256(body).hexdigest())
-    assert str(caught.value).startswith(f"{url}: {problem}")
+    assert re.match(re.escape(f"{url}: ") + problem, str(caught.value))
     assert contents(home) == []
     assert not (home.parent / "escape").exists()
 
@@ -353,16 +442,37 @@ def test_a_local_copy_by_file_url(tmp_path) -> None:
     assert fetched.downloaded and fetched.verified
 
 
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drawn(stream: io.StringIO) -> list[str]:
+    return stream.getvalue().split("\r")[1:]
+
+
 def test_the_download_progress_line() -> None:
-    stream = io.StringIO()
-    bar = DownloadProgress(stream, redraw_every_s=3600)
-    bar(1_000_000, 4_000_000)
+    stream, clock = io.StringIO(), Clock()
+    bar = DownloadProgress(stream, redraw_every_s=0.5, clock=clock)
+    bar(1_050_000, 4_000_000)  # the first call draws
+    clock.now += 0.25
     bar(2_000_000, 4_000_000)  # within the redraw interval: not drawn
+    clock.now += 0.25
+    bar(3_900_000, 4_000_000)  # exactly the interval since the last draw: drawn
+    clock.now += 0.125
     bar(4_000_000, 4_000_000)  # the last one always is
-    drawn = stream.getvalue().split("\r")[1:]
-    assert [line.split("  ")[0] for line in drawn] == [
-        "[#######.......................] 1.0 / 4.0 MB",
-        "[##############################] 4.0 / 4.0 MB",
+    clock.now += 0.125
+    bar(5_000_000, 4_000_000)  # more than announced: the bar stays full
+    assert drawn(stream) == [
+        "[#######.......................] 1.1 / 4.0 MB  0.0s",
+        "[#############################.] 3.9 / 4.0 MB  0.5s",
+        "[##############################] 4.0 / 4.0 MB  0.6s",
+        "[##############################] 5.0 / 4.0 MB  0.8s",
     ]
     bar.close()
     assert stream.getvalue().endswith("\n")
@@ -370,13 +480,24 @@ def test_the_download_progress_line() -> None:
     assert stream.getvalue().count("\n") == 1
 
 
-def test_the_download_progress_without_a_total() -> None:
+def test_the_download_progress_of_a_total_that_is_not_exactly_in_megabytes() -> None:
     stream = io.StringIO()
-    bar = DownloadProgress(stream, redraw_every_s=0)
-    bar(2_500_000, None)
-    bar(2_600_000, 0)
-    assert [line.split("  ")[0] for line in stream.getvalue().split("\r")[1:]] == ["2.5 MB", "2.6 MB"]
-    assert DownloadProgress(stream).redraw_every_s == 0.1
+    DownloadProgress(stream, clock=Clock())(550_000, 1_050_000)
+    assert drawn(stream) == ["[###############...............] 0.6 / 1.1 MB  0.0s"]
+
+
+def test_the_download_progress_without_a_total() -> None:
+    stream, clock = io.StringIO(), Clock()
+    bar = DownloadProgress(stream, clock=clock)
+    bar(1_050_000, None)
+    clock.now += 1
+    bar(2_650_000, 0)
+    assert drawn(stream) == ["1.1 MB  0.0s", "2.6 MB  1.0s"]
+
+
+def test_the_download_progress_defaults_to_a_tenth_of_a_second_on_the_real_clock() -> None:
+    bar = DownloadProgress(io.StringIO())
+    assert bar.redraw_every_s == 0.1 and bar.clock is time.perf_counter
 
 
 def test_nothing_drawn_nothing_closed() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from fedrecsim.data import (
     registry_text,
     resolve_path,
 )
+from fedrecsim.data.registry import _megabytes
 from fedrecsim.errors import ConfigError
 
 
@@ -90,6 +92,7 @@ def test_dataset_by_name_or_as_given() -> None:
     ({"XDG_CACHE_HOME": "/xdg", "HOME": "/h"}, "darwin", "/h/Library/Caches/fedrecsim"),
     ({"LOCALAPPDATA": "/l", "HOME": "/h"}, "win32", "/l/fedrecsim/Cache"),
     ({"LOCALAPPDATA": "", "HOME": "/h"}, "win32", "/h/AppData/Local/fedrecsim/Cache"),
+    ({"HOME": "/h"}, "win32", "/h/AppData/Local/fedrecsim/Cache"),
 ])
 def test_the_data_home(environ, platform, expected, monkeypatch) -> None:
     monkeypatch.setenv("HOME", "/elsewhere")
@@ -104,6 +107,8 @@ def test_the_data_home_defaults_to_this_process(monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", "/from/xdg")
     assert data_home(platform="linux") == Path("/from/xdg/fedrecsim")
     assert data_home({}, "linux") == Path.home() / ".cache" / "fedrecsim"
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert data_home({"HOME": "/h"}) == Path("/h/Library/Caches/fedrecsim")
 
 
 def test_install_folder_and_fetched_path(tmp_path, monkeypatch) -> None:
@@ -193,6 +198,10 @@ def test_dataset_text_of_an_entry_without_published_digest_or_size(tmp_path, mon
         "  sha256       none published: fetch needs --sha256 HEX or --no-verify",
     ]
     assert lines[-1].endswith(f"into {tmp_path / 'movielens-1m'}")
+
+
+def test_sizes_in_megabytes() -> None:
+    assert (_megabytes(1_050_000), _megabytes(999), _megabytes(None)) == ("1.1 MB", "0.0 MB", "?")
 
 
 def test_a_dataset_is_a_plain_frozen_record() -> None:

@@ -1,13 +1,14 @@
 """`fetch`: download a registered data set into the data home, verify it, unpack it, all or nothing.
 
 The steps, each inside the data home so that the last one is an atomic rename on one file system:
-download into a hidden temporary file (``.NAME-*.download``) while hashing it, refuse a download
-shorter than its ``Content-Length``, compare the SHA-256 with the expected one, unpack into a hidden
-temporary folder (``.NAME-*.unpack``), check that the loader's file is there, and rename the folder to
-``<data home>/NAME``. Whatever fails -- an unreachable host, a broken-off download, a checksum mismatch,
-an archive that does not unpack -- raises `DatasetError` naming the address and the reason, after the
-temporary file and folder were removed: the data home holds either the complete data set or nothing of
-this attempt.
+make a hidden temporary folder (``.NAME-*.unpack``) and file (``.NAME-*.download``), download into the
+file while hashing it, refuse a download shorter than its ``Content-Length``, compare the SHA-256 with
+the expected one, unpack into the folder, check that the loader's file is there, and rename the folder
+to ``<data home>/NAME``. Whatever fails -- an unreachable host, a broken-off download, a checksum
+mismatch, an archive that does not unpack -- raises `DatasetError` naming the address and the reason,
+after the temporary file and folder were removed: the data home holds either the complete data set or
+nothing of this attempt. (A fetch killed outright leaves its hidden temporary paths behind; they are
+never read, and can be deleted.)
 
 The expected SHA-256 is the registry's, or ``sha256=`` (``--sha256 HEX``) where the caller knows better
 (a registry entry without a published digest needs it, or ``verify=False``). ``url=`` (``--url``) fetches
@@ -115,10 +116,38 @@ def fetch(
     except OSError as error:
         raise DatasetError(root, f"cannot create the data folder: {error.strerror or error}") from error
     source = entry.url if url is None else url
-    download = unpacked = None
+    unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
     try:
-        handle, download_name = tempfile.mkstemp(prefix=f".{entry.name}-", suffix=".download", dir=root)
-        download = Path(download_name)
+        digest, size = _download_and_unpack(entry, source, expected, unpacked, progress, timeout_s)
+        record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
+        (unpacked / FETCH_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        target = install_folder(entry, root)
+        try:
+            unpacked.rename(target)
+        except OSError as error:
+            # Another fetch of the same data set may have finished first: then keep its copy, discard ours.
+            other = _installed(entry, root)
+            if other is None:
+                raise DatasetError(target, f"cannot move the data set into place: {_reason(error)}") from error
+            return other
+        return Fetched(entry.name, target / entry.folder, digest, size, expected is not None, True)
+    finally:
+        # Once renamed into place the temporary folder no longer exists, and this removes nothing.
+        shutil.rmtree(unpacked, ignore_errors=True)
+
+
+def _download_and_unpack(
+    entry: Dataset,
+    source: str,
+    expected: str | None,
+    unpacked: Path,
+    progress: ProgressCallback | None,
+    timeout_s: float,
+) -> tuple[str, int]:
+    """Download ``source`` beside ``unpacked``, check its digest, unpack it there; its SHA-256 and size."""
+    handle, download_name = tempfile.mkstemp(prefix=f".{entry.name}-", suffix=".download", dir=unpacked.parent)
+    download = Path(download_name)
+    try:
         with os.fdopen(handle, "wb") as sink:
             digest, size = _download(source, sink, progress, timeout_s)
         if expected is not None and digest != expected:
@@ -126,27 +155,12 @@ def fetch(
                 source,
                 f"SHA-256 mismatch: expected {expected}, got {digest} ({size:,} bytes); the download was discarded",
             )
-        unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
         _unpack(source, download, unpacked)
-        if not (unpacked / entry.folder / entry.required).is_file():
-            raise DatasetError(source, f"the archive holds no {entry.folder}/{entry.required}")
-        record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
-        (unpacked / FETCH_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        target = install_folder(entry, root)
-        try:
-            unpacked.rename(target)
-        except OSError:
-            # Another fetch of the same data set finished first: keep its copy, discard ours.
-            if _installed(entry, root) is None:
-                raise
-        else:
-            unpacked = None
-        return Fetched(entry.name, target / entry.folder, digest, size, expected is not None, True)
     finally:
-        if download is not None:
-            download.unlink(missing_ok=True)
-        if unpacked is not None:
-            shutil.rmtree(unpacked, ignore_errors=True)
+        download.unlink()
+    if not (unpacked / entry.folder / entry.required).is_file():
+        raise DatasetError(source, f"the archive holds no {entry.folder}/{entry.required}")
+    return digest, size
 
 
 def _expected_digest(entry: Dataset, sha256: str | None, verify: bool) -> str | None:
@@ -223,9 +237,10 @@ def _content_length(value: str | None) -> int | None:
 
 
 def _reason(reason: object) -> str:
+    """An error's words for a one-line message: an OS error's ``strerror`` without its number and path."""
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror
-    return str(reason) or type(reason).__name__
+    return str(reason)
 
 
 def _unpack(url: str, archive: Path, into: Path) -> None:
@@ -247,17 +262,21 @@ def _unpack(url: str, archive: Path, into: Path) -> None:
 class DownloadProgress:
     """A one-line byte counter for a terminal: ``[####....] 1.2 / 4.9 MB  0.8s``, at most ten draws a second.
 
-    Called like a `ProgressCallback`; `close` ends its line. Draw it only on a terminal.
+    Called like a `ProgressCallback`; `close` ends its line. Draw it only on a terminal. ``clock`` gives
+    the seconds it shows (tests pass their own).
     """
 
-    def __init__(self, stream: TextIO, redraw_every_s: float = 0.1) -> None:
+    def __init__(
+        self, stream: TextIO, redraw_every_s: float = 0.1, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.stream = stream
         self.redraw_every_s = redraw_every_s
-        self.started = time.perf_counter()
+        self.clock = clock
+        self.started = clock()
         self.last_drawn_s: float | None = None
 
     def __call__(self, received: int, total: int | None) -> None:
-        elapsed = time.perf_counter() - self.started
+        elapsed = self.clock() - self.started
         done = total is not None and received >= total
         if self.last_drawn_s is not None and elapsed - self.last_drawn_s < self.redraw_every_s and not done:
             return
