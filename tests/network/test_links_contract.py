@@ -154,3 +154,32 @@ def test_lognormal_parameters_are_checked_by_name_and_stored_as_floats() -> None
     model = LogNormal(1, 0)
     assert (type(model.median_s), type(model.sigma)) == (float, float)
     assert Links(1, LinkSpec(model)).transit(user(0), SERVER, 0, 2.0) == 3.0  # sigma 0: always the median
+
+
+def test_link_parameters_are_checked_by_name_and_stored_as_floats() -> None:
+    spec = LinkSpec(Constant(1), bandwidth_bps=8000, loss=0)
+    assert [type(value) for value in (spec.latency.seconds, spec.bandwidth_bps, spec.loss)] == [float, float, float]
+    cases = [
+        (lambda: LinkSpec(latency=0.05), "network.latency", "must be a latency model (Constant, Uniform, ...), got 0.05"),
+        (lambda: LinkSpec(bandwidth_bps="fast"), "network.bandwidth_bps", "must be a number, got 'fast'"),
+        (lambda: LinkSpec(loss="x"), "network.loss", "must be a number, got 'x'"),
+    ]
+    for build, key_path, problem in cases:
+        with pytest.raises(ConfigError) as caught:
+            build()
+        assert (caught.value.key_path, caught.value.problem) == (key_path, problem)
+
+
+@pytest.mark.parametrize(("seed", "text"), [(True, "True"), (1.5, "1.5"), ("3", "'3'"), (-1, "-1")])
+def test_a_seed_must_be_a_non_negative_integer(seed: object, text: str) -> None:
+    with pytest.raises(TypeError, match=f"^seed must be a non-negative integer, got {re.escape(text)}$"):
+        Links(seed, LinkSpec())  # type: ignore[arg-type]
+
+
+def test_role_pair_overrides_must_be_link_specs() -> None:
+    from fedrecsim.network.party import Role
+
+    with pytest.raises(TypeError, match=re.escape("by_roles[(<Role.USER: 'user'>, <Role.SERVER: 'server'>)] must be a LinkSpec, got 0.1")):
+        Links(0, LinkSpec(), {(Role.USER, Role.SERVER): 0.1})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match=re.escape("default must be a LinkSpec, got 0.1")):
+        Links(0, 0.1)  # type: ignore[arg-type]
