@@ -416,7 +416,7 @@ def test_a_folder_in_the_way_is_never_touched(server, home) -> None:
 
 def test_a_data_home_that_cannot_be_created_is_named(tmp_path) -> None:
     (tmp_path / "file").write_text("")
-    with pytest.raises(DatasetError, match=r"file/home: cannot create the data folder: Not a directory$"):
+    with pytest.raises(DatasetError, match=r"file/home: cannot write in the data folder: Not a directory$"):
         fetch("movielens-100k", accept_licence=True, home=tmp_path / "file" / "home", sha256="0" * 64)
 
 

@@ -113,10 +113,10 @@ def fetch(
         return found
     try:
         root.mkdir(parents=True, exist_ok=True)
+        unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
     except OSError as error:
-        raise DatasetError(root, f"cannot create the data folder: {error.strerror or error}") from error
+        raise DatasetError(root, f"cannot write in the data folder: {_reason(error)}") from error
     source = entry.url if url is None else url
-    unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
     try:
         digest, size = _download_and_unpack(entry, source, expected, unpacked, progress, timeout_s)
         record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
