@@ -13,6 +13,7 @@ import json
 import re
 import socket
 import struct
+import sys
 import tarfile
 import threading
 import time
@@ -618,3 +619,22 @@ def test_cli_unknown_data_set(capsys) -> None:
     assert capsys.readouterr().err == (
         "fedrecsim: error: data.source: no registered data set 'netflix'; registered: movielens-100k, movielens-1m\n"
     )
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_cli_draws_the_progress_bar_on_a_terminal_only_unless_quiet(server, home, monkeypatch, capsys, quiet) -> None:
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    url = server.serve("/ml-100k.zip", ML100K)
+    assert main(["data", "fetch", "movielens-100k", "--accept-licence", "--url", url, "--no-verify"]
+                + ["--quiet"] * quiet) == 0
+    if quiet:
+        assert terminal.getvalue() == ""
+    else:
+        assert terminal.getvalue().startswith("\r[##############################] 0.0 / 0.0 MB  ")
+        assert terminal.getvalue().endswith("s\n")
