@@ -37,6 +37,7 @@ _BUILT_IN = {
     "dpmf": "fedrecsim.protocols.dpmf.protocol:PROTOCOL",
     "ldp_implicit": "fedrecsim.protocols.ldp_implicit.protocol:PROTOCOL",
     "prototypes": "fedrecsim.protocols.prototypes.protocol:PROTOCOL",
+    "secagg": "fedrecsim.protocols.secagg.protocol:PROTOCOL",
 }
 
 

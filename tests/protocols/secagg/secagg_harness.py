@@ -32,7 +32,7 @@ class SummingUser(User):
         self.crash_at = crash_at
         self.contribution = None
 
-    def _crash(self, stage: Stage) -> bool:
+    def _crash(self, session: int, stage: Stage) -> bool:
         if stage is self.crash_at:
             self.network.detach(self.party)
             return True

@@ -117,7 +117,7 @@ async def participate(
     *,
     deadline: float,
     ideal: IdealSum | None = None,
-    crash: Callable[[Stage], bool] | None = None,
+    crash: Callable[[int, Stage], bool] | None = None,
 ) -> Contribution:
     """Take part, as ``actor``, in the next session the server sets up, with input ``x``.
 
@@ -127,8 +127,9 @@ async def participate(
         params: the session's parameters, as the server's (``ideal`` must agree with it).
         deadline: the virtual time after which the user stops waiting for the server.
         ideal: the ideal functionality, in ideal mode (``params.ideal``).
-        crash: called before the user sends its message of each stage; True means the user has just
-            crashed (the callback detached it, e.g. ``User.crashes_in``) and it sends nothing more.
+        crash: called with the session id and the stage before the user sends its message of each stage;
+            True means the user has just crashed (the callback detached it, e.g. ``User.crashes_in``) and
+            it sends nothing more.
 
     Raises:
         ProtocolViolation: the server sent what the protocol does not allow (a length or ring other than
@@ -139,7 +140,7 @@ async def participate(
     completed: list[Stage] = []
 
     def crashed(stage: Stage) -> bool:
-        return crash is not None and crash(stage)
+        return crash is not None and crash(session, stage)
 
     setups = actor.drain(Setup)
     try:

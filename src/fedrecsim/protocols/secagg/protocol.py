@@ -1,0 +1,170 @@
+"""The stand-alone ``secagg`` protocol: one secure aggregation per round, checked against ground truth.
+
+Each user holds a vector of ``length`` reals, uniform in [-1, 1], drawn from its own seeded stream
+(``Stream.PROTOCOL``, 0, its index) and fixed for the run; it encodes them in Z_{2^bits} with ``frac_bits``
+fractional bits (`fedrecsim.mechanisms.ring.Ring`). Each round the server securely sums the vectors of
+its online members (session id = round). A user the scenario's mid-round dropout picks crashes at one
+of the four stages, drawn uniformly from a stream of its own (``Stream.PROTOCOL``, 1, its index), so
+that real and ideal mode crash the same users at the same stages.
+
+Metrics per round: ``participants`` (|U3|, whose inputs are in the sum), ``u0`` .. ``u5`` (users at the
+start and after each stage: AdvertiseKeys U1, ShareKeys U2, MaskedInputCollection U3, Unmasking U5),
+``aborted`` (1 when too few remained; the stage is in ``warnings``), ``max_abs_error`` (the decoded sum
+against the exact real sum of the U3 users' values, which only the simulator knows: fixed-point rounding,
+at most |U3| 2^-(frac_bits+1)), ``wrong_words`` (ring words where the sum differs from the sum of the
+encoded inputs: 0 means the masks cancelled exactly), ``threshold`` and ``degree``. Final metrics add
+``user_sent_bytes`` / ``user_recv_bytes`` (mean per user per round over the users) and ``server_sent_bytes``
+/ ``server_recv_bytes`` (per round).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import trio
+
+from ...actors.server import Server
+from ...actors.user import User
+from ...config import param
+from ...errors import ConfigError, SecAggAborted
+from ...invariants import InvariantMonitor
+from ...mechanisms.ring import Ring
+from ...network.party import SERVER, Party, Role
+from ...seeding import Stream
+from ..runtime import Outcome, ProtocolSpec, RunContext
+from .ideal import IdealSum
+from .params import SecAggParams, Stage
+from .roles import aggregate, participate
+
+_STAGES = tuple(Stage)
+
+
+@dataclass(frozen=True)
+class SecAggConfig:
+    mode: Literal["real", "ideal"] = param("real", doc="real: the cryptography | ideal: same bytes, the sum computed directly")
+    graph: Literal["complete", "sparse"] = param("complete", doc="complete: Bonawitz et al. 2017 | sparse: SecAgg+ (Bell et al. 2020)")
+    neighbours: int = param(0, ge=0, doc="sparse: the degree k; 0 = 2 ceil(log2 n)")
+    threshold: float = param(0.5, ge=0, lt=1, doc="t = floor(threshold (k + 1)) + 1 shares of a neighbourhood of k + 1")
+    length: int = param(1000, ge=1, doc="values in each user's vector")
+    bits: Literal[32, 64] = param(32, doc="the ring Z_{2^bits} the vectors are summed in")
+    frac_bits: int = param(16, ge=1, doc="fixed-point fractional bits of the encoding")
+    stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
+
+
+class SecAggUser(User):
+    """Holds its vector; takes part in each round's session; may crash at a stage it draws."""
+
+    def __init__(self, party, network, rng, values: np.ndarray, params: SecAggParams, ideal: IdealSum | None, stage_rng: np.random.Generator) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.stage_rng = stage_rng  # apart from ``rng``, which real mode's keys consume and ideal mode's do not
+        self.values = values
+        self.encoded, _ = params.ring.encode(values)
+        self.params = params
+        self.ideal = ideal
+        self._crash_stage: Stage | None = None
+
+    def _crash(self, session: int, stage: Stage) -> bool:
+        if stage is Stage.ADVERTISE_KEYS:
+            self._crash_stage = _STAGES[int(self.stage_rng.integers(len(_STAGES)))]
+        return stage is self._crash_stage and self.crashes_in(session)
+
+    async def run(self) -> None:
+        while True:
+            contribution = await participate(
+                self, self.encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash
+            )
+            if contribution.outcome == "crashed" or contribution.session is None:
+                return
+            await self.compute()
+
+
+def _params(config: SecAggConfig) -> SecAggParams:
+    if config.frac_bits >= config.bits - 1:
+        raise ConfigError("protocol.frac_bits", f"must be < bits - 1 = {config.bits - 1}, got {config.frac_bits}")
+    return SecAggParams(
+        ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
+        threshold=config.threshold, ideal=config.mode == "ideal", stage_timeout_s=config.stage_timeout_s,
+    )
+
+
+async def run(ctx: RunContext) -> Outcome:
+    config: SecAggConfig = ctx.config
+    params = _params(config)
+    ring = params.ring
+    ideal = IdealSum() if params.ideal else None
+    users = {}
+    for index in range(ctx.train.n_users):
+        party = Party(Role.USER, index)
+        values = ctx.rng(Stream.PROTOCOL, 0, index).uniform(-1.0, 1.0, config.length)
+        users[party] = SecAggUser(
+            party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, index), values, params, ideal,
+            stage_rng=ctx.rng(Stream.PROTOCOL, 1, index),
+        )
+    server = Server(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0))
+    ctx.network.attach(SERVER)
+    cancel = InvariantMonitor("masks_cancel", "the unmasked sum equals the encoded inputs of U3 summed in the ring")
+    timing, rounds, warnings = ctx.scenario.run, [], []
+    last = None
+    async with ctx.population(users).open() as population:
+        await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(1, ctx.rounds + 1):
+            population.begin_round(round_index)
+            server.update_membership()
+            members = sorted(server.members)
+            row: dict[str, float] = {"round": round_index, "u0": len(members)}
+            try:
+                result = await aggregate(
+                    server, members, config.length, params, session=round_index,
+                    deadline=trio.current_time() + timing.round_timeout_s, ideal=ideal,
+                )
+            except SecAggAborted as aborted:
+                warnings.append(f"round {round_index}: {aborted}")
+                row.update({"participants": 0, "aborted": 1})
+            else:
+                last = result
+                truth = np.zeros(config.length, dtype=ring.dtype)
+                exact = np.zeros(config.length)
+                for party in result.survivors:  # the simulator is omniscient: it reads the users' inputs
+                    truth = ring.add(truth, users[party].encoded)
+                    exact += users[party].values
+                wrong = int(np.count_nonzero(result.total != truth))
+                cancel.check(wrong == 0, f"round {round_index}: {wrong} words off")
+                row.update({"participants": len(result.survivors), "aborted": 0})
+                row.update({f"u{number}": len(result.stages[stage]) for number, stage in zip((1, 2, 3, 5), _STAGES)})
+                row.update({
+                    "max_abs_error": float(np.max(np.abs(ring.decode(result.total) - exact))) if result.survivors else 0.0,
+                    "wrong_words": wrong, "threshold": result.threshold, "degree": result.degree,
+                })
+            rounds.append(row)
+            population.end_round(round_index)
+            ctx.progress(round_index)
+            await ctx.network.sleep(timing.round_gap_s)
+    ledger = ctx.network.ledger
+    user_counters = [ledger.party(party) for party in users]
+    completed = max(len(rounds), 1)
+    final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
+    final.update({
+        "rounds_aborted": sum(row["aborted"] for row in rounds),
+        "user_sent_bytes": sum(c["sent_bytes"] for c in user_counters) / max(len(users), 1) / completed,
+        "user_recv_bytes": sum(c["recv_bytes"] for c in user_counters) / max(len(users), 1) / completed,
+        "server_sent_bytes": ledger.party(SERVER)["sent_bytes"] / completed,
+        "server_recv_bytes": ledger.party(SERVER)["recv_bytes"] / completed,
+    })
+    privacy = {
+        "mechanism": "SecAgg+ (Bell et al. 2020)" if config.graph == "sparse" else "secure aggregation (Bonawitz et al. 2017)",
+        "mode": config.mode,
+        "server_learns": "each round, the sum of the inputs of the users in U3 and which users completed each stage; "
+        "nothing about a single input, if the server follows the protocol and fewer than t users collude with it",
+        "threshold": last.threshold if last else None,
+        "degree": last.degree if last else None,
+        "adversary": "honest-but-curious server (ConsistencyCheck of the active variant omitted)",
+    }
+    if config.mode == "ideal":
+        privacy["note"] = "ideal mode: bytes as in real mode, the sum computed by the ideal functionality"
+    state = {"sum": last.total if last else None, "params": params}
+    return Outcome(len(rounds), rounds, final, privacy=privacy, invariants=[cancel], warnings=warnings, state=state)
+
+
+PROTOCOL = ProtocolSpec("secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)")
