@@ -194,8 +194,20 @@ def test_a_calibration_times_its_rounds_and_measures_their_traffic() -> None:
     assert calibration.virtual_round_s == pytest.approx(1.0, abs=0.5)
     assert calibration.per_round.roles["user"]["sent_msgs"] == 40 and calibration.setup.roles["user"]["sent_msgs"] == 80
     assert calibration.online == 40
-    # More calibration rounds than the run has: the run's own rounds.
+    # More calibration rounds than the run has: the run's own rounds; fewer than two: two (one to time);
+    # a one-round run: that round, untimed.
     assert inspect_scenario(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 2}}), calibration_rounds=5).calibration.rounds == 2
+    assert inspect_scenario(parse_scenario(FCF), calibration_rounds=1).calibration.rounds == 2
+    single = inspect_scenario(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 1}}), calibration_rounds=3).calibration
+    assert single.rounds == 1 and single.round_s == 0 and single.setup.roles == {}
+    assert single.per_round.roles["user"]["sent_msgs"] == 40 + 80  # its one round, set-up included
+
+
+def test_a_calibration_times_rounds_that_measure_metrics_apart() -> None:
+    """eval_every = 3: of the calibration's rounds 2 and 3, round 3 (and the last) measures metrics."""
+    calibration = inspect_scenario(parse_scenario({**FCF, "protocol": {"d": 4, "eval_every": 3}}), calibration_rounds=3).calibration
+    assert calibration.round_s > 0 and 0 <= calibration.evaluation_s < 1.0
+    assert calibration.virtual_round_s == pytest.approx(1.0, abs=0.5) and calibration.first_s < 30
 
 
 def test_the_text_shows_the_resolved_scenario_parties_traffic_and_time() -> None:
@@ -234,3 +246,70 @@ def test_byte_and_duration_units() -> None:
         "0 B", "1,023 B", "1.0 KiB", "1.5 KiB", "1.0 MiB", "5.0 GiB"
     ]
     assert [_duration(value) for value in (59.94, 60, 3599, 3600, 5400)] == ["59.9 s", "1.0 min", "60.0 min", "1.0 h", "1.5 h"]
+
+
+def test_the_traffic_and_time_text_in_full() -> None:
+    """Every figure of a byte-exact plan (S2, everyone online) as printed, and a calibration's lines."""
+    import dataclasses
+
+    inspection = inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0)
+    text = inspection_text(inspection)
+    assert text[text.index("data:"):] == """\
+data: 40 users, 60 items, 900 training and 100 test entries
+parties: user 40, server 1, third_party 1
+online: 40 at the start, 40.0 per round on average; 0.00 joins and 0.00 leaves per round (always: every user online)
+
+traffic per round (from the protocol's traffic plan: sizes from the wire codec, exact):
+  role               sent msgs      sent bytes       recv msgs      recv bytes
+  server                  41.0        62.8 KiB            41.0         7.4 KiB
+  third_party              1.0         2.2 KiB            41.0        34.0 KiB
+  user                    80.0        38.9 KiB            40.0        62.6 KiB
+  all                    122.0       104.0 KiB                                
+  per kind (per round):
+    dpmf.item_vectors                 server -> user             40.00 msgs     62.6 KiB (1.6 KiB each, exact)
+    dpmf.contribution                   user -> third_party      40.00 msgs     33.8 KiB (866 B each, exact)
+    dpmf.item_request                   user -> server           40.00 msgs      5.1 KiB (131 B each, exact)
+    dpmf.aggregate               third_party -> server            1.00 msgs      2.2 KiB (2.2 KiB each, exact)
+    dpmf.roster                       server -> third_party       1.00 msgs        160 B (160 B each, exact)
+set-up (round 0): 120.0 msgs, 39.8 KiB
+whole run (3 rounds):
+  server                 163.0       222.1 KiB           203.0        28.1 KiB
+  third_party              3.0         6.7 KiB           123.0       102.0 KiB
+  user                   320.0       122.9 KiB           160.0       221.6 KiB
+  assumes: every served user asks to be served again right after it contributed
+
+time: not estimated (calibration skipped)"""
+    measured = Traffic({"user": {"sent_msgs": 12.5, "sent_bytes": 3 * 2**20, "recv_msgs": 1.0, "recv_bytes": 5.0}})
+    timed = dataclasses.replace(inspection, calibration=_calibration(online=39.5, per_round=measured))
+    text = inspection_text(timed)
+    assert text[text.index("calibration:"):] == (
+        "calibration: 3 rounds at full size (nothing scaled): first round (with data and set-up) 2.00 s, then 0.500 s "
+        "per round (+0.250 s when metrics are measured), 1.00 s after the last; 4.00 virtual s per round\n"
+        "  measured per round: 12.5 msgs, 3.0 MiB, 39.5 online\n"
+        "time: about 4.5 s for 3 rounds (extrapolated from the calibration; about 12.0 s of virtual time)"
+    )
+    text = inspection_text(dataclasses.replace(inspection, calibration=_calibration(evaluation_s=0.0, first_s=100.0)))
+    assert "then 0.500 s per round, 1.00 s after the last" in text and "time: about 1.7 min for 3 rounds" in text
+
+
+def test_a_measured_estimate_lists_no_kinds_and_a_plan_skips_empty_flows() -> None:
+    text = inspection_text(inspect_scenario(parse_scenario(FCF), calibration_rounds=2))
+    assert "traffic per round (as measured in the calibration run):" in text and "per kind" not in text
+    assert "\n  user                    40.0" in text and "\n  all                     80.0" in text
+    assert "core.join" not in inspection_text(inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0))
+
+
+def test_the_resolved_scenario_is_toml() -> None:
+    import tomllib
+
+    from fedrecsim.inspect import _literal, _toml_lines
+
+    assert [_literal(value) for value in (True, False, "é\"x", [1, "a"], (), {}, {"a": 1, "b": [2.5]}, 3, 0.5)] == [
+        "true", "false", '"é\\"x"', '[1, "a"]', "[]", "{}", "{ a = 1, b = [2.5] }", "3", "0.5"
+    ]
+    table = parse_scenario(DPMF_S3_CHURN).to_table()
+    lines = _toml_lines(table)
+    parsed = tomllib.loads("\n".join(line for line in lines if not line.startswith("#")))
+    unset = {key for section in table.values() for key, value in section.items() if value is None}
+    assert parsed == {name: {k: v for k, v in section.items() if v is not None} for name, section in table.items()}
+    assert unset and all(line.startswith("# unset: ") for line in lines if line.startswith("#"))
