@@ -313,3 +313,30 @@ def test_the_resolved_scenario_is_toml() -> None:
     unset = {key for section in table.values() for key, value in section.items() if value is None}
     assert parsed == {name: {k: v for k, v in section.items() if v is not None} for name, section in table.items()}
     assert unset and all(line.startswith("# unset: ") for line in lines if line.startswith("#"))
+
+
+def test_a_calibration_splits_set_up_rounds_evaluations_and_tail(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake timer read at the start, after each of 3 rounds and at the end: 0, 5, 7, 10, 11.5 s."""
+    import types
+
+    from fedrecsim.inspect import calibrate
+
+    readings = iter([0.0, 5.0, 7.0, 10.0, 11.5])
+    monkeypatch.setattr("fedrecsim.inspect.time", types.SimpleNamespace(perf_counter=lambda: next(readings)))
+    # eval_every = 3: round 2 does not measure metrics (2 s), round 3 does (3 s).
+    calibration = calibrate(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 9}, "protocol": {"d": 4, "eval_every": 3}}), 3)
+    assert (calibration.rounds, calibration.first_s, calibration.round_s, calibration.evaluation_s, calibration.tail_s) == (
+        3, 5.0, 2.0, 1.0, 1.5
+    )
+    assert 1.0 < calibration.virtual_round_s < 1.5 and calibration.online == 40  # 1 s between rounds, plus latency
+    assert calibration.setup.roles == {
+        "server": {"sent_msgs": 0.0, "sent_bytes": 0.0, "recv_msgs": 80.0, "recv_bytes": calibration.setup.roles["server"]["recv_bytes"]},
+        "user": {"sent_msgs": 80.0, "sent_bytes": calibration.setup.roles["user"]["sent_bytes"], "recv_msgs": 0.0, "recv_bytes": 0.0},
+    }
+    assert calibration.per_round.roles["server"]["sent_msgs"] == 40 and calibration.per_round.roles["server"]["recv_msgs"] == 40
+    ledger = _ledger({**FCF, "run": {**FCF["run"], "rounds": 3}})
+    assert calibration.per_round.roles["user"]["sent_bytes"] * 3 + calibration.setup.roles["user"]["sent_bytes"] == ledger["roles"]["user"]["sent_bytes"]
+    # Every round measuring metrics (eval_every = 1): no split, the rounds' mean; 9 rounds projected.
+    readings = iter([0.0, 5.0, 7.0, 10.0, 11.5])
+    every = calibrate(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 9}}), 3)
+    assert (every.round_s, every.evaluation_s) == (2.5, 0.0) and every.projected_s(9, 8) == pytest.approx(5 + 8 * 2.5 + 1.5)
