@@ -564,3 +564,19 @@ def test_a_single_field_and_a_fieldless_message_encode_their_fields() -> None:
     assert encode(USER, SERVER, 0.0, m.Empty()) == _reference(USER, SERVER, 0.0, "test.fields_empty", [])
     assert encode(USER, SERVER, 0.0, m.One(5)) == _reference(USER, SERVER, 0.0, "test.fields_one", [5])
     assert encode(USER, SERVER, 0.0, m.Pair(5, "b")) == _reference(USER, SERVER, 0.0, LONG_KIND, [5, "b"])
+
+
+def test_a_tuple_of_tuples_names_its_element_type_in_errors() -> None:
+    @message("test.fields_nested")
+    @dataclass(frozen=True)
+    class Nested:
+        rows: tuple[tuple[int, ...], ...]
+        maybe_rows: tuple[tuple[int, ...] | None, ...]
+
+    body = Nested(((1, 2), ()), ((3,), None))
+    for decoder in (decode, decode_trusted):
+        assert decoder(encode(USER, SERVER, 0.0, body)).body == body
+    with pytest.raises(WireError, match=_exactly("test.fields_nested.rows: expected a tuple of tuple[int, ...], got int")):
+        encode(USER, SERVER, 0.0, Nested(5, ()))
+    with pytest.raises(WireError, match=_exactly("test.fields_nested.maybe_rows: expected a tuple of tuple[int, ...] | None, got int")):
+        encode(USER, SERVER, 0.0, Nested((), 5))
