@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import io
 import json
 import re
@@ -217,17 +218,21 @@ def test_while_downloading_the_data_home_holds_only_hidden_temporary_paths(serve
     )
 
 
-def test_a_concurrent_fetch_that_finished_first_wins(server, home) -> None:
+def test_a_concurrent_fetch_that_finished_first_wins(server, tmp_path) -> None:
+    home = tmp_path / "not-the-data-home"
+
     def other_fetch_finishes(*_: object) -> None:
         folder = home / "movielens-100k" / "ml-100k"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "u.data").write_text("1\t1\t5\t0\n")
 
     url = server.serve("/ml-100k.zip", ML100K)
-    fetched = fetch("movielens-100k", accept_licence=True, url=url, sha256=ML100K_SHA256, progress=other_fetch_finishes)
+    fetched = fetch(
+        "movielens-100k", accept_licence=True, home=home, url=url, sha256=ML100K_SHA256, progress=other_fetch_finishes
+    )
     assert (fetched.path, fetched.downloaded, fetched.sha256) == (home / "movielens-100k" / "ml-100k", False, "")
     assert contents(home) == ["movielens-100k", "movielens-100k/ml-100k", "movielens-100k/ml-100k/u.data"]
-    assert len(load("movielens-100k", "")) == 1
+    assert len(load("movielens-100k", fetched.path)) == 1
 
 
 def test_a_folder_put_in_the_way_during_the_download_is_never_touched(server, home) -> None:
@@ -374,13 +379,20 @@ def test_an_entry_without_a_published_digest_needs_one_or_no_verify(server, home
     unpublished = dataclasses.replace(DATASETS["movielens-100k"], sha256=None, url=url)
     with pytest.raises(DatasetError) as caught:
         fetch(unpublished, accept_licence=True)
-    assert str(caught.value).startswith("movielens-100k: no SHA-256 of its archive is published")
-    assert "--sha256 HEX" in str(caught.value) and "--no-verify" in str(caught.value)
+    assert str(caught.value) == (
+        "movielens-100k: no SHA-256 of its archive is published, so the download cannot be verified; give the "
+        "digest you trust with --sha256 HEX (sha256=), or fetch it unverified with --no-verify (verify=False), "
+        "which prints the digest of what was downloaded"
+    )
     assert server.requests == [] and not home.exists()
 
     unverified = fetch(unpublished, accept_licence=True, verify=False)
     assert (unverified.sha256, unverified.verified, unverified.downloaded) == (ML100K_SHA256, False, True)
     assert json.loads((home / "movielens-100k" / FETCH_RECORD).read_text())["verified"] is False
+
+
+def test_a_minute_without_data_is_a_timeout_by_default() -> None:
+    assert inspect.signature(fetch).parameters["timeout_s"].default == 60.0
 
 
 def test_no_verify_ignores_even_a_given_digest(server, tmp_path) -> None:
@@ -465,7 +477,9 @@ def test_the_download_progress_line() -> None:
     bar(2_000_000, 4_000_000)  # within the redraw interval: not drawn
     clock.now += 0.25
     bar(3_900_000, 4_000_000)  # exactly the interval since the last draw: drawn
-    clock.now += 0.125
+    clock.now += 0.0625
+    bar(3_950_000, 4_000_000)  # the interval counts from that draw again: not drawn
+    clock.now += 0.0625
     bar(4_000_000, 4_000_000)  # the last one always is
     clock.now += 0.125
     bar(5_000_000, 4_000_000)  # more than announced: the bar stays full
