@@ -123,7 +123,7 @@ def write_100k(folder: Path, lines: list[str]) -> Path:
 
 
 def test_zip_silos_follow_the_first_digit_and_anything_else_goes_to_silo_ten(tmp_path: Path) -> None:
-    zips = ["02139", "10001", "T8H1N", "99504", "55414", "", " 4", "5-", "E2A4Y"]
+    zips = ["02139", "10001", "T8H1N", "99504", "55414", "", " 4", "5-", "X2A4Y"]
     folder = write_100k(tmp_path / "ml", [f"{user}|30|M|engineer|{code}" for user, code in enumerate(zips, 1)])
     labels = silo_assignment(Spec(source="movielens-100k", path=str(folder), silo_partition="zip"), users_only(9), 0)
     # " 4" is stripped to "4"; "" and letters are non-numeric.
@@ -150,8 +150,16 @@ def test_movielens_1m_users_dat_is_read_with_its_double_colon_separator(tmp_path
 def test_a_missing_user_file_is_a_dataset_error_naming_the_file(tmp_path: Path) -> None:
     folder = tmp_path / "empty"
     folder.mkdir()
-    with pytest.raises(DatasetError, match=f"^{re.escape(str(folder / 'u.user'))}: cannot read the user file a zip partition needs: "):
+    message = f"{folder / 'u.user'}: cannot read the user file a zip partition needs: No such file or directory"
+    with pytest.raises(DatasetError, match=f"^{re.escape(message)}$"):
         zip_partition("movielens-100k", folder, users_only(2))
+
+
+def test_bytes_that_are_not_utf8_are_replaced_not_fatal(tmp_path: Path) -> None:
+    folder = tmp_path / "ml"
+    folder.mkdir()
+    (folder / "u.user").write_bytes(b"1|30|M|\xe9tudiant|02139\n2|25|F|caf\xe9|T8H1N\n")
+    np.testing.assert_array_equal(zip_partition("movielens-100k", folder, users_only(2)), [0, NON_NUMERIC_ZIP_SILO])
 
 
 def test_a_line_with_too_few_fields_is_a_dataset_error_naming_the_line(tmp_path: Path) -> None:
