@@ -340,3 +340,67 @@ def test_a_calibration_splits_set_up_rounds_evaluations_and_tail(monkeypatch: py
     readings = iter([0.0, 5.0, 7.0, 10.0, 11.5])
     every = calibrate(parse_scenario({**FCF, "run": {**FCF["run"], "rounds": 9}}), 3)
     assert (every.round_s, every.evaluation_s) == (2.5, 0.0) and every.projected_s(9, 8) == pytest.approx(5 + 8 * 2.5 + 1.5)
+
+
+def test_availability_notes_edge_cases_and_the_calibrated_round_length() -> None:
+    bernoulli = expected_availability(_scenario({"model": "bernoulli", "p_join": 0.1, "p_leave": 0.1, "initial_online": 0.5}), 4000)
+    assert bernoulli.note == f"bernoulli: {bernoulli.initial:.0f} online at the start, tending to 50.0% of 4000"
+    # No churn at all: whoever starts online stays.
+    frozen = expected_availability(_scenario({"model": "bernoulli", "p_join": 0.0, "p_leave": 0.0, "initial_online": 0.5}), 400)
+    assert frozen.online == frozen.initial and (frozen.joins, frozen.leaves) == (0, 0)
+    nobody = expected_availability(_scenario({"model": "bernoulli", "p_join": 0.1, "p_leave": 0.3}), 0)
+    assert (nobody.initial, nobody.online, nobody.joins, nobody.leaves) == (0, 0, 0, 0)
+    markov = _scenario({"model": "markov", "mean_on_s": 300.0, "mean_off_s": 100.0})
+    default = expected_availability(markov, 100)  # a round of round_gap_s + round_timeout_s = 61 s
+    assert default.leaves == pytest.approx(75.0 * 61 / 300) and default.note.endswith("transitions over 61 virtual s per round")
+    assert default.note == "markov: stationary 75.0% online; transitions over 61 virtual s per round"
+    assert default.initial == len(markov.availability.churn().initial_online(0, [Party(Role.USER, i) for i in range(100)]))
+    # A round longer than a mean online period: every online user leaves once, no more.
+    assert expected_availability(markov, 100, round_s=900.0).leaves == pytest.approx(75.0)
+
+
+def test_inspect_passes_the_calibrated_round_length_to_the_availability_model() -> None:
+    table = {**FCF, "availability": {"model": "markov", "mean_on_s": 3600.0, "mean_off_s": 3600.0}}
+    inspection = inspect_scenario(parse_scenario(table), calibration_rounds=2)
+    length = inspection.calibration.virtual_round_s
+    assert inspection.availability.note.endswith(f"transitions over {length:g} virtual s per round")
+    assert inspection.parties == {"user": 40, "server": 1}  # no plan: the roles the calibration saw
+    assert inspection.calibration.online == pytest.approx(
+        sum(row["online"] for row in fedrecsim.run(parse_scenario({**table, "run": {**FCF["run"], "rounds": 2}})).result["ledger"]["per_round"][1:]) / 2
+    )
+    skipped = inspect_scenario(parse_scenario(FCF), calibration_rounds=0)
+    assert skipped.estimate.source == "none" and skipped.estimate.run_total().roles == {}
+    assert skipped.estimate.per_round.roles == {} and skipped.estimate.rounds == 4
+
+
+def test_a_protocol_without_eval_every_measures_metrics_every_round() -> None:
+    import types
+
+    from fedrecsim.inspect import _evaluates
+
+    bare = types.SimpleNamespace(protocol=object())
+    assert [_evaluates(bare, index, 5) for index in range(1, 6)] == [True] * 5
+    every_two = types.SimpleNamespace(protocol=types.SimpleNamespace(eval_every=2))
+    assert [_evaluates(every_two, index, 5) for index in range(1, 6)] == [False, True, False, True, True]
+
+
+def test_a_plan_keeps_its_set_up_flows_and_sees_the_test_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import fedrecsim.protocols.dpmf.protocol as dpmf
+    from fedrecsim.inspect import plan_estimate
+    from fedrecsim.protocols import TrafficPlan
+
+    flows = (Flow("a.x", Role.USER, Role.SERVER, 2, 20),)
+    estimate = plan_estimate(TrafficPlan({Role.USER: 2}, flows, (), ("none",)), 3)
+    assert estimate.setup_flows == flows and estimate.flows == () and estimate.exact and estimate.assumptions == ("none",)
+    seen = []
+
+    def spying(context: PlanContext) -> TrafficPlan:
+        seen.append(len(context.test))
+        return dpmf.PROTOCOL.plan(context)
+
+    spec = dataclasses.replace(dpmf.PROTOCOL, plan=spying)
+    monkeypatch.setattr("fedrecsim.inspect.protocol_spec", lambda name: spec)
+    inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0)
+    assert seen == [100]
