@@ -267,6 +267,7 @@ def test_only_bytes_like_input_is_decoded() -> None:
         (msgpack.packb({"a": 2}), "malformed envelope: expected an array [kind, src, dst, sent_at, fields...]"),
         (msgpack.packb(["test.bytes_scalar", 0, 1, 2, 0]), "malformed envelope: expected an array [kind, src, dst, sent_at, fields...]"),
         (msgpack.packb([5, 0, 1, 2, 0, 0.0]), "unknown message kind 5"),
+        (msgpack.packb([[1], 0, 1, 2, 0, 0.0]), "unknown message kind [1]"),  # unhashable: never looked up
         (msgpack.packb([b"test.bytes_scalar", 0, 1, 2, 0, 0.0], use_bin_type=True), "unknown message kind b'test.bytes_scalar'"),
         (msgpack.packb(["test.bytes_scalar", 0, -1, 2, 0, 0.0, 1, 0.5]), "test.bytes_scalar src: malformed party (0, -1)"),
         (msgpack.packb(["test.bytes_scalar", 0, 1, 9, 0, 0.0, 1, 0.5]), "test.bytes_scalar dst: unknown role code 9"),
