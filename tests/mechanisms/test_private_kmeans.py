@@ -191,12 +191,14 @@ def test_candidate_grids_are_randomly_shifted_cubes_of_side_two_radius() -> None
 
 def test_candidate_centers_split_the_budget_over_the_grids() -> None:
     """Two grids with eps = 2.4 (depth 1): each partition runs at eps 1.2, so eps' = 0.6 and the child
-    holding all 20 records is kept with the Laplace tail at gamma = 2 ln 20 / 0.6 (0.62 here); an empty
-    child with 0.5 / 20^2."""
+    holding all 6 records is kept with the Laplace tail at gamma = 2 ln 6 / 0.6 (about 0.51 here: 6 is
+    just above gamma); an empty child with 0.5 / 6^2. At eps 2.4 per grid it would be kept always."""
     rng = np.random.default_rng(31)
-    Y = np.zeros((20, 1))
+    Y = np.zeros((6, 1))
     level = 2.4 / 2 / 2
-    expected = 2 * (1 + laplace_keep(20, level, 2 * math.log(20) / level) + 0.5 / 400)
+    keep = laplace_keep(6, level, 2 * math.log(6) / level)
+    assert 0.45 < keep < 0.6
+    expected = 2 * (1 + keep + 0.5 / 36)
     sizes = [candidate_centers(rng, Y, 1.0, 2.4, 2, 1).shape[0] for _ in range(2000)]
     # sd of one size about 0.7; of the mean of 2000, 0.016.
     assert np.mean(sizes) == pytest.approx(expected, abs=0.07)
@@ -224,6 +226,7 @@ def test_clipped_loss_takes_each_records_nearest_chosen_center_capped_at_four_ra
     assert clipped_loss(distances, np.array([1]), 2.0) == pytest.approx(4 + 2 + 16 + 0.25)
     assert clipped_loss(distances, [0, 1], 10.0) == pytest.approx(33.25)
     assert clipped_loss(distances, [2, 0], 0.1) == 0.0
+    assert clipped_loss(distances, [0], 3.0) == pytest.approx(1 + 9 + 30 + 0.5)  # cap 36, not 4 * 3 * 2
 
 
 def test_record_losses_are_the_clipped_loss_on_the_original_sparse_records() -> None:
@@ -236,6 +239,8 @@ def test_record_losses_are_the_clipped_loss_on_the_original_sparse_records() -> 
         assert record_losses(X, centroids, radius) == pytest.approx(expected, rel=1e-12)
     # By hand at radius 2 (cap 16): rows 1, 1, min(33, 36) -> 16, min(2, 4) = 2.
     assert record_losses(X, centroids, 2.0) == pytest.approx(1 + 1 + 16 + 2)
+    # Records equal to a centroid cost exactly 0.
+    assert record_losses(X, dense[[0, 3]], 100.0) == pytest.approx(0 + 9 + 29 + 0)
 
 
 # ------------------------------------------------------------------ local swap (Algorithm 6)
@@ -453,7 +458,7 @@ def test_every_subroutine_gets_its_share_of_the_budget(monkeypatch, trials) -> N
     noise = NoiseSpy(monkeypatch)
     X = _records(80)
     params = PrototypeParams(k=3, s=5, bound=4.0, projection_dim=2, trials=trials, grids=2, swap_steps=4)
-    budget = PrototypeBudget(candidates=0.8, localswap=1.6, recovery=2.4, selection=0.6 if trials > 1 else 0.0,
+    budget = PrototypeBudget(candidates=40.0, localswap=1.6, recovery=2.4, selection=0.6 if trials > 1 else 0.0,
                              support_share=0.5, values_share=0.3)
     result = private_prototypes(np.random.default_rng(81), X, params, budget)
     per_cluster = 2.4 / trials / 2
@@ -464,7 +469,7 @@ def test_every_subroutine_gets_its_share_of_the_budget(monkeypatch, trials) -> N
     for (args, _), found in zip(candidates.calls, candidates.results, strict=True):
         _, Y, r, eps, grids, depth = args
         assert (r, grids, depth) == (radius, 2, partition_depth(60))
-        assert eps == pytest.approx(0.8 / trials)
+        assert eps == pytest.approx(40.0 / trials)
         assert Y.shape == (60, 2) and np.linalg.norm(Y, axis=1).max() <= radius + 1e-9
     for (args, _), found in zip(swaps.calls, candidates.results, strict=True):
         _, Y, C, k, eps, steps, r = args
@@ -473,7 +478,7 @@ def test_every_subroutine_gets_its_share_of_the_budget(monkeypatch, trials) -> N
     assert len(recoveries.calls) == 3 * trials
     assert result.trial in range(trials)
     chosen = result.trial
-    assert result.candidates == candidates.results[chosen].shape[0]
+    assert result.candidates == candidates.results[chosen].shape[0] > 2  # more than the two grids' roots
     np.testing.assert_array_equal(result.prototypes, np.stack(recoveries.results[3 * chosen : 3 * chosen + 3]))
     assert result.prototypes.shape == (3, 12) and result.cluster_sizes.sum() == 60
     # The cluster sums handed to the recovery are the sums of the records nearest each chosen center.
