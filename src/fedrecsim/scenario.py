@@ -75,13 +75,34 @@ def _file_name_problem(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class DataConfig:
-    source: Literal["synthetic", "movielens-100k", "movielens-1m", "npz"] = param(
-        "synthetic", doc="where the data comes from: the synthetic generator or a loader reading data.path"
+    source: Literal[
+        "synthetic",
+        "movielens-100k",
+        "movielens-1m",
+        "npz",
+        "lastfm",
+        "filmtrust",
+        "citeulike-a",
+        "lightgcn",
+        "gowalla",
+        "yelp2018",
+    ] = param(
+        "synthetic",
+        doc="where the data comes from: the synthetic generator or a loader reading data.path (lightgcn, gowalla, "
+        "yelp2018: LightGCN's train.txt; lastfm: hetrec-2011 user_artists.dat, play counts; filmtrust: ratings.txt; "
+        "citeulike-a: users.dat)",
     )
     path: str = param(
         "",
         doc="the file or folder a loader reads; relative paths are taken from the scenario file's folder; "
-        "empty for movielens-100k or movielens-1m: the copy fetched into the data home (fedrecsim data fetch NAME)",
+        "empty for a registered data set (fedrecsim data list): the copy fetched into the data home "
+        "(fedrecsim data fetch NAME)",
+    )
+    test_path: str = param(
+        "",
+        doc="a given held-out set in the same format as data.path, which replaces the split (split and "
+        "test_fraction are then unused); empty: the split makes one -- except that a LightGCN folder's "
+        "test.txt is its given held-out set",
     )
     feedback: Literal["explicit", "implicit", "counts"] = param(
         "explicit",
@@ -290,6 +311,7 @@ def apply_overrides(tables: dict[str, Any], overrides: Iterable[str]) -> dict[st
 # are taken from the file's folder.
 _PATH_KEYS = (
     ("data", "path"),
+    ("data", "test_path"),
     ("availability", "trace"),
     ("network", "latency", "file"),
     ("network", "links", "*", "latency", "file"),

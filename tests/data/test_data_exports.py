@@ -7,7 +7,7 @@ import importlib
 import fedrecsim.data
 
 MODULES = (
-    "fetch", "loaders", "metrics", "movielens", "npz", "poisson", "prepare", "ranking", "ratings", "registry", "silos",
+    "fetch", "formats", "loaders", "metrics", "movielens", "npz", "poisson", "prepare", "ranking", "ratings", "registry", "silos",
     "splits", "synthetic",
 )
 

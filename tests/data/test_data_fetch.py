@@ -631,7 +631,7 @@ def test_cli_a_scenario_naming_an_unfetched_data_set_says_how_to_fetch_it(home, 
 def test_cli_unknown_data_set(capsys) -> None:
     assert main(["data", "info", "netflix"]) == 2
     assert capsys.readouterr().err == (
-        "fedrecsim: error: data.source: no registered data set 'netflix'; registered: movielens-100k, movielens-1m\n"
+        "fedrecsim: error: data.source: no registered data set 'netflix'; registered: movielens-100k, movielens-1m, lastfm, filmtrust, citeulike-a, gowalla, yelp2018\n"
     )
 
 

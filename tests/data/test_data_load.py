@@ -13,7 +13,9 @@ from fedrecsim.errors import ConfigError
 
 
 def test_sources(tmp_path: Path) -> None:
-    assert SOURCES == ("movielens-100k", "movielens-1m", "npz")
+    assert SOURCES == (
+        "citeulike-a", "filmtrust", "gowalla", "lastfm", "lightgcn", "movielens-100k", "movielens-1m", "npz", "yelp2018"
+    )
     (tmp_path / "u.data").write_text("1\t1\t5\t0\n")
     (tmp_path / "ratings.dat").write_text("1::1::5::0\n2::1::4::0\n")
     scipy.sparse.save_npz(tmp_path / "m.npz", scipy.sparse.csr_matrix(np.eye(3)))
@@ -23,7 +25,7 @@ def test_sources(tmp_path: Path) -> None:
 
 
 def test_unknown_source_lists_the_allowed_ones() -> None:
-    with pytest.raises(ConfigError, match="allowed: movielens-100k, movielens-1m, npz") as caught:
+    with pytest.raises(ConfigError, match="allowed: citeulike-a, filmtrust, gowalla, lastfm, lightgcn, movielens-100k, movielens-1m, npz, yelp2018$") as caught:
         load("netflix", "x")
     assert caught.value.key_path == "data.source"
 

@@ -29,14 +29,20 @@ from fedrecsim.errors import ConfigError
 
 
 def test_the_registry_holds_exactly_the_data_sets_a_loader_reads() -> None:
-    # npz is a format, not a data set; Last.fm, FilmTrust, citeulike-a, Gowalla and Yelp2018 have no loader.
-    assert list(DATASETS) == ["movielens-100k", "movielens-1m"]
-    assert set(DATASETS) == set(SOURCES) - {"npz"}
+    # npz and lightgcn are formats, not data sets.
+    assert list(DATASETS) == ["movielens-100k", "movielens-1m", "lastfm", "filmtrust", "citeulike-a", "gowalla", "yelp2018"]
+    assert set(DATASETS) == set(SOURCES) - {"npz", "lightgcn"}
     for name, entry in DATASETS.items():
         assert entry.name == name
-        assert re.fullmatch(r"[0-9a-f]{64}", entry.sha256 or "")
-        assert entry.size and entry.size > 0
         assert all(url.startswith("https://") for url in (entry.url, entry.licence_url, entry.homepage))
+        assert entry.licence and entry.required
+        if entry.sha256 is None:  # LightGCN's plain files: nobody publishes a digest of them
+            assert entry.files == ("train.txt", "test.txt") and entry.checksum_source == "none published"
+        else:
+            assert re.fullmatch(r"[0-9a-f]{64}", entry.sha256) and not entry.files
+    for name in ("movielens-100k", "movielens-1m"):
+        entry = DATASETS[name]
+        assert entry.size and entry.size > 0
         assert "no redistribution" in entry.licence and "tensorflow/datasets" in entry.checksum_source
 
 
@@ -79,7 +85,10 @@ def test_dataset_by_name_or_as_given() -> None:
         with pytest.raises(ConfigError) as caught:
             dataset(unknown)  # type: ignore[arg-type]
         assert caught.value.key_path == "data.source"
-        assert caught.value.problem == f"no registered data set {unknown!r}; registered: movielens-100k, movielens-1m"
+        assert caught.value.problem == (
+            f"no registered data set {unknown!r}; registered: movielens-100k, movielens-1m, lastfm, filmtrust, "
+            "citeulike-a, gowalla, yelp2018"
+        )
 
 
 @pytest.mark.parametrize("environ, platform, expected", [
@@ -156,6 +165,12 @@ def test_registry_text(tmp_path) -> None:
         "name              size  fetched  title",
         "movielens-100k  4.9 MB  no       MovieLens 100K (943 users, 1,682 movies, 100,000 ratings 1-5)",
         "movielens-1m    5.9 MB  yes      MovieLens 1M (6,040 users, 3,706 movies, 1,000,209 ratings 1-5)",
+        "lastfm               ?  no       Last.fm hetrec-2011 (1,892 users, 17,632 artists, 92,834 play counts)",
+        "filmtrust            ?  no       FilmTrust (1,508 users, 2,071 movies, about 35,500 ratings 0.5-4)",
+        "citeulike-a          ?  no       citeulike-a (5,551 users, 16,980 articles, 204,986 implicit entries)",
+        "gowalla              ?  no       Gowalla, LightGCN split (29,858 users, 40,981 places, 810,128 train + 217,242 test)",
+        "yelp2018             ?  no       Yelp2018, LightGCN split (31,668 users, 38,048 businesses, 1,237,259 train + "
+        "324,147 test)",
         f"data home: {tmp_path} (set FEDRECSIM_DATA to use another folder)",
     ]
 
@@ -208,5 +223,5 @@ def test_a_dataset_is_a_plain_frozen_record() -> None:
     fields = [field.name for field in dataclasses.fields(Dataset)]
     assert fields == [
         "name", "title", "url", "sha256", "size", "checksum_source", "licence", "licence_url", "homepage", "folder",
-        "required",
+        "required", "files",
     ]

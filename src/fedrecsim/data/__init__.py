@@ -7,7 +7,17 @@ file and line).
 """
 
 from fedrecsim.data.fetch import FETCH_RECORD, DownloadProgress, Fetched, ProgressCallback, fetch, licence_text
-from fedrecsim.data.loaders import SOURCES, load
+from fedrecsim.data.formats import (
+    FILMTRUST_RATING_RANGE,
+    IMPLICIT_RANGE,
+    LASTFM_HEADER,
+    lightgcn_test_file,
+    load_citeulike,
+    load_filmtrust,
+    load_lastfm,
+    load_lightgcn,
+)
+from fedrecsim.data.loaders import SOURCES, load, load_with_test
 from fedrecsim.data.metrics import error_summary, hit_rate_at_k, mae, ndcg_at_k, recall_at_k, rmse
 from fedrecsim.data.movielens import MOVIELENS_RATING_RANGE, load_movielens_1m, load_movielens_100k
 from fedrecsim.data.npz import load_npz
@@ -62,7 +72,10 @@ __all__ = [
     "Dataset",
     "DownloadProgress",
     "FETCH_RECORD",
+    "FILMTRUST_RATING_RANGE",
     "Fetched",
+    "IMPLICIT_RANGE",
+    "LASTFM_HEADER",
     "MOVIELENS_RATING_RANGE",
     "NETFLIX_DENSITY",
     "NON_NUMERIC_ZIP_SILO",
@@ -86,10 +99,16 @@ __all__ = [
     "install_folder",
     "leave_one_out",
     "licence_text",
+    "lightgcn_test_file",
     "load",
+    "load_citeulike",
+    "load_filmtrust",
+    "load_lastfm",
+    "load_lightgcn",
     "load_movielens_100k",
     "load_movielens_1m",
     "load_npz",
+    "load_with_test",
     "mae",
     "movielens_100k_shape",
     "ndcg_at_k",

@@ -10,6 +10,10 @@ after the temporary file and folder were removed: the data home holds either the
 nothing of this attempt. (A fetch killed outright leaves its hidden temporary paths behind; they are
 never read, and can be deleted.)
 
+A data set published as plain files (`Dataset.files`, LightGCN's ``train.txt`` and ``test.txt``) is
+fetched the same way, file after file into the hidden folder, which is renamed into place only when
+all arrived; its digest is the SHA-256 of their ``sha256sum`` listing, so that one digest checks them all.
+
 The expected SHA-256 is the registry's, or ``sha256=`` (``--sha256 HEX``) where the caller knows better
 (a registry entry without a published digest needs it, or ``verify=False``). ``url=`` (``--url``) fetches
 the same archive from a mirror or a local ``file://`` copy -- and is how the tests serve their own
@@ -145,21 +149,61 @@ def _download_and_unpack(
     timeout_s: float,
 ) -> tuple[str, int]:
     """Download ``source`` beside ``unpacked``, check its digest, unpack it there; its SHA-256 and size."""
+    if entry.files:
+        digest, size = _download_files(entry, source, unpacked / entry.folder, progress, timeout_s)
+        _check_digest(source, expected, digest, size)
+    else:
+        digest, size = _download_archive(entry, source, expected, unpacked, progress, timeout_s)
+    if not (unpacked / entry.folder / entry.required).is_file():
+        raise DatasetError(source, f"the archive holds no {_reads(entry)}")
+    return digest, size
+
+
+def _download_files(
+    entry: Dataset, source: str, into: Path, progress: ProgressCallback | None, timeout_s: float
+) -> tuple[str, int]:
+    """Download each of ``entry.files`` from ``source/NAME`` into ``into``; their listing's SHA-256, total size."""
+    into.mkdir(parents=True, exist_ok=True)
+    listing = []
+    total = 0
+    for name in entry.files:
+        with open(into / name, "wb") as sink:
+            digest, size = _download(f"{source.rstrip('/')}/{name}", sink, progress, timeout_s)
+        listing.append(f"{digest}  {name}\n")
+        total += size
+    return sha256_hasher("".join(listing).encode("utf-8")).hexdigest(), total
+
+
+def _reads(entry: Dataset) -> str:
+    """The loader's file inside the installed folder, as a relative path."""
+    return f"{entry.folder}/{entry.required}".lstrip("/")
+
+
+def _check_digest(source: str, expected: str | None, digest: str, size: int) -> None:
+    if expected is not None and digest != expected:
+        raise DatasetError(
+            source,
+            f"SHA-256 mismatch: expected {expected}, got {digest} ({size:,} bytes); the download was discarded",
+        )
+
+
+def _download_archive(
+    entry: Dataset,
+    source: str,
+    expected: str | None,
+    unpacked: Path,
+    progress: ProgressCallback | None,
+    timeout_s: float,
+) -> tuple[str, int]:
     handle, download_name = tempfile.mkstemp(prefix=f".{entry.name}-", suffix=".download", dir=unpacked.parent)
     download = Path(download_name)
     try:
         with os.fdopen(handle, "wb") as sink:
             digest, size = _download(source, sink, progress, timeout_s)
-        if expected is not None and digest != expected:
-            raise DatasetError(
-                source,
-                f"SHA-256 mismatch: expected {expected}, got {digest} ({size:,} bytes); the download was discarded",
-            )
+        _check_digest(source, expected, digest, size)
         _unpack(source, download, unpacked)
     finally:
         download.unlink()
-    if not (unpacked / entry.folder / entry.required).is_file():
-        raise DatasetError(source, f"the archive holds no {entry.folder}/{entry.required}")
     return digest, size
 
 
@@ -190,7 +234,7 @@ def _installed(entry: Dataset, root: Path) -> Fetched | None:
     if folder is None:
         if target.exists() or target.is_symlink():
             raise DatasetError(
-                target, f"exists but holds no {entry.folder}/{entry.required}; move it away to fetch {entry.name}"
+                target, f"exists but holds no {_reads(entry)}; move it away to fetch {entry.name}"
             )
         return None
     try:

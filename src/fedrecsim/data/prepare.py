@@ -2,7 +2,10 @@
 
 The steps, in order: generate (``source = "synthetic"``) or load the data; binarize it if asked; drop
 users and items below the interaction thresholds; keep the ``subsample_items`` most popular items and
-``subsample_users`` random users among those left (`subsample`); split. Generation, splitting and
+``subsample_users`` random users among those left (`subsample`); split. A given held-out set
+(``test_path``, or a LightGCN folder's ``test.txt``: `load_with_test`) replaces the split; it is
+binarized with the data, and the thresholds and subsampling, which would have to cut both sets alike,
+are refused with it. Generation, splitting and
 subsampling draw from separate streams of the run's seed (`Stream.DATA` with ids 0, 1 and 2), so
 changing the split never changes the data set it splits.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from fedrecsim.data.loaders import load
+from fedrecsim.data.loaders import load_with_test
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.data.poisson import synthetic_poisson
 from fedrecsim.data.splits import (
@@ -34,6 +37,7 @@ class DataSpec(Protocol):
 
     source: str
     path: str
+    test_path: str
     feedback: str
     users: int
     items: int
@@ -64,9 +68,11 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
         ConfigError: a key is out of range or names an unknown choice.
         DatasetError: a data file is missing or malformed.
     """
-    ratings = _ratings(spec, seed)
+    ratings, given_test = _ratings(spec, seed)
     if spec.binarize:
         ratings = ratings.binarize()
+    if given_test is not None:
+        return _with_given_test(spec, ratings, given_test)
     if spec.min_user_interactions or spec.min_item_interactions:
         ratings = filter_min_interactions(ratings, spec.min_user_interactions, spec.min_item_interactions)
     if spec.subsample_users or spec.subsample_items:
@@ -92,18 +98,39 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
     )
 
 
-def _ratings(spec: DataSpec, seed: int) -> Ratings:
+def _with_given_test(spec: DataSpec, train: Ratings, test: Ratings) -> tuple[Ratings, Ratings]:
+    cutting = [
+        key
+        for key in ("min_user_interactions", "min_item_interactions", "subsample_users", "subsample_items")
+        if getattr(spec, key)
+    ]
+    if cutting:
+        raise ConfigError(
+            f"data.{cutting[0]}", "cannot be combined with a given held-out set (data.test_path or a LightGCN test.txt)"
+        )
+    if spec.binarize:
+        test = test.binarize()
+    if not len(train) or not len(test):
+        raise ConfigError("data", "the training data or the given held-out set has no entries")
+    return train, test
+
+
+def _ratings(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings | None]:
     if spec.source != "synthetic":
-        return load(spec.source, spec.path)
+        return load_with_test(spec.source, spec.path, spec.test_path)
+    if spec.test_path:
+        raise ConfigError("data.test_path", "synthetic data has no files; the split makes the held-out set")
     rng = generator(seed, Stream.DATA, _GENERATE)
     if spec.feedback == "explicit":
         return synthetic_explicit(
             rng, spec.users, spec.items, spec.ratings, rank=spec.rank, noise=spec.noise, min_per_user=spec.min_per_user
-        )
+        ), None
     if spec.feedback == "implicit":
-        return synthetic_implicit(rng, spec.users, spec.items, spec.ratings, rank=spec.rank, min_per_user=spec.min_per_user)
+        return synthetic_implicit(
+            rng, spec.users, spec.items, spec.ratings, rank=spec.rank, min_per_user=spec.min_per_user
+        ), None
     if spec.feedback == "counts":
-        return synthetic_poisson(rng, spec.users, spec.items, spec.ratings, rank=spec.rank)
+        return synthetic_poisson(rng, spec.users, spec.items, spec.ratings, rank=spec.rank), None
     raise ConfigError("data.feedback", f"got {spec.feedback!r}; allowed values: 'explicit', 'implicit', 'counts'")
 
 

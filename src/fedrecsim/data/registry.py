@@ -44,8 +44,13 @@ class Dataset:
         licence: The terms of use in one line.
         licence_url: Where the terms are written in full.
         homepage: The data set's page.
-        folder: The folder inside the unpacked archive the loader reads (``data.path``).
+        folder: The folder inside the unpacked archive the loader reads (``data.path``); empty: the
+            archive's top level.
         required: The file in ``folder`` the loader reads; an archive without it is refused.
+        files: Not empty for a data set published as plain files rather than an archive: each is
+            downloaded from ``url`` + ``/`` + its name into ``folder``. ``sha256`` and ``size`` are then
+            those of the files' ``sha256sum`` listing (a ``HEX  NAME`` line per file, in this order) and
+            of all files together, since one digest must cover them all.
     """
 
     name: str
@@ -59,6 +64,7 @@ class Dataset:
     homepage: str
     folder: str
     required: str
+    files: tuple[str, ...] = ()
 
 
 _GROUPLENS_TERMS = (
@@ -102,6 +108,107 @@ _DATASETS = (
         homepage="https://grouplens.org/datasets/movielens/1m/",
         folder="ml-1m",
         required="ratings.dat",
+    ),
+)
+
+_HETREC_LASTFM_TERMS = (
+    "HetRec 2011 Last.fm data: non-commercial use only (commercial use needs Last.fm's permission); cite the "
+    "Last.fm website and the HetRec 2011 workshop (Cantador, Brusilovsky & Kuflik, RecSys 2011); no warranty"
+)
+
+# Digests of the Last.fm, FilmTrust and citeulike-a archives: ISG-Siegen/OmniRec, which pins each
+# archive's SHA-256 beside its address (sizes are not published there). The citeulike-a archive is
+# GitHub's zip of a branch, which GitHub may rebuild with other bytes: a mismatch there most likely
+# means a rebuilt archive (check the files, then fetch with --sha256 HEX or --no-verify).
+_OMNIREC = "ISG-Siegen/OmniRec, src/omnirec/data_loaders/{} (commit {})"
+
+# LightGCN's Gowalla and Yelp2018 are plain files in the authors' repository; nobody publishes their
+# SHA-256 (reczoo/BARS lists MD5 sums of a re-hosted copy only), so fetching them needs --no-verify or
+# a digest the user trusts.
+_LIGHTGCN_DATA = "https://raw.githubusercontent.com/kuandeng/LightGCN/master/Data"
+_LIGHTGCN_TERMS = (
+    "{}; LightGCN's preprocessed split (He et al., SIGIR 2020) is redistributed by its authors without a "
+    "licence of its own: research use, cite LightGCN and the original data set"
+)
+
+_DATASETS += (
+    Dataset(
+        name="lastfm",
+        title="Last.fm hetrec-2011 (1,892 users, 17,632 artists, 92,834 play counts)",
+        url="https://files.grouplens.org/datasets/hetrec2011/hetrec2011-lastfm-2k.zip",
+        sha256="6738f48195667ff03caaab4d32ca9a3133d8cc026b7c3cdaf6ce1010e913c59c",
+        size=None,
+        checksum_source=_OMNIREC.format("hetrec_lastfm.py", "79cb11648d108a19116a2dcb5f0985d7b505462f"),
+        licence=_HETREC_LASTFM_TERMS,
+        licence_url="https://files.grouplens.org/datasets/hetrec2011/hetrec2011-lastfm-readme.txt",
+        homepage="https://grouplens.org/datasets/hetrec-2011/",
+        folder="",
+        required="user_artists.dat",
+    ),
+    Dataset(
+        name="filmtrust",
+        title="FilmTrust (1,508 users, 2,071 movies, about 35,500 ratings 0.5-4)",
+        url="https://guoguibing.github.io/librec/datasets/filmtrust.zip",
+        sha256="de4a55cb4ae26f663d88e9ad1ba1fae2d0d6d7a7499e37dc5245bab470c2d13c",
+        size=None,
+        checksum_source=_OMNIREC.format("filmtrust.py", "dc55572bddc8c5fbd8d03a279a8957ecb5b166a2"),
+        licence=(
+            "no licence published: crawled from the FilmTrust site and shared by the LibRec authors for "
+            "research; cite Guo, Zhang & Yorke-Smith (IJCAI 2013)"
+        ),
+        licence_url="https://guoguibing.github.io/librec/datasets.html",
+        homepage="https://guoguibing.github.io/librec/datasets.html",
+        folder="",
+        required="ratings.txt",
+    ),
+    Dataset(
+        name="citeulike-a",
+        title="citeulike-a (5,551 users, 16,980 articles, 204,986 implicit entries)",
+        url="https://github.com/js05212/citeulike-a/archive/refs/heads/master.zip",
+        sha256="d47993abf270e0366536c94a9c31c512082b124ad6039b3779b519aa8ab4e96e",
+        size=None,
+        checksum_source=_OMNIREC.format("citeulike.py", "dc55572bddc8c5fbd8d03a279a8957ecb5b166a2"),
+        licence=(
+            "no licence published: research data of Wang & Blei (KDD 2011, collaborative topic regression) "
+            "from CiteULike; cite that paper"
+        ),
+        licence_url="https://github.com/js05212/citeulike-a",
+        homepage="https://github.com/js05212/citeulike-a",
+        folder="citeulike-a-master",
+        required="users.dat",
+    ),
+    Dataset(
+        name="gowalla",
+        title="Gowalla, LightGCN split (29,858 users, 40,981 places, 810,128 train + 217,242 test)",
+        url=f"{_LIGHTGCN_DATA}/gowalla",
+        sha256=None,
+        size=None,
+        checksum_source="none published",
+        licence=_LIGHTGCN_TERMS.format(
+            "Gowalla check-ins from SNAP (Cho, Myers & Leskovec, KDD 2011), published without a licence"
+        ),
+        licence_url="https://snap.stanford.edu/data/loc-gowalla.html",
+        homepage="https://github.com/kuandeng/LightGCN",
+        folder="gowalla",
+        required="train.txt",
+        files=("train.txt", "test.txt"),
+    ),
+    Dataset(
+        name="yelp2018",
+        title="Yelp2018, LightGCN split (31,668 users, 38,048 businesses, 1,237,259 train + 324,147 test)",
+        url=f"{_LIGHTGCN_DATA}/yelp2018",
+        sha256=None,
+        size=None,
+        checksum_source="none published",
+        licence=_LIGHTGCN_TERMS.format(
+            "Yelp Dataset Challenge 2018 data under Yelp's Dataset Terms of Use: academic, non-commercial "
+            "use only, no redistribution"
+        ),
+        licence_url="https://www.yelp.com/dataset",
+        homepage="https://github.com/kuandeng/LightGCN",
+        folder="yelp2018",
+        required="train.txt",
+        files=("train.txt", "test.txt"),
     ),
 )
 
@@ -222,11 +329,11 @@ def dataset_text(name: str | Dataset, home: str | Path | None = None) -> str:
     rows = (
         ("data.source", entry.name),
         ("homepage", entry.homepage),
-        ("download", entry.url),
+        ("download", entry.url if not entry.files else f"{entry.url}/ + {', '.join(entry.files)}"),
         ("size", size),
         ("sha256", digest),
         ("licence", f"{entry.licence}\n{'':15}full terms: {entry.licence_url}"),
-        ("reads", f"{entry.folder}/{entry.required}"),
+        ("reads", f"{entry.folder}/{entry.required}".lstrip("/")),
         ("fetched", status),
     )
     return "\n".join([f"{entry.name}: {entry.title}"] + [f"  {label:<13}{value}" for label, value in rows])
