@@ -62,9 +62,20 @@ def test_the_published_checksums_and_sizes() -> None:
 
 
 def test_the_loader_reads_the_folder_an_entry_names(tmp_path: Path) -> None:
-    for line, entry in (("1\t2\t5\t0\n", DATASETS["movielens-100k"]), ("1::2::5::0\n", DATASETS["movielens-1m"])):
+    lines = {
+        "movielens-100k": "1\t2\t5\t0\n",
+        "movielens-1m": "1::2::5::0\n",
+        "lastfm": "userID\tartistID\tweight\n1\t2\t5\n",
+        "filmtrust": "1 2 3.5\n",
+        "citeulike-a": "1 2\n",
+        "gowalla": "0 2\n",
+        "yelp2018": "0 2\n",
+    }
+    assert set(lines) == set(DATASETS)
+    for name, line in lines.items():
+        entry = DATASETS[name]
         folder = tmp_path / entry.name / entry.folder
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / entry.required).write_text(line)
         assert fetched_path(entry.name, tmp_path) == folder
         assert len(load(entry.name, folder)) == 1
@@ -225,3 +236,23 @@ def test_a_dataset_is_a_plain_frozen_record() -> None:
         "name", "title", "url", "sha256", "size", "checksum_source", "licence", "licence_url", "homepage", "folder",
         "required", "files",
     ]
+
+
+def test_the_digests_pinned_by_omnirec() -> None:
+    """As ISG-Siegen/OmniRec pins them beside the same addresses (see the registry's comment)."""
+    assert {name: (DATASETS[name].url, DATASETS[name].sha256) for name in ("lastfm", "filmtrust", "citeulike-a")} == {
+        "lastfm": (
+            "https://files.grouplens.org/datasets/hetrec2011/hetrec2011-lastfm-2k.zip",
+            "6738f48195667ff03caaab4d32ca9a3133d8cc026b7c3cdaf6ce1010e913c59c",
+        ),
+        "filmtrust": (
+            "https://guoguibing.github.io/librec/datasets/filmtrust.zip",
+            "de4a55cb4ae26f663d88e9ad1ba1fae2d0d6d7a7499e37dc5245bab470c2d13c",
+        ),
+        "citeulike-a": (
+            "https://github.com/js05212/citeulike-a/archive/refs/heads/master.zip",
+            "d47993abf270e0366536c94a9c31c512082b124ad6039b3779b519aa8ab4e96e",
+        ),
+    }
+    for name in ("lastfm", "filmtrust", "citeulike-a"):
+        assert "ISG-Siegen/OmniRec" in DATASETS[name].checksum_source and DATASETS[name].size is None
