@@ -93,6 +93,21 @@ TARGETS = (
     ),
     Target("data.fetch", "src/fedrecsim/data/fetch.py", ("tests/data/test_data_fetch.py",)),
     Target(
+        "data.formats",
+        "src/fedrecsim/data/formats.py",
+        (
+            "tests/data/test_data_lastfm.py",
+            "tests/data/test_data_filmtrust.py",
+            "tests/data/test_data_citeulike.py",
+            "tests/data/test_data_lightgcn.py",
+        ),
+    ),
+    Target(
+        "data.loaders",
+        "src/fedrecsim/data/loaders.py",
+        ("tests/data/test_data_load.py", "tests/data/test_data_lightgcn.py", "tests/data/test_data_registry.py"),
+    ),
+    Target(
         "protocols.prototypes",
         "src/fedrecsim/protocols/prototypes",
         ("tests/protocols/prototypes",),
