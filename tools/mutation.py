@@ -91,7 +91,9 @@ TARGETS = (
         "src/fedrecsim/data/registry.py",
         ("tests/data/test_data_registry.py", "tests/data/test_data_fetch.py"),
     ),
-    Target("data.fetch", "src/fedrecsim/data/fetch.py", ("tests/data/test_data_fetch.py",)),
+    Target(
+        "data.fetch", "src/fedrecsim/data/fetch.py", ("tests/data/test_data_fetch.py", "tests/data/test_data_lightgcn.py")
+    ),
     Target(
         "data.formats",
         "src/fedrecsim/data/formats.py",

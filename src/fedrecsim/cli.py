@@ -6,6 +6,8 @@ protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type,
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
 --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
 ``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
+``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
+the public data sets (`fedrecsim.data.registry`).
 
 Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-2``, ``-3``, ... when that
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
