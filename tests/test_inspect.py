@@ -55,6 +55,21 @@ FCF = {
     "network": {"latency": LATENCY},
     "protocol": {"d": 4},
 }
+FCF_CHURN_SELECTED = {
+    **FCF,
+    "availability": {"model": "bernoulli", "p_join": 0.1, "p_leave": 0.1, "initial_online": 0.5},
+    "protocol": {"d": 4, "max_users": 10},
+}
+FCF_IMPLICIT = {
+    **FCF,
+    "data": {"source": "synthetic", "feedback": "implicit", "users": 40, "items": 200, "ratings": 1200, "split": "leave_one_out"},
+    "protocol": {"d": 4, "feedback": "implicit"},
+}
+PROTOTYPES = {  # a protocol that declares no traffic plan
+    "run": {"protocol": "prototypes", "seed": 3, "rounds": 2},
+    "data": {"source": "synthetic", "feedback": "counts", "users": 60, "items": 40, "ratings": 1200, "split": "users", "silos": 3},
+    "protocol": {"k": 2, "rank": 2, "support": 5, "baselines": False},
+}
 
 
 def _ledger(table: dict) -> dict:
@@ -63,8 +78,11 @@ def _ledger(table: dict) -> dict:
 
 @pytest.mark.parametrize(
     ("table", "calibration_rounds", "source"),
-    [(DPMF_S3_CHURN, 0, "plan"), (LDP_TWO_PROXIES, 0, "plan"), (FCF, 2, "calibration")],
-    ids=["dpmf-s3-churn", "ldp-implicit-two-proxies", "fcf-measured"],
+    [
+        (DPMF_S3_CHURN, 0, "plan"), (LDP_TWO_PROXIES, 0, "plan"), (FCF_CHURN_SELECTED, 0, "plan"),
+        (FCF_IMPLICIT, 0, "plan"), (PROTOTYPES, 2, "calibration"),
+    ],
+    ids=["dpmf-s3-churn", "ldp-implicit-two-proxies", "fcf-churn-max-users", "fcf-implicit", "prototypes-measured"],
 )
 def test_the_estimate_is_within_ten_percent_of_a_real_runs_ledger(table: dict, calibration_rounds: int, source: str) -> None:
     scenario = parse_scenario(table)
@@ -81,6 +99,16 @@ def test_the_estimate_is_within_ten_percent_of_a_real_runs_ledger(table: dict, c
     for role, counters in ledger["roles"].items():
         for counter in COUNTERS:
             assert total[role][counter] == pytest.approx(counters[counter], rel=0.10), (role, counter)
+
+
+def test_fcf_with_everyone_online_and_selected_is_byte_exact() -> None:
+    """Explicit FCF, nobody offline: every size is computed user by user, so the plan is the ledger."""
+    estimate = inspect_scenario(parse_scenario(FCF), calibration_rounds=0).estimate
+    assert estimate.exact
+    ledger = _ledger(FCF)
+    for row in ledger["per_round"]:
+        traffic = estimate.setup if row["round"] == 0 else estimate.per_round
+        assert (traffic.total("sent_bytes"), traffic.total("sent_msgs")) == (row["bytes"], row["msgs"])
 
 
 def test_a_plan_of_fixed_size_messages_is_byte_exact() -> None:
@@ -222,7 +250,7 @@ def test_the_text_shows_the_resolved_scenario_parties_traffic_and_time() -> None
 
 
 def test_without_a_plan_or_a_calibration_nothing_is_made_up() -> None:
-    text = inspection_text(inspect_scenario(parse_scenario(FCF), calibration_rounds=0))
+    text = inspection_text(inspect_scenario(parse_scenario(PROTOTYPES), calibration_rounds=0))
     assert "declares no traffic plan" in text
     assert "traffic: not estimated (no traffic plan and no calibration)" in text
     assert "time: not estimated (calibration skipped)" in text
@@ -293,9 +321,11 @@ time: not estimated (calibration skipped)"""
 
 
 def test_a_measured_estimate_lists_no_kinds_and_a_plan_skips_empty_flows() -> None:
-    text = inspection_text(inspect_scenario(parse_scenario(FCF), calibration_rounds=2))
+    text = inspection_text(inspect_scenario(parse_scenario(PROTOTYPES), calibration_rounds=2))
     assert "traffic per round (as measured in the calibration run):" in text and "per kind" not in text
-    assert "\n  user                    40.0" in text and "\n  all                     80.0" in text
+    # Two unlike rounds (silos send, then the server): no set-up told apart, traffic spread over both.
+    assert "\n  silo                     1.5" in text and "\n  all                      3.0" in text
+    assert "set-up (round 0): 0.0 msgs, 0 B" in text
     assert "core.join" not in inspection_text(inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0))
 
 
@@ -364,13 +394,13 @@ def test_inspect_passes_the_calibrated_round_length_to_the_availability_model() 
     inspection = inspect_scenario(parse_scenario(table), calibration_rounds=2)
     length = inspection.calibration.virtual_round_s
     assert inspection.availability.note.endswith(f"transitions over {length:g} virtual s per round")
-    assert inspection.parties == {"user": 40, "server": 1}  # no plan: the roles the calibration saw
+    assert inspection.parties == {"user": 40, "server": 1}
     assert inspection.calibration.online == pytest.approx(
         sum(row["online"] for row in fedrecsim.run(parse_scenario({**table, "run": {**FCF["run"], "rounds": 2}})).result["ledger"]["per_round"][1:]) / 2
     )
-    skipped = inspect_scenario(parse_scenario(FCF), calibration_rounds=0)
+    skipped = inspect_scenario(parse_scenario(PROTOTYPES), calibration_rounds=0)
     assert skipped.estimate.source == "none" and skipped.estimate.run_total().roles == {}
-    assert skipped.estimate.per_round.roles == {} and skipped.estimate.rounds == 4
+    assert skipped.estimate.per_round.roles == {} and skipped.estimate.rounds == 2
 
 
 def test_a_protocol_without_eval_every_measures_metrics_every_round() -> None:

@@ -245,6 +245,10 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibrati
     if len(roles) >= 2:
         per_round = _difference(roles[-1], roles[0], len(roles) - 1)
         setup = _difference(roles[0], {}, 1).plus(per_round, -1.0)
+        if any(value < 0 for counters in setup.roles.values() for value in counters.values()):
+            # Round 1 is unlike the later rounds (e.g. a two-round protocol): no set-up can be told apart,
+            # so the traffic is spread over the rounds, set-up included.
+            per_round, setup = _difference(roles[-1], {}, len(roles)), Traffic({})
     else:
         per_round = _difference(roles[0], {}, 1) if roles else Traffic({})
         setup = Traffic({})

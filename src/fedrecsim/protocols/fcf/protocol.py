@@ -34,6 +34,7 @@ from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
+from .traffic import plan as traffic_plan
 from .roles import ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
 
 
@@ -143,4 +144,6 @@ async def run(ctx: RunContext) -> Outcome:
     return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
 
 
-PROTOCOL = ProtocolSpec("fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)")
+PROTOCOL = ProtocolSpec(
+    "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan
+)
