@@ -261,3 +261,23 @@ def test_rounds_other_than_two_name_the_key_and_the_count() -> None:
     assert caught.value.args and "run.rounds" in str(caught.value)
     assert "exactly two communication rounds (Algorithm 1); got 3" in str(caught.value)
     assert caught.value.key_path == "run.rounds"
+
+
+def test_a_prototype_revealing_more_than_s_entries_is_an_invariant_violation_naming_the_silo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    from fedrecsim.protocols.prototypes import roles
+
+    honest = roles.silo_prototypes
+
+    def dense(*args: Any) -> Any:
+        result = honest(*args)
+        return dataclasses.replace(result, prototypes=np.ones_like(result.prototypes))
+
+    monkeypatch.setattr(roles, "silo_prototypes", dense)
+    result = fedrecsim.run(parse_scenario(_tables()))
+    report = result.result["invariants"][0]
+    assert (report["name"], report["checked"], report["violations"]) == ("prototype_support", SILOS, SILOS)
+    assert report["detail"].startswith(f"silo:0: a prototype reveals {ITEMS} > s = 5 entries")
