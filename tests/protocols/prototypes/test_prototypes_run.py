@@ -44,9 +44,9 @@ def _run(tables: dict) -> tuple[Any, list[tuple[int, int]]]:
     return result, calls
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def runs() -> dict[str, Any]:
-    """Built inside the fixture so that mutants (activated at call time) apply."""
+    """Per test, not per module: mutmut runs only the tests whose own setup or call reaches a mutant."""
     return {
         "base": _run(_tables(baselines=True)),
         # Seed 12: half the silo->server messages lost drops silo:0 and silo:2's prototypes.
