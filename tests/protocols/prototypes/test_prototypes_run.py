@@ -44,9 +44,8 @@ def _run(tables: dict) -> tuple[Any, list[tuple[int, int]]]:
     return result, calls
 
 
-@pytest.fixture()
-def runs() -> dict[str, Any]:
-    """Per test, not per module: mutmut runs only the tests whose own setup or call reaches a mutant."""
+def _runs() -> dict[str, Any]:
+    """The runs the tests read, built inside each test: mutmut maps a test to the functions its call reaches."""
     return {
         "base": _run(_tables(baselines=True)),
         # Seed 12: half the silo->server messages lost drops silo:0 and silo:2's prototypes.
@@ -68,7 +67,8 @@ def _rmse(U: np.ndarray, V_of_user: Any, test: Any) -> float:
     return float(np.sqrt(np.mean((predictions - test.values) ** 2)))
 
 
-def test_rounds_rows_progress_and_online_counts(runs: dict[str, Any]) -> None:
+def test_rounds_rows_progress_and_online_counts() -> None:
+    runs = _runs()
     result, calls = runs["base"]
     assert result.result["metrics"]["rounds"] == [
         {"round": 1, "prototypes_received": SILOS, "silos_missing": 0},
@@ -81,7 +81,8 @@ def test_rounds_rows_progress_and_online_counts(runs: dict[str, Any]) -> None:
     assert result.result["metrics"]["final"]["silos"] == float(SILOS)
 
 
-def test_lost_prototypes_are_reported_by_silo(runs: dict[str, Any]) -> None:
+def test_lost_prototypes_are_reported_by_silo() -> None:
+    runs = _runs()
     result, calls = runs["up_lost"]
     assert result.result["metrics"]["rounds"] == [
         {"round": 1, "prototypes_received": 1, "silos_missing": 2},
@@ -96,7 +97,8 @@ def test_lost_prototypes_are_reported_by_silo(runs: dict[str, Any]) -> None:
     assert result.result["virtual_time_s"] >= timeout
 
 
-def test_a_silo_without_item_matrix_is_warned_about_and_left_unscored(runs: dict[str, Any]) -> None:
+def test_a_silo_without_item_matrix_is_warned_about_and_left_unscored() -> None:
+    runs = _runs()
     result, _ = runs["down_lost"]
     assert result.result["metrics"]["rounds"] == [
         {"round": 1, "prototypes_received": SILOS, "silos_missing": 0},
@@ -109,7 +111,8 @@ def test_a_silo_without_item_matrix_is_warned_about_and_left_unscored(runs: dict
     assert result.result["virtual_time_s"] >= timeout
 
 
-def test_nothing_arrives_gives_both_warnings_and_no_model_metrics(runs: dict[str, Any]) -> None:
+def test_nothing_arrives_gives_both_warnings_and_no_model_metrics() -> None:
+    runs = _runs()
     result, _ = runs["all_lost"]
     assert result.result["warnings"] == [
         f"{SILOS} silo(s) sent no prototypes in time: silo:0, silo:1, silo:2",
@@ -120,7 +123,8 @@ def test_nothing_arrives_gives_both_warnings_and_no_model_metrics(runs: dict[str
     assert not result.outcome.state["user_factors"].any()
 
 
-def test_the_paper_figure_states_k_n_plus_l_n_and_measures_mean_bytes_per_silo(runs: dict[str, Any]) -> None:
+def test_the_paper_figure_states_k_n_plus_l_n_and_measures_mean_bytes_per_silo() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     parties = result.result["ledger"]["parties"]
     per_silo = [parties[f"silo:{h}"]["sent_bytes"] + parties[f"silo:{h}"]["recv_bytes"] for h in range(SILOS)]
@@ -133,7 +137,8 @@ def test_the_paper_figure_states_k_n_plus_l_n_and_measures_mean_bytes_per_silo(r
     }]
 
 
-def test_the_privacy_table_names_the_mechanism_and_projection_dims_per_silo(runs: dict[str, Any]) -> None:
+def test_the_privacy_table_names_the_mechanism_and_projection_dims_per_silo() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     privacy = result.result["privacy"]
     assert privacy["mechanism"] == (
@@ -155,7 +160,8 @@ def test_a_one_user_silo_gets_projection_dim_one() -> None:
     assert projection_dim(0, math.ceil(math.e ** 4)) == 2
 
 
-def test_state_invariant_and_the_server_item_matrix(runs: dict[str, Any]) -> None:
+def test_state_invariant_and_the_server_item_matrix() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     state = result.outcome.state
     assert set(state) == {"item_factors", "user_factors", "prototypes", "silo_users"}
@@ -173,7 +179,8 @@ def test_state_invariant_and_the_server_item_matrix(runs: dict[str, Any]) -> Non
         np.testing.assert_allclose(state["user_factors"][silo.users], user_factors(silo.rows, V, LAM))
 
 
-def test_the_silos_prototypes_come_from_their_own_streams(runs: dict[str, Any]) -> None:
+def test_the_silos_prototypes_come_from_their_own_streams() -> None:
+    runs = _runs()
     from fedrecsim.protocols.prototypes.pipeline import silo_prototypes
     from fedrecsim.protocols.prototypes.protocol import PrototypesConfig, silo_params
 
@@ -189,7 +196,8 @@ def test_the_silos_prototypes_come_from_their_own_streams(runs: dict[str, Any]) 
         )
 
 
-def test_the_full_and_local_baselines_match_nmf_on_their_streams(runs: dict[str, Any]) -> None:
+def test_the_full_and_local_baselines_match_nmf_on_their_streams() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     final = result.result["metrics"]["final"]
     _, test, silos = _silos()
@@ -210,7 +218,8 @@ def test_the_full_and_local_baselines_match_nmf_on_their_streams(runs: dict[str,
     assert final["test_rmse_local"] == pytest.approx(_rmse(U, lambda u: V_of[int(u)], test), rel=1e-9)
 
 
-def test_the_kmeans_and_exemplar_baselines_match_their_definitions(runs: dict[str, Any]) -> None:
+def test_the_kmeans_and_exemplar_baselines_match_their_definitions() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     final = result.result["metrics"]["final"]
     _, test, silos = _silos()
@@ -232,7 +241,8 @@ def test_the_kmeans_and_exemplar_baselines_match_their_definitions(runs: dict[st
         assert final[f"test_rmse_{name}"] == pytest.approx(_rmse(U, lambda u: V, test), rel=1e-9)
 
 
-def test_the_random_baseline_predicts_uniformly_on_the_data_scale(runs: dict[str, Any]) -> None:
+def test_the_random_baseline_predicts_uniformly_on_the_data_scale() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     final = result.result["metrics"]["final"]
     train, test, _ = _silos()
@@ -243,7 +253,8 @@ def test_the_random_baseline_predicts_uniformly_on_the_data_scale(runs: dict[str
     assert final["test_rmse_random"] == pytest.approx(expected, rel=1e-9)
 
 
-def test_the_federated_model_metrics_match_v_and_the_fitted_users(runs: dict[str, Any]) -> None:
+def test_the_federated_model_metrics_match_v_and_the_fitted_users() -> None:
+    runs = _runs()
     result, _ = runs["base"]
     state, final = result.outcome.state, result.result["metrics"]["final"]
     _, test, _ = _silos()
