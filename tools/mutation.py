@@ -24,10 +24,13 @@ whose mutant was renumbered by a later edit of the function is reported as stale
 matched to a different mutant. (mutmut's own ``# pragma: no mutate`` comment also works, but it
 silences every mutation of its line, not one; prefer the list.)
 
-Two things to know when writing a test to kill a mutant. mutmut switches mutants on at call time, in
+Three things to know when writing a test to kill a mutant. mutmut switches mutants on at call time, in
 workers forked after the tests were collected, so an object a test module builds at import (a
 module-level ``RINGS = [Ring(32, 30)]``) is built by the original code: call the constructor inside the
-test. And the export tests (``*exports.py``) are left out of mutation runs, because they enumerate a
+test. mutmut runs against a mutant only the tests whose *call* reached the mutated function when it
+collected its stats; a run built in a pytest fixture is not seen, so such a test never runs against
+the mutants of what the fixture called: build it in the test body (a plain helper is fine). And the
+export tests (``*exports.py``) are left out of mutation runs, because they enumerate a
 module's definitions and mutmut adds its mutants to every module.
 """
 
