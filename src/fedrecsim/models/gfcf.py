@@ -1,0 +1,233 @@
+"""Graph-filter collaborative filtering: GF-CF (Shen et al. 2021) and Turbo-CF's polynomial filters (Park et
+al. 2024), centralized, with the randomized power method PriviRec decentralizes (Nicolas et al.).
+
+Notation (PriviRec Sec. 2.1, alpha = 1/2): R is the binary n x m interaction matrix, d_u = R 1 the user
+degrees, V = Diag(1^T R) the item degrees, and
+
+    R~ = U^{-1/2} R V^{-1/2},      P~ = R~^T R~ = V^{-1/2} (sum_u (1/d_u) R^(u)T R^(u)) V^{-1/2}  (Thm 3.1),
+    F_IDL = V^{-1/2} S_k S_k^T V^{1/2},      S = R (P~ + gamma F_IDL)                           (eqs. 3, 4)
+
+with S_k the top-k right singular vectors of R~, i.e. the top-k eigenvectors of P~. A zero degree has a
+zero inverse square root (GF-CF's code does the same), so a user or an item without interactions
+contributes nothing.
+
+S_k comes from the randomized power method (Halko et al. Alg. 4.4, PriviRec Alg. 1): X_0 = QR(G_0) for a
+Gaussian G_0 of m x p, then L times ``Y = P~ X; X, T = QR(Y)``, and S_k = the first k columns of X_L. The
+product P~ X is computed as R~^T (R~ X), the sum over users of a_u^T (a_u X) with a_u = R~_u -- exactly
+what PriviRec's users compute and securely sum -- so with the same G_0 the centralized and the
+decentralized method agree up to the fixed-point rounding of secure aggregation. QR is normalised to a
+non-negative diagonal of T (`qr_positive`), so that the factorization, and PriviRec-k's spectrum
+diag(T_L), are unique.
+
+PriviRec-k (Approximation 3.3): P~ ~ S_k Diag(t) S_k^T with t the first k entries of diag(T_L).
+
+Turbo-CF: S = R f(P-bar) with P-bar = P~ raised element-wise to ``power`` and f a polynomial with no
+constant term; the paper's three filters are ``1``: P-bar, ``2``: 2 P-bar - P-bar^2, ``3``: P-bar + 0.01
+(-P-bar^3 + 10 P-bar^2 - 29 P-bar). Scores are computed row block by row block as sums of r P-bar^j, so
+no power of P-bar is ever formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedrecsim.data.ratings import Ratings
+
+#: Turbo-CF's filters as the coefficients of P-bar, P-bar^2, P-bar^3 (Park et al. 2024).
+TURBO_FILTERS: dict[int, tuple[float, ...]] = {1: (1.0,), 2: (2.0, -1.0), 3: (0.71, 0.1, -0.01)}
+
+
+@dataclass(frozen=True)
+class GFCFHyper:
+    """GF-CF's hyper-parameters.
+
+    Attributes:
+        k: singular vectors in the ideal low-pass filter (and PriviRec-k's rank).
+        gamma: the weight of the ideal low-pass filter.
+        iterations: L, power iterations.
+        oversample: p - k, extra columns carried through the iterations (p = k + oversample).
+        low_rank: PriviRec-k: P~ ~ S_k Diag(t) S_k^T instead of the exact P~.
+    """
+
+    k: int = 256
+    gamma: float = 0.3
+    iterations: int = 2
+    oversample: int = 0
+    low_rank: bool = False
+
+    def __post_init__(self) -> None:
+        for name, value, low in (("k", self.k, 1), ("iterations", self.iterations, 1), ("oversample", self.oversample, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+    @property
+    def p(self) -> int:
+        """The iteration rank p = k + oversample."""
+        return self.k + self.oversample
+
+
+def interaction_matrix(ratings: Ratings) -> sp.csr_matrix:
+    """The binary n_users x n_items CSR matrix R of ``ratings`` (every entry, whatever its value, is a 1)."""
+    return sp.csr_matrix(
+        (np.ones(len(ratings)), (ratings.users, ratings.items)), shape=(ratings.n_users, ratings.n_items)
+    )
+
+
+def inverse_sqrt(degrees: np.ndarray) -> np.ndarray:
+    """d^{-1/2} elementwise, 0 where d = 0."""
+    degrees = np.asarray(degrees, dtype=np.float64)
+    result = np.zeros_like(degrees)
+    positive = degrees > 0
+    result[positive] = 1.0 / np.sqrt(degrees[positive])
+    return result
+
+
+def normalized_interactions(R: sp.spmatrix) -> sp.csr_matrix:
+    """R~ = U^{-1/2} R V^{-1/2} (alpha = 1/2)."""
+    R = sp.csr_matrix(R, dtype=np.float64)
+    users = inverse_sqrt(np.asarray(R.sum(axis=1)).ravel())
+    items = inverse_sqrt(np.asarray(R.sum(axis=0)).ravel())
+    return sp.csr_matrix(sp.diags(users) @ R @ sp.diags(items))
+
+
+def normalized_item_item(R: sp.spmatrix) -> np.ndarray:
+    """P~ = R~^T R~ as a dense m x m matrix."""
+    Rt = normalized_interactions(R)
+    return np.asarray((Rt.T @ Rt).toarray())
+
+
+def qr_positive(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced QR factorization Y = X T with a non-negative diagonal of T (unique for full rank Y)."""
+    X, T = np.linalg.qr(Y, mode="reduced")
+    signs = np.sign(np.diag(T))
+    signs[signs == 0] = 1.0
+    return X * signs, T * signs[:, None]
+
+
+def gaussian_start(n_items: int, p: int, rng: np.random.Generator) -> np.ndarray:
+    """X_0: the orthonormal Q of a standard Gaussian m x p matrix drawn from ``rng``.
+
+    Raises:
+        ValueError: p > m (the power method needs p orthonormal columns in R^m).
+    """
+    if p > n_items:
+        raise ValueError(f"the power method's rank p = {p} exceeds the number of items {n_items}")
+    return qr_positive(rng.standard_normal((n_items, p)))[0]
+
+
+def power_method(
+    apply: Callable[[np.ndarray], np.ndarray], start: np.ndarray, iterations: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(X_L, T_L) after ``iterations`` steps ``X, T = QR(apply(X))`` from X_0 = ``start``."""
+    X, T = start, np.eye(start.shape[1])
+    for _ in range(iterations):
+        X, T = qr_positive(apply(X))
+    return X, T
+
+
+@dataclass(frozen=True)
+class GraphFilters:
+    """What a user needs to score its own row: the graph filters of GF-CF and Turbo-CF.
+
+    Attributes:
+        degrees: the item degrees diag(V).
+        basis: S_k, m x k.
+        item_item: P~ (m x m), or None for PriviRec-k's low-rank form.
+        spectrum: PriviRec-k's t (k), or None.
+    """
+
+    degrees: np.ndarray
+    basis: np.ndarray
+    item_item: np.ndarray | None = None
+    spectrum: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if (self.item_item is None) == (self.spectrum is None):
+            raise ValueError("give exactly one of item_item (PriviRec) and spectrum (PriviRec-k)")
+
+    def _rows(self, rows: np.ndarray | sp.spmatrix) -> np.ndarray:
+        dense = rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
+        return np.atleast_2d(dense)
+
+    def item_item_apply(self, rows: np.ndarray) -> np.ndarray:
+        """rows P~ (or rows S_k Diag(t) S_k^T)."""
+        if self.item_item is not None:
+            return rows @ self.item_item
+        return ((rows @ self.basis) * self.spectrum) @ self.basis.T
+
+    def ideal_apply(self, rows: np.ndarray) -> np.ndarray:
+        """rows F_IDL = ((rows V^{-1/2}) S_k) (S_k^T V^{1/2})."""
+        return ((rows * inverse_sqrt(self.degrees)) @ self.basis) @ (self.basis.T * np.sqrt(self.degrees))
+
+    def gfcf_scores(self, rows: np.ndarray | sp.spmatrix, gamma: float = 0.3) -> np.ndarray:
+        """GF-CF's scores of the interaction rows ``rows`` (b x m): rows (P~ + gamma F_IDL)."""
+        dense = self._rows(rows)
+        return self.item_item_apply(dense) + gamma * self.ideal_apply(dense)
+
+    def turbo_scores(self, rows: np.ndarray | sp.spmatrix, filter: int = 2, power: float = 1.0) -> np.ndarray:  # noqa: A002
+        """Turbo-CF's scores: rows f(P~ ^{o power}) for the paper's filter 1, 2 or 3.
+
+        Raises:
+            ValueError: an unknown filter, or an element-wise power other than 1 of the low-rank P~.
+        """
+        if filter not in TURBO_FILTERS:
+            raise ValueError(f"Turbo-CF's filter is 1, 2 or 3, got {filter!r}")
+        dense = self._rows(rows)
+        if power == 1.0:
+            step = self.item_item_apply
+        elif self.item_item is not None:
+            bar = np.power(self.item_item, power)
+            step = lambda block: block @ bar  # noqa: E731
+        else:
+            raise ValueError("the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1")
+        total = np.zeros_like(dense)
+        block = dense
+        for coefficient in TURBO_FILTERS[filter]:
+            block = step(block)
+            total += coefficient * block
+        return total
+
+
+def fit_gfcf(R: sp.spmatrix | Ratings, hyper: GFCFHyper, rng: np.random.Generator) -> GraphFilters:
+    """Centralized GF-CF (or PriviRec-k's low-rank variant): the filters of ``R``, the power method
+    started from `gaussian_start` (m, p, ``rng``)."""
+    if isinstance(R, Ratings):
+        R = interaction_matrix(R)
+    R = sp.csr_matrix(R, dtype=np.float64)
+    n_items = R.shape[1]
+    if hyper.k > n_items:
+        raise ValueError(f"k = {hyper.k} exceeds the number of items {n_items}")
+    Rt = normalized_interactions(R)
+    degrees = np.asarray(R.sum(axis=0)).ravel()
+    start = gaussian_start(n_items, hyper.p, rng)
+    X, T = power_method(lambda X: Rt.T @ (Rt @ X), start, hyper.iterations)
+    basis = np.ascontiguousarray(X[:, : hyper.k])
+    if hyper.low_rank:
+        return GraphFilters(degrees, basis, spectrum=np.diag(T)[: hyper.k].copy())
+    return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()))
+
+
+def exact_basis(R: sp.spmatrix, k: int) -> np.ndarray:
+    """The exact top-k right singular vectors of R~ (dense SVD; for tests and small data)."""
+    Rt = normalized_interactions(R).toarray()
+    return np.linalg.svd(Rt, full_matrices=False)[2][:k].T
+
+
+__all__ = [
+    "TURBO_FILTERS",
+    "GFCFHyper",
+    "GraphFilters",
+    "exact_basis",
+    "fit_gfcf",
+    "gaussian_start",
+    "interaction_matrix",
+    "inverse_sqrt",
+    "normalized_interactions",
+    "normalized_item_item",
+    "power_method",
+    "qr_positive",
+]
