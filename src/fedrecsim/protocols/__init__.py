@@ -38,6 +38,7 @@ _BUILT_IN = {
     "ldp_implicit": "fedrecsim.protocols.ldp_implicit.protocol:PROTOCOL",
     "prototypes": "fedrecsim.protocols.prototypes.protocol:PROTOCOL",
     "secagg": "fedrecsim.protocols.secagg.protocol:PROTOCOL",
+    "privirec": "fedrecsim.protocols.privirec.protocol:PROTOCOL",
 }
 
 

@@ -1,0 +1,86 @@
+"""Recall@K and NDCG@K as LightGCN evaluates them (He et al. 2020, and GF-CF, BSPM and PriviRec after it).
+
+Every user with at least one test item is evaluated; its training items are never recommended; its top K
+items come from ranking all other items by score, ties to the lower item index (as
+`fedrecsim.data.metrics`). ``recall@K = hits / |test items|`` -- LightGCN's normalisation, not Mult-VAE's
+min(K, |test|) of `fedrecsim.data.metrics.recall_at_k` -- and ``ndcg@K = DCG@K / IDCG@K`` with IDCG@K over
+min(K, |test items|) hits, identical to `fedrecsim.data.metrics.ndcg_at_k`.
+
+The scores come as a function of a block of user indices, so no n x m matrix is ever held: a user's
+scores depend only on its own row and the broadcast filters, and blocks of users are scored together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...data.ratings import Ratings
+
+ScoreBlock = Callable[[np.ndarray], np.ndarray]
+
+_CELLS_PER_BLOCK = 1 << 22
+
+
+def top_k(scores: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
+    """The k best items of each row of ``scores`` (b x m) with the cells ``excluded`` (rows, items) removed,
+    best first, ties to the lower item index; rows with fewer than k candidates are padded with -1."""
+    block = np.array(scores, dtype=np.float64)
+    block[excluded] = -np.inf
+    b, m = block.shape
+    depth = min(k, m)
+    result = np.full((b, k), -1, dtype=np.int64)
+    if depth == 0 or b == 0:
+        return result
+    threshold = -np.partition(-block, depth - 1, axis=1)[:, depth - 1]
+    rows, items = np.nonzero(block >= threshold[:, None])
+    values = block[rows, items]
+    order = np.lexsort((items, -values, rows))
+    rows, items, values = rows[order], items[order], values[order]
+    starts = np.searchsorted(rows, np.arange(b))
+    rank = np.arange(rows.size) - starts[rows]
+    keep = (rank < depth) & np.isfinite(values)
+    result[rows[keep], rank[keep]] = items[keep]
+    return result
+
+
+def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int) -> np.ndarray:
+    """The top-k lists (len(users) x k) of ``users``, scored block by block."""
+    index = train.by_user()
+    result = np.empty((users.size, k), dtype=np.int64)
+    rows = max(1, _CELLS_PER_BLOCK // max(train.n_items, 1))
+    for start in range(0, users.size, rows):
+        batch = users[start : start + rows]
+        lengths = index.indptr[batch + 1] - index.indptr[batch]
+        excluded = (np.repeat(np.arange(batch.size), lengths), index.items[index.positions(batch)])
+        result[start : start + batch.size] = top_k(score_block(batch), excluded, k)
+    return result
+
+
+def lightgcn_metrics(recommended: np.ndarray, users: np.ndarray, test: Ratings, k: int = 20) -> dict[str, float]:
+    """``{"recall@k", "ndcg@k"}`` of the lists ``recommended`` (one row per user of ``users``) against
+    ``test``, averaged over the users with test items (all of ``users`` must have some)."""
+    index = test.by_user()
+    counts = index.indptr[users + 1] - index.indptr[users]
+    if not users.size or np.any(counts == 0):
+        raise ValueError("every evaluated user needs at least one test item")
+    keys = users[:, None] * np.int64(test.n_items) + recommended[:, :k]
+    relevant = np.sort(test.pair_keys())
+    position = np.minimum(np.searchsorted(relevant, keys), relevant.size - 1)
+    hits = (relevant[position] == keys) & (recommended[:, :k] >= 0)
+    discounts = 1.0 / np.log2(np.arange(k) + 2.0)
+    dcg = hits @ discounts
+    idcg = np.cumsum(discounts)[np.minimum(counts, k) - 1]
+    return {f"recall@{k}": float(np.mean(hits.sum(axis=1) / counts)), f"ndcg@{k}": float(np.mean(dcg / idcg))}
+
+
+def evaluate(score_block: ScoreBlock, train: Ratings, test: Ratings, k: int = 20) -> dict[str, float]:
+    """LightGCN's Recall@k and NDCG@k of the scores ``score_block`` (module docstring)."""
+    users = np.flatnonzero(test.user_counts())
+    if not users.size:
+        return {}
+    return lightgcn_metrics(recommend(score_block, train, users, k), users, test, k)
+
+
+__all__ = ["evaluate", "lightgcn_metrics", "recommend", "top_k"]

@@ -1,0 +1,79 @@
+"""What a user computes from its own row R^(u) (its items I_u, d_u = |I_u|) and the broadcasts, and the
+server's algebra on the sums -- PriviRec's maths without the network.
+
+- `degree_input`: R^(u) itself (0/1 over the items); the sum is diag(V).
+- `item_item_input`: the upper triangle of (1/d_u) R^(u)T R^(u); the sum is P' (Thm 3.1).
+- `power_input`: A^(u)T A^(u) X with A^(u) = d_u^{-1/2} R^(u) V^{-1/2}, the row of R~ the user holds
+  (Alg. 1, step 2): nonzero only on the rows I_u.
+
+A user without interactions sends zeros: it still takes part in every sum, so that the server does not
+learn who has none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...models.gfcf import inverse_sqrt
+
+
+def upper_length(n_items: int) -> int:
+    """m (m + 1) / 2: the length of the upper triangle of an m x m matrix, diagonal included."""
+    return n_items * (n_items + 1) // 2
+
+
+def upper_positions(rows: np.ndarray, columns: np.ndarray, n_items: int) -> np.ndarray:
+    """The positions of the entries (i, j), i <= j, in the row-major upper triangle."""
+    rows = np.asarray(rows, dtype=np.int64)
+    columns = np.asarray(columns, dtype=np.int64)
+    return rows * n_items - rows * (rows - 1) // 2 + (columns - rows)
+
+
+def degree_input(items: np.ndarray, n_items: int) -> np.ndarray:
+    row = np.zeros(n_items)
+    row[items] = 1.0
+    return row
+
+
+def item_item_input(items: np.ndarray, n_items: int) -> np.ndarray:
+    """The upper triangle of (1/d_u) R^(u)T R^(u): 1/d_u at every pair of the user's items."""
+    upper = np.zeros(upper_length(n_items))
+    if items.size:
+        first, second = np.triu_indices(items.size)
+        upper[upper_positions(items[first], items[second], n_items)] = 1.0 / items.size
+    return upper
+
+
+def power_input(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """A^(u)T (A^(u) X) as a dense m x p matrix."""
+    y = np.zeros(basis.shape)
+    if items.size:
+        a = inverse_sqrt(degrees[items]) / np.sqrt(items.size)
+        y[items] = np.outer(a, a @ basis[items])
+    return y
+
+
+def symmetric_from_upper(upper: np.ndarray, n_items: int) -> np.ndarray:
+    """The symmetric m x m matrix whose row-major upper triangle is ``upper``."""
+    matrix = np.zeros((n_items, n_items))
+    rows, columns = np.triu_indices(n_items)
+    matrix[rows, columns] = upper
+    matrix[columns, rows] = upper
+    return matrix
+
+
+def normalize_item_item(p_prime: np.ndarray, degrees: np.ndarray) -> np.ndarray:
+    """P~ = V^{-1/2} P' V^{-1/2}."""
+    scale = inverse_sqrt(degrees)
+    return p_prime * scale[:, None] * scale[None, :]
+
+
+__all__ = [
+    "degree_input",
+    "item_item_input",
+    "normalize_item_item",
+    "power_input",
+    "symmetric_from_upper",
+    "upper_length",
+    "upper_positions",
+]

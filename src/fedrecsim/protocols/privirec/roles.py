@@ -1,0 +1,226 @@
+"""PriviRec's parties: users that hold their rows and compute their inputs to the secure sums, and a
+server that coordinates the sums, normalizes, factorizes and broadcasts (Figs. 1, 4 and 5).
+
+A user goes through the phases in order -- degrees, (PriviRec) item-item, power iterations 1..L, the
+filters -- and remembers where it is: one that crashed mid-iteration (the scenario's dropout) is started
+again at the next round boundary and waits for the next broadcast basis, so it misses exactly the sum it
+crashed in. Secure aggregation (`fedrecsim.protocols.secagg`) runs inside each phase with the user's own
+actor; its recovery removes a crashed user's masks, so the server gets the sum over the users that sent
+their masked inputs (U3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import trio
+
+from ...actors.server import Server
+from ...actors.user import User
+from ...errors import PartyTimeout, ProtocolViolation
+from ...models.gfcf import GraphFilters, qr_positive
+from ...network.party import Party
+from ..secagg import Aggregate, IdealSum, SecAggParams, Stage, aggregate, participate
+from . import local
+from .messages import Basis, Degrees, Filters, ItemItem
+
+#: Secure-aggregation session ids: the degrees, P', and power iteration l is ``POWER + l``.
+DEGREES_SESSION, ITEM_ITEM_SESSION, POWER = 1, 2, 2
+_STAGES = tuple(Stage)
+
+
+def session_round(session: int) -> int:
+    """The run round a session belongs to: 0 (the set-up) for the degrees and P', l for iteration l."""
+    return max(session - POWER, 0)
+
+
+class PriviRecUser(User):
+    """Holds its items; takes part in every secure sum; keeps the broadcast results.
+
+    Args:
+        items: the user's items (sorted, unique).
+        n_items: m.
+        params: the sessions' parameters (ring, graph, threshold, ideal).
+        ideal: the ideal functionality in ideal mode.
+        exact_item_item: PriviRec (True) or PriviRec-k (False).
+        iterations: L.
+        stage_rng: draws the secure-aggregation stage at which this user crashes when it does.
+        crash_stage: that stage, or None to draw it uniformly.
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, items: np.ndarray, n_items: int, params: SecAggParams, ideal: IdealSum | None,
+        *, exact_item_item: bool, iterations: int, stage_rng: np.random.Generator, crash_stage: Stage | None = None,
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.items = np.asarray(items, dtype=np.int64)
+        self.n_items = n_items
+        self.params = params
+        self.ideal = ideal
+        self.exact_item_item = exact_item_item
+        self.iterations = iterations
+        self.stage_rng = stage_rng
+        self.crash_stage = crash_stage
+        self._drawn: Stage | None = None
+        self.phase = "degrees"
+        self.next_iteration = 1
+        self.degrees: np.ndarray | None = None
+        self.item_item: np.ndarray | None = None
+        self.filters: GraphFilters | None = None
+        self.sessions: dict[int, str] = {}
+        """How this user's part in each session ended (`Contribution.outcome`), by session id."""
+
+    def _crash(self, session: int, stage: Stage) -> bool:
+        if stage is Stage.ADVERTISE_KEYS:
+            drawn = _STAGES[int(self.stage_rng.integers(len(_STAGES)))]
+            self._drawn = self.crash_stage or drawn
+        return stage is self._drawn and self.crashes_in(session_round(session))
+
+    async def _sum(self, session: int, values: np.ndarray) -> bool:
+        """Take part in ``session`` with ``values`` (reals); False if this user crashed in it."""
+        encoded, _ = self.params.ring.encode(values.ravel())
+        contribution = await participate(
+            self, encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash
+        )
+        self.sessions[session] = contribution.outcome
+        return contribution.outcome != "crashed"
+
+    async def run(self) -> None:
+        deadline = self.horizon_s
+        try:
+            if self.phase == "degrees":
+                if not await self._sum(DEGREES_SESSION, local.degree_input(self.items, self.n_items)):
+                    return
+                self.degrees = (await self.recv(Degrees, deadline=deadline, sender=self.server)).body.degrees
+                self.phase = "item_item" if self.exact_item_item else "power"
+            if self.phase == "item_item":
+                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_input(self.items, self.n_items)):
+                    return
+                upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
+                self.item_item = local.symmetric_from_upper(upper, self.n_items)
+                self.phase = "power"
+            while self.phase == "power" and self.next_iteration <= self.iterations:
+                basis = (await self.recv(Basis, deadline=deadline, sender=self.server)).body
+                if basis.iteration < self.next_iteration:
+                    continue  # a late basis of an iteration this user already left
+                self.next_iteration = basis.iteration + 1
+                if basis.basis.shape[0] != self.n_items:
+                    raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
+                y = local.power_input(self.items, self.degrees, basis.basis)  # type: ignore[arg-type]
+                await self.compute()
+                if not await self._sum(POWER + basis.iteration, y):
+                    return
+            self.phase = "filters"
+            result = (await self.recv(Filters, deadline=deadline, sender=self.server)).body
+        except PartyTimeout:
+            return
+        if self.exact_item_item:
+            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item)  # type: ignore[arg-type]
+        else:
+            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum)  # type: ignore[arg-type]
+        self.phase = "done"
+
+
+@dataclass
+class Iteration:
+    """What the server saw of one power iteration (or set-up sum)."""
+
+    session: int
+    members: tuple[Party, ...]
+    result: Aggregate
+    T: np.ndarray | None = None
+
+
+@dataclass
+class ServerState:
+    degrees: np.ndarray | None = None
+    item_item: np.ndarray | None = None
+    basis: np.ndarray | None = None
+    T: np.ndarray | None = None
+    sums: list[Iteration] = field(default_factory=list)
+    bases: list[np.ndarray] = field(default_factory=list)
+    """X_(l-1), the basis broadcast in power iteration l, for l = 1, 2, ..."""
+
+
+class PriviRecServer(Server):
+    """Coordinates the sums; computes V, P~, the QR factorizations; broadcasts.
+
+    Args:
+        n_items: m.
+        k, p: the rank of the filters and of the iterations.
+        start: X_0 (m x p, orthonormal), the QR of the seeded Gaussian start.
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, n_items: int, params: SecAggParams, ideal: IdealSum | None,
+        *, exact_item_item: bool, k: int, start: np.ndarray,
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.n_items = n_items
+        self.params = params
+        self.ideal = ideal
+        self.exact_item_item = exact_item_item
+        self.k = k
+        self.state = ServerState(basis=start)
+
+    async def _sum(self, session: int, length: int, deadline: float) -> tuple[np.ndarray, Iteration]:
+        members = tuple(sorted(self.members))
+        result = await aggregate(
+            self, members, length, self.params, session=session, deadline=deadline, ideal=self.ideal
+        )
+        seen = Iteration(session, members, result)
+        self.state.sums.append(seen)
+        return self.params.ring.decode(result.total), seen
+
+    def _broadcast(self, message: object) -> None:
+        self.send_many(sorted(self.members), message)
+
+    async def setup(self, deadline: float) -> None:
+        """The item degrees and, for PriviRec, P~ (Fig. 4 / 5, before the power method)."""
+        self.update_membership()
+        total, _ = await self._sum(DEGREES_SESSION, self.n_items, deadline)
+        degrees = np.rint(total)
+        self.state.degrees = degrees
+        self.update_membership()
+        self._broadcast(Degrees(degrees))
+        if self.exact_item_item:
+            upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), deadline)
+            p_prime = local.symmetric_from_upper(upper, self.n_items)
+            item_item = local.normalize_item_item(p_prime, degrees)
+            self.state.item_item = item_item
+            self.update_membership()
+            rows, columns = np.triu_indices(self.n_items)
+            self._broadcast(ItemItem(np.ascontiguousarray(item_item[rows, columns])))
+
+    async def iterate(self, iteration: int, deadline: float) -> Iteration:
+        """Power iteration ``iteration``: broadcast X, securely sum A^(u)T A^(u) X, QR at the server."""
+        self.update_membership()
+        basis = self.state.basis
+        assert basis is not None
+        self.state.bases.append(basis)
+        self._broadcast(Basis(iteration, basis))
+        await trio.lowlevel.checkpoint()
+        total, seen = await self._sum(POWER + iteration, basis.size, deadline)
+        X, T = qr_positive(total.reshape(basis.shape))
+        self.state.basis, self.state.T = X, T
+        seen.T = T
+        return seen
+
+    def publish(self) -> None:
+        """Broadcast S_k and, for PriviRec-k, diag(T_L)[:k]."""
+        self.update_membership()
+        basis, T = self.state.basis, self.state.T
+        assert basis is not None and T is not None
+        spectrum = np.empty(0) if self.exact_item_item else np.ascontiguousarray(np.diag(T)[: self.k])
+        self._broadcast(Filters(np.ascontiguousarray(basis[:, : self.k]), spectrum))
+
+
+def members_missing(expected: Sequence[Party], seen: Iteration) -> tuple[Party, ...]:
+    """The users of ``expected`` whose input is not in the sum ``seen`` (not in U3)."""
+    survivors = set(seen.result.survivors)
+    return tuple(party for party in expected if party not in survivors)
+
+
+__all__ = ["DEGREES_SESSION", "ITEM_ITEM_SESSION", "POWER", "PriviRecServer", "PriviRecUser", "members_missing", "session_round"]
