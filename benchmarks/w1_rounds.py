@@ -4,7 +4,10 @@ Each round the server sends every user a `W1Request` carrying a float32[50] vect
 with a `W1Reply` carrying one, and the server waits for all replies before the next round. Latency is
 log-normal (median 50 ms, sigma 0.5) on each directed link, arrival times rounded up to 1 ms. The
 standard size is 1,000 users for 100 rounds; the scale line runs 100,000 users for 3 rounds on fedrecsim
-alone, in a fresh interpreter so that its peak RSS is its own.
+alone, in a fresh interpreter so that its peak RSS is its own, beside ``trio_floor_s_per_round``: what
+trio alone takes to wake each of as many parked tasks once and run it back to its next wait, with no
+message, network or ledger (`trio_wake_floor`). No one-task-per-party engine on trio can run a round in
+less; the closing notes of issue 12 compare the 2 s target with it.
 
 Both simulations do the same work for every message:
 
@@ -308,13 +311,59 @@ def compare(config: W1Config, repeats: int) -> tuple[float, float]:
     return best_ours, best_peer
 
 
+def trio_wake_floor(tasks: int, rounds: int) -> float:
+    """Mean wall seconds per round for trio to wake ``tasks`` parked tasks once each and run every one back
+    to its next wait: a round of W1 with everything but the task switches taken away.
+
+    Each task parks with `trio.lowlevel.wait_task_rescheduled`, as a fedrecsim mailbox wait does; each
+    round the main task reschedules all of them (as deliveries do) and parks until the last one has run.
+    """
+    parked: list[trio.lowlevel.Task] = []
+    main_task: list[trio.lowlevel.Task] = []
+    ran = [0]
+
+    def no_abort(_: object) -> trio.lowlevel.Abort:
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def party() -> None:
+        parked.append(trio.lowlevel.current_task())
+        for _ in range(rounds):
+            await trio.lowlevel.wait_task_rescheduled(no_abort)
+            ran[0] += 1
+            if ran[0] == tasks:
+                trio.lowlevel.reschedule(main_task[0])
+
+    async def main() -> float:
+        main_task.append(trio.lowlevel.current_task())
+        async with trio.open_nursery() as nursery:
+            for _ in range(tasks):
+                nursery.start_soon(party)
+            while len(parked) < tasks:
+                await trio.sleep(0)
+            start = time.perf_counter()
+            for _ in range(rounds):
+                ran[0] = 0
+                for task in parked:
+                    trio.lowlevel.reschedule(task)
+                await trio.lowlevel.wait_task_rescheduled(no_abort)
+            return (time.perf_counter() - start) / rounds
+
+    with relaxed_garbage_collection():
+        return trio.run(main)
+
+
 def scale(users: int, rounds: int, seed: int = 0) -> dict[str, object]:
-    """W1 at ``users`` on fedrecsim alone: mean wall seconds per round (building the parties excluded)."""
+    """W1 at ``users`` on fedrecsim alone: mean wall seconds per round (building the parties excluded),
+    and `trio_wake_floor` for as many tasks."""
     config = W1Config(users=users, rounds=rounds, seed=seed)
     outcome = run_fedrecsim(config)
     if outcome.replies != (users,) * rounds:
         raise SimulationError(f"W1-scale did not complete: replies per round {outcome.replies}")
-    return {"users": users, "wall_s_per_round": sum(outcome.round_wall_s) / rounds}
+    return {
+        "users": users,
+        "wall_s_per_round": sum(outcome.round_wall_s) / rounds,
+        "trio_floor_s_per_round": trio_wake_floor(users, rounds),
+    }
 
 
 def run(options: Options) -> Iterator[str]:
@@ -331,7 +380,7 @@ def run(options: Options) -> Iterator[str]:
     result = run_isolated(__name__, "scale", users=users, rounds=rounds, seed=config.seed)
     yield (
         f"W1-scale users={result['users']} wall_s_per_round={result['wall_s_per_round']:.3f} "
-        f"peak_rss_mb={result['peak_rss_mb']:.0f}"
+        f"trio_floor_s_per_round={result['trio_floor_s_per_round']:.3f} peak_rss_mb={result['peak_rss_mb']:.0f}"
     )
 
 
@@ -348,4 +397,5 @@ __all__ = [
     "run_fedrecsim",
     "run_simpy",
     "scale",
+    "trio_wake_floor",
 ]

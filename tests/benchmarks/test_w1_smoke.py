@@ -20,6 +20,7 @@ from benchmarks.w1_rounds import (
     check_same_work,
     run_fedrecsim,
     run_simpy,
+    trio_wake_floor,
 )
 from fedrecsim.errors import ConfigError, SimulationError
 from fedrecsim.network import SERVER, Party, Role
@@ -145,9 +146,18 @@ def test_cli_prints_the_two_w1_lines(capsys):
     ours_rate, peer_rate, ratio = map(float, comparison.groups())
     # The printed rates are rounded to 0.1 and the ratio to 0.01, so they agree only to rounding.
     assert ratio == pytest.approx(ours_rate / peer_rate, rel=0.02, abs=0.01)
-    scale = re.fullmatch(rf"W1-scale users=2000 wall_s_per_round={number} peak_rss_mb={number}", lines[1])
+    scale = re.fullmatch(
+        rf"W1-scale users=2000 wall_s_per_round={number} trio_floor_s_per_round={number} peak_rss_mb={number}",
+        lines[1],
+    )
     assert scale is not None, lines[1]
-    assert float(scale.group(2)) > 0
+    assert all(float(value) > 0 for value in scale.groups())
+
+
+def test_trio_wake_floor_wakes_every_task_every_round():
+    # It returns only once every task has run in every round (the last one wakes the main task), so a
+    # miscount would hang the test rather than pass it.
+    assert trio_wake_floor(tasks=7, rounds=3) > 0
 
 
 def test_cli_refuses_an_unknown_workload(capsys):
