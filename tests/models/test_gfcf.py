@@ -127,8 +127,21 @@ def test_graph_filters_needs_one_item_item_form() -> None:
         GraphFilters(np.ones(2), np.eye(2), item_item=np.eye(2), spectrum=np.ones(2))
 
 
-@pytest.mark.parametrize("field", ["k", "iterations", "oversample"])
+@pytest.mark.parametrize("field", ["k", "iterations", "oversample", "ideal_k"])
 def test_hyper_checks(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         GFCFHyper(**{field: -1})
     assert GFCFHyper(k=3, oversample=2).p == 5
+
+
+def test_the_ideal_filter_can_use_the_leading_columns_only() -> None:
+    R = _matrix()
+    full = fit_gfcf(R, GFCFHyper(k=6), np.random.default_rng(4))
+    lead = fit_gfcf(R, GFCFHyper(k=6, ideal_k=2), np.random.default_rng(4))
+    degrees = R.toarray().sum(0)
+    S = full.basis[:, :2]
+    F = np.diag(inverse_sqrt(degrees)) @ S @ S.T @ np.diag(np.sqrt(degrees))
+    np.testing.assert_allclose(lead.ideal_apply(R.toarray()), R.toarray() @ F, atol=1e-12)
+    np.testing.assert_array_equal(lead.basis, full.basis)
+    with pytest.raises(ValueError, match="ideal_k"):
+        GFCFHyper(k=3, ideal_k=4)

@@ -51,6 +51,8 @@ class GFCFHyper:
         iterations: L, power iterations.
         oversample: p - k, extra columns carried through the iterations (p = k + oversample).
         low_rank: PriviRec-k: P~ ~ S_k Diag(t) S_k^T instead of the exact P~.
+        ideal_k: the leading columns of S_k in the ideal low-pass filter; 0 means all k (PriviRec-k's
+            users may use fewer for F_IDL than for P~, Fig. 5: "select leading p columns").
     """
 
     k: int = 256
@@ -58,11 +60,15 @@ class GFCFHyper:
     iterations: int = 2
     oversample: int = 0
     low_rank: bool = False
+    ideal_k: int = 0
 
     def __post_init__(self) -> None:
-        for name, value, low in (("k", self.k, 1), ("iterations", self.iterations, 1), ("oversample", self.oversample, 0)):
+        for name, value, low in (("k", self.k, 1), ("iterations", self.iterations, 1), ("oversample", self.oversample, 0),
+                                 ("ideal_k", self.ideal_k, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.ideal_k > self.k:
+            raise ValueError(f"ideal_k must be <= k = {self.k}, got {self.ideal_k}")
 
     @property
     def p(self) -> int:
@@ -138,12 +144,14 @@ class GraphFilters:
         basis: S_k, m x k.
         item_item: P~ (m x m), or None for PriviRec-k's low-rank form.
         spectrum: PriviRec-k's t (k), or None.
+        ideal_rank: the leading columns of S_k in F_IDL (0: all).
     """
 
     degrees: np.ndarray
     basis: np.ndarray
     item_item: np.ndarray | None = None
     spectrum: np.ndarray | None = None
+    ideal_rank: int = 0
 
     def __post_init__(self) -> None:
         if (self.item_item is None) == (self.spectrum is None):
@@ -161,7 +169,8 @@ class GraphFilters:
 
     def ideal_apply(self, rows: np.ndarray) -> np.ndarray:
         """rows F_IDL = ((rows V^{-1/2}) S_k) (S_k^T V^{1/2})."""
-        return ((rows * inverse_sqrt(self.degrees)) @ self.basis) @ (self.basis.T * np.sqrt(self.degrees))
+        basis = self.basis[:, : self.ideal_rank] if self.ideal_rank else self.basis
+        return ((rows * inverse_sqrt(self.degrees)) @ basis) @ (basis.T * np.sqrt(self.degrees))
 
     def gfcf_scores(self, rows: np.ndarray | sp.spmatrix, gamma: float = 0.3) -> np.ndarray:
         """GF-CF's scores of the interaction rows ``rows`` (b x m): rows (P~ + gamma F_IDL)."""
@@ -207,8 +216,8 @@ def fit_gfcf(R: sp.spmatrix | Ratings, hyper: GFCFHyper, rng: np.random.Generato
     X, T = power_method(lambda X: Rt.T @ (Rt @ X), start, hyper.iterations)
     basis = np.ascontiguousarray(X[:, : hyper.k])
     if hyper.low_rank:
-        return GraphFilters(degrees, basis, spectrum=np.diag(T)[: hyper.k].copy())
-    return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()))
+        return GraphFilters(degrees, basis, spectrum=np.diag(T)[: hyper.k].copy(), ideal_rank=hyper.ideal_k)
+    return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()), ideal_rank=hyper.ideal_k)
 
 
 def exact_basis(R: sp.spmatrix, k: int) -> np.ndarray:

@@ -23,7 +23,8 @@ def _central_scores(table: dict, low_rank: bool, scorer: str) -> np.ndarray:
     scenario = parse_scenario(table)
     train, _ = prepare_data(scenario.data, scenario.run.seed)
     config = scenario.protocol
-    hyper = GFCFHyper(k=config.k, gamma=config.gamma, iterations=scenario.run.rounds, oversample=config.oversample, low_rank=low_rank)
+    hyper = GFCFHyper(k=config.k, gamma=config.gamma, iterations=scenario.run.rounds, oversample=config.oversample, low_rank=low_rank,
+                      ideal_k=config.ideal_k)
     filters = fit_gfcf(interaction_matrix(train), hyper, start_rng(scenario.run.seed))
     R = interaction_matrix(train)
     return filters.gfcf_scores(R, config.gamma) if scorer == "gfcf" else filters.turbo_scores(R, config.turbo_filter)
@@ -32,7 +33,7 @@ def _central_scores(table: dict, low_rank: bool, scorer: str) -> np.ndarray:
 @pytest.mark.parametrize("variant", ["privirec", "privirec_k"])
 @pytest.mark.parametrize("scorer", ["gfcf", "turbo_cf"])
 def test_decentralized_scores_equal_centralized_scores(variant: str, scorer: str) -> None:
-    table = _table(variant=variant, scorer=scorer, oversample=2)
+    table = _table(variant=variant, scorer=scorer, oversample=2, ideal_k=8)
     result = fedrecsim.run(table)
     users = result.outcome.state["users"]
     central = _central_scores(table, variant == "privirec_k", scorer)
@@ -112,7 +113,7 @@ def test_with_everyone_online_the_plan_is_the_ledger(variant: str) -> None:
     ("protocol", "key"),
     [({"k": 61}, "protocol.k"), ({"k": 58, "oversample": 3}, "protocol.k"),
      ({"variant": "privirec_k", "scorer": "turbo_cf", "turbo_power": 0.5}, "protocol.turbo_power"),
-     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits")],
+     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits"), ({"k": 8, "ideal_k": 9}, "protocol.ideal_k")],
 )
 def test_configuration_errors_name_the_key(protocol: dict, key: str) -> None:
     with pytest.raises(ConfigError) as raised:

@@ -86,6 +86,7 @@ class PriviRecConfig:
     )
     k: int = param(256, ge=1, doc="singular vectors in the ideal low-pass filter (PriviRec-k: also P~'s rank)")
     oversample: int = param(0, ge=0, doc="extra columns carried through the power iterations (p = k + oversample)")
+    ideal_k: int = param(0, ge=0, doc="the leading columns of S_k users put in F_IDL (PriviRec-k's Fig. 5); 0 = all k")
     gamma: float = param(0.3, ge=0, doc="GF-CF: the weight of the ideal low-pass filter")
     scorer: Literal["gfcf", "turbo_cf"] = param("gfcf", doc="how users score: GF-CF, or Turbo-CF's polynomial filter of P~")
     turbo_filter: Literal[1, 2, 3] = param(2, doc="turbo_cf: 1 P | 2: 2P - P^2 | 3: P + 0.01(-P^3 + 10P^2 - 29P)")
@@ -115,7 +116,7 @@ def start_rng(seed: int) -> np.random.Generator:
 def hyper(config: PriviRecConfig, rounds: int) -> GFCFHyper:
     """The centralized GF-CF's hyper-parameters of a run (L = ``run.rounds``)."""
     return GFCFHyper(k=config.k, gamma=config.gamma, iterations=rounds, oversample=config.oversample,
-                     low_rank=config.variant == "privirec_k")
+                     low_rank=config.variant == "privirec_k", ideal_k=config.ideal_k)
 
 
 def secagg_mode(config: PriviRecConfig, n_items: int) -> str:
@@ -139,6 +140,8 @@ def _check(config: PriviRecConfig, n_items: int) -> None:
         raise ConfigError(
             "protocol.k", f"k + oversample = {config.k + config.oversample} exceeds the number of items {n_items}"
         )
+    if config.ideal_k > config.k:
+        raise ConfigError("protocol.ideal_k", f"must be <= k = {config.k}, got {config.ideal_k}")
     if config.scorer == "turbo_cf" and config.variant == "privirec_k" and config.turbo_power != 1.0:
         raise ConfigError("protocol.turbo_power", "privirec_k's low-rank P~ takes turbo_power = 1 only")
 
@@ -170,7 +173,7 @@ def _parties(ctx: RunContext, config: PriviRecConfig, params: SecAggParams, idea
         users[party] = PriviRecUser(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, user_index),
             index.items[index.indptr[user_index] : index.indptr[user_index + 1]], train.n_items, params, ideal,
-            exact_item_item=config.variant == "privirec", iterations=ctx.rounds,
+            exact_item_item=config.variant == "privirec", iterations=ctx.rounds, ideal_k=config.ideal_k,
             stage_rng=ctx.rng(Stream.PROTOCOL, STAGE_STREAM, user_index), crash_stage=crash_stage,
         )
     start = gaussian_start(train.n_items, config.k + config.oversample, start_rng(ctx.seed))

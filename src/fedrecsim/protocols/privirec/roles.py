@@ -48,11 +48,13 @@ class PriviRecUser(User):
         iterations: L.
         stage_rng: draws the secure-aggregation stage at which this user crashes when it does.
         crash_stage: that stage, or None to draw it uniformly.
+        ideal_k: the leading columns of S_k in the user's F_IDL (0: all).
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, items: np.ndarray, n_items: int, params: SecAggParams, ideal: IdealSum | None,
         *, exact_item_item: bool, iterations: int, stage_rng: np.random.Generator, crash_stage: Stage | None = None,
+        ideal_k: int = 0,
     ) -> None:
         super().__init__(party, network, rng)
         self.items = np.asarray(items, dtype=np.int64)
@@ -63,6 +65,7 @@ class PriviRecUser(User):
         self.iterations = iterations
         self.stage_rng = stage_rng
         self.crash_stage = crash_stage
+        self.ideal_k = ideal_k
         self._drawn: Stage | None = None
         self.phase = "degrees"
         self.next_iteration = 1
@@ -117,9 +120,9 @@ class PriviRecUser(User):
         except PartyTimeout:
             return
         if self.exact_item_item:
-            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
         else:
-            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
         self.phase = "done"
 
 
