@@ -151,7 +151,7 @@ def test_a_parent_that_cannot_be_made_is_named_and_the_ones_made_are_removed(tmp
 
     monkeypatch.setattr(os, "mkdir", mkdir)
     with pytest.raises(OutputError) as caught:
-        prepare_output(refused / "run")
+        prepare_output(refused / "c" / "run")  # the error names a/b, the folder that failed, not a/b/c
     assert str(caught.value) == refusal(refused, "cannot create the folder: Permission denied")
     assert not (tmp_path / "a").exists()
 
