@@ -52,7 +52,7 @@ def test_keys_text_shows_type_default_range_and_meaning():
     latent = text.index("  protocol.d: integer, default 50, >= 1")
     assert text[latent + 1] == "      latent dimension"
     assert "  run.protocol: string, required" in text
-    assert '  data.split: string, default "random", one of "random", "per_user", "leave_one_out", "users"' in text
+    assert '  data.split: string, default "random", one of "random", "per_user", "leave_one_out", "users", "heldout_users"' in text
 
 
 def test_keys_text_for_one_protocol_holds_the_common_tables_and_only_that_protocol():

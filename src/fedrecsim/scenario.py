@@ -116,15 +116,22 @@ class DataConfig:
     min_per_user: int | None = param(
         None, ge=0, doc="synthetic: entries every user gets at least (default min(20, ratings // users))"
     )
-    split: Literal["random", "per_user", "leave_one_out", "users"] = param(
+    split: Literal["random", "per_user", "leave_one_out", "users", "heldout_users"] = param(
         "random",
         doc="how test entries are held out: at random, a fraction of each user's, one per user, "
-        "or test_entries of each of a test_fraction share of the users",
+        "test_entries of each of a test_fraction share of the users, or (heldout_users) a test_share of each "
+        "of a test_fraction share of the users",
     )
     test_fraction: float = param(
         0.1, gt=0, lt=1, doc="the share of entries held out for testing (split = 'users': the share of users)"
     )
     test_entries: int = param(5, ge=1, doc="split = 'users': entries held out per test user")
+    test_share: float = param(
+        0.2, gt=0, lt=1, doc="split = 'heldout_users': the share of each held-out user's entries tested; the rest folds in"
+    )
+    min_rating: float = param(
+        0.0, ge=0, doc="keep only entries of at least this value, before binarize (0 = all; MovieLens-1M implicit: 4)"
+    )
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
     min_user_interactions: int = param(0, ge=0, doc="drop users with fewer entries (0 = keep all)")
     min_item_interactions: int = param(0, ge=0, doc="drop items with fewer entries (0 = keep all)")

@@ -49,6 +49,7 @@ from fedrecsim.data.silos import (
 )
 from fedrecsim.data.splits import (
     filter_min_interactions,
+    heldout_users_split,
     leave_one_out,
     per_user_split,
     random_split,
@@ -95,6 +96,7 @@ __all__ = [
     "fetch_command",
     "fetched_path",
     "filter_min_interactions",
+    "heldout_users_split",
     "hit_rate_at_k",
     "install_folder",
     "leave_one_out",

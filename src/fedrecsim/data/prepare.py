@@ -1,7 +1,8 @@
 """`prepare_data`: from a scenario's ``[data]`` table and the run's seed to a train/test split.
 
-The steps, in order: generate (``source = "synthetic"``) or load the data; binarize it if asked; drop
-users and items below the interaction thresholds; keep the ``subsample_items`` most popular items and
+The steps, in order: generate (``source = "synthetic"``) or load the data; keep the entries of value at
+least ``min_rating`` if set (MovieLens-1M as implicit data: ratings >= 4, Polato Sec. V-A); binarize it
+if asked; drop users and items below the interaction thresholds; keep the ``subsample_items`` most popular items and
 ``subsample_users`` random users among those left (`subsample`); split. A given held-out set
 (``test_path``, or a LightGCN folder's ``test.txt``: `load_with_test`) replaces the split; it is
 binarized with the data, and the thresholds and subsampling, which would have to cut both sets alike,
@@ -19,6 +20,7 @@ from fedrecsim.data.ratings import Ratings
 from fedrecsim.data.poisson import synthetic_poisson
 from fedrecsim.data.splits import (
     filter_min_interactions,
+    heldout_users_split,
     leave_one_out,
     per_user_split,
     random_split,
@@ -48,6 +50,8 @@ class DataSpec(Protocol):
     split: str
     test_fraction: float
     test_entries: int
+    test_share: float
+    min_rating: float
     binarize: bool
     min_user_interactions: int
     min_item_interactions: int
@@ -61,14 +65,19 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
     ``source = "synthetic"`` draws `synthetic_explicit`, `synthetic_implicit` or `synthetic_poisson` (by ``feedback``) of
     ``users x items`` with ``ratings`` entries; any other source is read by `load` from ``path``.
     ``split`` is ``"random"`` (`random_split`), ``"per_user"`` (`per_user_split`),
-    ``"leave_one_out"`` (`leave_one_out`, which ignores ``test_fraction``) or ``"users"``
-    (`user_holdout_split`: ``test_entries`` of each of a ``test_fraction`` share of the users).
+    ``"leave_one_out"`` (`leave_one_out`, which ignores ``test_fraction``), ``"users"``
+    (`user_holdout_split`: ``test_entries`` of each of a ``test_fraction`` share of the users) or
+    ``"heldout_users"`` (`heldout_users_split`: a ``test_share`` of each of a ``test_fraction`` share
+    of the users).
 
     Raises:
         ConfigError: a key is out of range or names an unknown choice.
         DatasetError: a data file is missing or malformed.
     """
     ratings, given_test = _ratings(spec, seed)
+    if spec.min_rating:
+        ratings = _at_least(ratings, spec.min_rating)
+        given_test = _at_least(given_test, spec.min_rating) if given_test is not None else None
     if spec.binarize:
         ratings = ratings.binarize()
     if given_test is not None:
@@ -93,9 +102,17 @@ def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
         return leave_one_out(ratings, rng)
     if spec.split == "users":
         return user_holdout_split(ratings, spec.test_fraction, spec.test_entries, rng)
+    if spec.split == "heldout_users":
+        return heldout_users_split(ratings, spec.test_fraction, spec.test_share, rng)
     raise ConfigError(
-        "data.split", f"got {spec.split!r}; allowed values: 'random', 'per_user', 'leave_one_out', 'users'"
+        "data.split",
+        f"got {spec.split!r}; allowed values: 'random', 'per_user', 'leave_one_out', 'users', 'heldout_users'",
     )
+
+
+def _at_least(ratings: Ratings, min_rating: float) -> Ratings:
+    """The entries of value >= ``min_rating``; users and items left without entries keep their indices."""
+    return ratings.subset(ratings.values >= min_rating)
 
 
 def _with_given_test(spec: DataSpec, train: Ratings, test: Ratings) -> tuple[Ratings, Ratings]:

@@ -83,6 +83,32 @@ def user_holdout_split(
     return ratings.subset(~test), ratings.subset(test)
 
 
+def heldout_users_split(
+    ratings: Ratings, user_fraction: float, test_share: float, rng: np.random.Generator
+) -> tuple[Ratings, Ratings]:
+    """Held-out users, each with a share of its entries tested (Liang et al.'s and Polato's protocol, Sec. V-A).
+
+    The held-out users are ``round(user_fraction * n)`` drawn uniformly among the ``n`` users with at
+    least two entries (halves round up). Each gives ``round(test_share * m)`` of its ``m`` entries,
+    chosen uniformly, to the test set -- at least one, and never all: its other entries stay in the
+    training set as the fold-in input a model ranks it from. Every other user keeps all its entries.
+
+    Raises:
+        ConfigError: ``user_fraction`` (``data.test_fraction``) or ``test_share`` (``data.test_share``)
+            outside (0, 1).
+    """
+    _check_fraction(user_fraction)
+    _check_fraction(test_share, "data.test_share")
+    counts = ratings.user_counts()
+    eligible = np.flatnonzero(counts >= 2)
+    chosen = np.zeros(ratings.n_users, dtype=bool)
+    chosen[rng.permutation(eligible)[: math.floor(user_fraction * eligible.size + 0.5)]] = True
+    n_test = np.clip(np.floor(test_share * counts + 0.5).astype(np.int64), 1, np.maximum(counts - 1, 1))
+    rank = _random_rank_within_user(ratings, rng)
+    test = chosen[ratings.users] & (rank < n_test[ratings.users])
+    return ratings.subset(~test), ratings.subset(test)
+
+
 def filter_min_interactions(ratings: Ratings, min_user: int, min_item: int) -> Ratings:
     """Keep only users with >= ``min_user`` and items with >= ``min_item`` entries, re-indexed densely.
 
@@ -129,11 +155,11 @@ def subsample(ratings: Ratings, n_users: int, n_items: int, rng: np.random.Gener
     return _reindex(ratings, on_kept & chosen[ratings.users])
 
 
-def _check_fraction(test_fraction: float) -> None:
+def _check_fraction(test_fraction: float, key: str = "data.test_fraction") -> None:
     if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float, np.integer, np.floating)):
-        raise ConfigError("data.test_fraction", f"must be a number in (0, 1), got {test_fraction!r}")
+        raise ConfigError(key, f"must be a number in (0, 1), got {test_fraction!r}")
     if not 0.0 < test_fraction < 1.0:
-        raise ConfigError("data.test_fraction", f"must be in (0, 1), got {test_fraction!r}")
+        raise ConfigError(key, f"must be in (0, 1), got {test_fraction!r}")
 
 
 def _random_rank_within_user(ratings: Ratings, rng: np.random.Generator) -> IntArray:
@@ -171,6 +197,7 @@ def _reindex(ratings: Ratings, keep: np.ndarray) -> Ratings:
 
 __all__ = [
     "filter_min_interactions",
+    "heldout_users_split",
     "leave_one_out",
     "per_user_split",
     "random_split",
