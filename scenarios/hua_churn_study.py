@@ -11,11 +11,10 @@ paper's measure) and the mean of ``noise_err_increase`` (against the same iterat
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from fedrecsim.sweep import load_study, read_csv, run_sweep
+from fedrecsim.sweep import ci_half_width, load_study, read_csv, run_sweep, study_script
 
 STUDY = Path(__file__).resolve().parent / "hua_churn_study.toml"
 FIXED = 0.01
@@ -42,7 +41,7 @@ def render(summary: list[dict[str, str]], seeds: int) -> str:
     header = ["varied", "p_join", "p_leave", f"err_increase (mean of {seeds})", "95% CI +-", "vs noiseless"]
     table = [header] + [
         [varied, f"{float(line['availability.p_join']):g}", f"{float(line['availability.p_leave']):g}",
-         f"{float(line['err_increase.mean']):.4f}", _half_width(line, "err_increase"),
+         f"{float(line['err_increase.mean']):.4f}", ci_half_width(line, "err_increase", 4),
          f"{float(line['noise_err_increase.mean']):.4f}"]
         for varied, line in rows
     ]
@@ -52,26 +51,12 @@ def render(summary: list[dict[str, str]], seeds: int) -> str:
     return "\n".join(lines)
 
 
-def _half_width(line: dict[str, str], metric: str) -> str:
-    """Half the confidence interval's width; "-" with a single seed (no interval)."""
-    if not line[f"{metric}.ci95_high"]:
-        return "-"
-    return f"{(float(line[f'{metric}.ci95_high']) - float(line[f'{metric}.ci95_low'])) / 2:.4f}"
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small data set, few rounds, two seeds (seconds)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per configuration (default 3; 2 with --quick)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key in every run")
-    parser.add_argument("--out", type=Path, default=Path("results/hua_churn_study"), help="the sweep folder")
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
-    args = parser.parse_args(argv)
-    seeds = args.seeds if args.seeds is not None else (2 if args.quick else 3)
-    if seeds < 1:
-        parser.error("--seeds must be >= 1")
-    print(render(study(seeds, args.set, args.quick, args.out, args.workers), seeds))
-    return 0
+    return study_script(
+        argv, description=__doc__.splitlines()[0], default_out=Path("results/hua_churn_study"),
+        quick_help="a small data set, few rounds, two seeds (seconds)",
+        report=lambda seeds, overrides, quick, out, workers: render(study(seeds, overrides, quick, out, workers), seeds),
+    )
 
 
 if __name__ == "__main__":

@@ -11,11 +11,10 @@ the study's runs. ``--quick`` runs a tiny grid with two seeds (seconds; for the 
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from fedrecsim.sweep import load_study, read_csv, run_sweep
+from fedrecsim.sweep import ci_half_width, load_study, read_csv, run_sweep, study_script
 
 STUDY = Path(__file__).resolve().parent / "ribero_epsilon_k.toml"
 QUICK = ["data.users=120", "data.items=60", "data.ratings=2400", "protocol.nmf_iterations=60"]
@@ -32,13 +31,6 @@ def study(seeds: int, overrides: list[str], quick: bool, out: Path, workers: int
     return read_csv(result.path / "summary.csv")
 
 
-def _half_width(line: dict[str, str], metric: str) -> str:
-    """Half the 95% interval's width; "-" with a single seed (no interval)."""
-    if not line[f"{metric}.ci95_high"]:
-        return "-"
-    return f"{(float(line[f'{metric}.ci95_high']) - float(line[f'{metric}.ci95_low'])) / 2:.3f}"
-
-
 def render(summary: list[dict[str, str]], seeds: int) -> str:
     """Per k: a row per epsilon, then the baselines' mean rank and RMSE averaged over that k's runs."""
     blocks = []
@@ -46,7 +38,7 @@ def render(summary: list[dict[str, str]], seeds: int) -> str:
         lines = sorted((line for line in summary if int(line["protocol.k"]) == k), key=lambda line: float(line["protocol.epsilon"]))
         table = [["epsilon", f"mean_rank (mean of {seeds})", "95% CI +-", "test_rmse"]]
         table += [[f"{float(line['protocol.epsilon']):g}", f"{float(line['mean_rank.mean']):.3f}",
-                   _half_width(line, "mean_rank"), f"{float(line['test_rmse.mean']):.3f}"] for line in lines]
+                   ci_half_width(line, "mean_rank", 3), f"{float(line['test_rmse.mean']):.3f}"] for line in lines]
         for name in BASELINES:
             rank = sum(float(line[f"mean_rank_{name}.mean"]) for line in lines) / len(lines)
             rmse = sum(float(line[f"test_rmse_{name}.mean"]) for line in lines) / len(lines)
@@ -60,18 +52,11 @@ def render(summary: list[dict[str, str]], seeds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tiny grid with two seeds (seconds)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 3; 2 with --quick)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key in every run")
-    parser.add_argument("--out", type=Path, default=Path("results/ribero_epsilon_k"), help="the sweep folder")
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
-    args = parser.parse_args(argv)
-    seeds = args.seeds if args.seeds is not None else (2 if args.quick else 3)
-    if seeds < 1:
-        parser.error("--seeds must be >= 1")
-    print(render(study(seeds, args.set, args.quick, args.out, args.workers), seeds))
-    return 0
+    return study_script(
+        argv, description=__doc__.splitlines()[0], default_out=Path("results/ribero_epsilon_k"),
+        quick_help="a tiny grid with two seeds (seconds)",
+        report=lambda seeds, overrides, quick, out, workers: render(study(seeds, overrides, quick, out, workers), seeds),
+    )
 
 
 if __name__ == "__main__":
