@@ -119,6 +119,7 @@ TARGETS = (
         ("tests/protocols/prototypes",),
     ),
     Target("protocols.secagg", "src/fedrecsim/protocols/secagg", ("tests/protocols/secagg",)),
+    Target("protocols.privirec", "src/fedrecsim/protocols/privirec", ("tests/protocols/privirec",)),
     Target("inspect", "src/fedrecsim/inspect.py", ("tests/test_inspect.py",)),
 )
 
