@@ -1,0 +1,233 @@
+"""Polato (IJCNN 2021), "Federated Variational Autoencoder for Collaborative Filtering": FedVAE and FedVAE_dec.
+
+Every training user is a party holding its own row r_u. ``run.rounds`` counts federated rounds
+(Algorithm 1's T). In round t the server samples R online users, sends each ω_{t-1}, each answers with
+the gradient of its own Mult-VAE loss (one forward/backward pass, `fedrecsim.models.multvae`), users
+that crash or miss the deadline are simply missing, and the server validates the gradients, keeps
+those SecureFilter (Krum) keeps, averages them and takes one Adam step (Algorithm 2), then, for
+FedVAE_dec, ``ω_t <- ω_t + gamma_t (ω_t - ω_{t-1})`` (eq. (4)). Who does what is in `roles`, the
+server's maths in `aggregation`, what travels in `messages`.
+
+Epochs (Sec. V-A): an epoch is ``M = ceil(|U \\ U_test| / R)`` rounds, so ``M R >= |U \\ U_test| >
+(M - 1) R``; round t is in epoch ``e = ceil(t / M)`` and ``gamma_t = gamma delta^e``. The epoch count
+starts at 1, as Algorithm 1's t does: with delta = 0 the schedule is plain FedVAE from the first
+round, as the paper says it must be (0^0 = 1 would boost the first epoch).
+
+Data and evaluation (Sec. V-A): ``data.split`` must hold users out -- ``"heldout_users"`` (the paper's:
+a ``test_fraction`` share of the users, each testing ``test_share`` = 20 % of its entries and folding in
+the rest) or ``"users"``. Held-out users (those with test entries) never train and are not parties;
+after every epoch (``eval_every = 0``; or every ``eval_every`` rounds) and after the last round the
+simulator ranks every item for each of them from its fold-in row with the server's ω, fold-in items
+excluded: ``ndcg@K`` and ``recall@K`` for K in ``cutoffs`` (`evaluation`). Values are used as they are
+(the multinomial likelihood counts them); ``data.binarize = true`` gives the paper's binary r_u, and
+MovieLens-1M as the paper prepares it is ``min_rating = 4``, ``binarize``, ``min_user_interactions = 5``.
+With ``baseline = true`` the final metrics add ``ndcg@K_multvae`` / ``recall@K_multvae``: centralized
+Mult-VAE (minibatches of ``baseline_batch`` users, the same Adam) from the same ω_0 on the same
+training users for ``ceil(rounds / M)`` epochs; its per-epoch metrics are in ``state["baseline"]``.
+
+Choices where the paper is silent or ambiguous, each documented where it is made:
+
+* Initialization is Liang et al.'s (Glorot-uniform weights, N(0, 0.001^2) biases), not Algorithm 1's
+  literal N(0, 1), which saturates the network (`fedrecsim.models.multvae`).
+* Parameters, gradients and Adam's moments are float32, as the reference TensorFlow implementation's.
+* SecureFilter: Blanchard et al.'s f is a count; here it is ``floor(krum_f n)`` of the n gradients a
+  round accepted, so it follows R and dropout. ``krum_m = 1`` is Krum (the average of Algorithm 2 line 2
+  is then the one kept gradient), larger is Multi-Krum. Rounds Krum cannot score (n < 3) apply no
+  update (`aggregation`). ``secure_filter = "none"`` is plain averaging.
+* Validation: every gradient is checked (length, indices, finiteness) before SecureFilter; a bad one is
+  rejected and counted, the round goes on (`validation`).
+* Sparse first-layer updates (``sparse = true``, beyond the paper): a user's W1 gradient is zero outside
+  the rows of its kept (rated, not dropped) items, so it sends those rows and their indices. The server
+  expands them; the aggregate equals the dense protocol's exactly. The indices tell the server nothing
+  the dense gradient did not: its non-zero rows are the same items.
+
+Per-round metrics: ``epoch``, ``gamma_t``, ``participants`` (users sent ω), ``gradients`` (accepted),
+``missing``, ``rejected``, ``kept`` (by SecureFilter), ``krum_f`` (with Krum), ``updated`` (1 if ω moved),
+and, counted by the simulator (the server cannot know), ``byzantine_sampled``, ``byzantine_accepted`` and
+``byzantine_kept``; the ranking metrics where measured.
+
+Privacy: none is claimed. Polato argues that input dropout perturbs the gradients and suggests
+differential privacy "for free" (Sec. IV-C) without a guarantee; the server sees every sampled user's
+gradient, whose non-zero W1 rows are the user's kept items. ``result.json``'s privacy section says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import trio
+
+from ...errors import ConfigError
+from ...invariants import InvariantMonitor
+from ...models.multvae import Layout, init_params
+from ...network.party import SERVER, Party, Role
+from ...seeding import Stream
+from ..runtime import Outcome, ProtocolSpec, RunContext
+from .aggregation import FilterSettings
+from .byzantine import choose_attackers
+from .config import FedVAEConfig
+from .evaluation import centralized_curve, ranking_metrics
+from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport
+from .traffic import plan as traffic_plan
+
+# Stream.PROTOCOL ids: which users attack, and the centralized baseline's minibatches and noise.
+_ATTACKERS, _BASELINE = 1, 2
+_SPLITS = ("heldout_users", "users")
+
+
+def training_users(ctx: RunContext) -> np.ndarray:
+    """The users that train: those with training entries and no test entries, ascending."""
+    return np.flatnonzero((ctx.train.user_counts() > 0) & (ctx.test.user_counts() == 0))
+
+
+def epoch_rounds(n_training: int, users_per_round: int) -> int:
+    """M: the rounds of an epoch, ``ceil(n_training / R)`` (at least 1)."""
+    return max(1, math.ceil(n_training / users_per_round))
+
+
+def _check(ctx: RunContext, training: np.ndarray) -> None:
+    data = ctx.scenario.data
+    if data.split not in _SPLITS or data.test_path:
+        given = f"data.test_path = {data.test_path!r}" if data.test_path else f"data.split = {data.split!r}"
+        raise ConfigError(
+            "data.split",
+            f"FedVAE trains on some users and ranks items for held-out others (Polato Sec. V-A); {given} does not hold "
+            'users out: use split = "heldout_users" (or "users") and no test_path',
+        )
+    if not training.size:
+        raise ConfigError("data.test_fraction", "no user is left to train: every user with data is held out")
+
+
+def _users(ctx: RunContext, config: FedVAEConfig, layout: Layout, training: np.ndarray, attackers: frozenset[int]) -> dict:
+    index = ctx.train.by_user()
+    hyper = config.hyper()
+    users: dict[Party, FedVAEUser] = {}
+    for user in training:
+        party = Party(Role.USER, int(user))
+        start, stop = index.indptr[user], index.indptr[user + 1]
+        arguments = (party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, int(user)), index.items[start:stop], index.values[start:stop], layout, hyper, config.sparse)
+        if int(user) in attackers:
+            users[party] = ByzantineUser(*arguments, policy=config.byzantine_policy, scale=config.byzantine_scale)
+        else:
+            users[party] = FedVAEUser(*arguments)
+    return users
+
+
+def _round_row(round_index: int, epoch: int, gamma_t: float, report: RoundReport, attackers: frozenset[int], krum: bool) -> dict[str, float]:
+    def attacking(parties: tuple[Party, ...]) -> int:
+        return sum(party.index in attackers for party in parties)
+
+    row: dict[str, float] = {
+        "round": round_index,
+        "epoch": epoch,
+        "gamma_t": gamma_t,
+        "participants": len(report.selected),
+        "gradients": len(report.accepted),
+        "missing": len(report.missing),
+        "rejected": len(report.rejected),
+        "kept": len(report.kept),
+        "updated": int(report.applied),
+        "byzantine_sampled": attacking(report.selected),
+        "byzantine_accepted": attacking(report.accepted),
+        "byzantine_kept": attacking(report.kept),
+    }
+    if krum:
+        row["krum_f"] = report.selection.f
+    return row
+
+
+def _warnings(rows: list[dict[str, float]], rejected: list[str], evaluated: bool) -> list[str]:
+    warnings = []
+    idle = sum(1 for row in rows if not row["updated"])
+    if idle:
+        warnings.append(
+            f"{idle} of {len(rows)} rounds applied no update: no gradient was accepted, or Krum had fewer than 3 to "
+            "choose from (see the gradients and missing metrics)"
+        )
+    if rejected:
+        warnings.append(f"{len(rejected)} gradients were rejected by the server's validation; the first: {rejected[0]}")
+    if not evaluated:
+        warnings.append("no user is held out (no test entries), so nothing was ranked: raise data.test_fraction")
+    return warnings
+
+
+async def run(ctx: RunContext) -> Outcome:
+    config: FedVAEConfig = ctx.config
+    training = training_users(ctx)
+    _check(ctx, training)
+    hyper = config.hyper()
+    layout = Layout.of(ctx.train.n_items, hyper)
+    server_rng = ctx.rng(Stream.ACTOR, Role.SERVER.code, 0)
+    omega0 = init_params(server_rng, layout)
+    attackers = choose_attackers(ctx.rng(Stream.PROTOCOL, _ATTACKERS), training, config.byzantine_fraction)
+    users = _users(ctx, config, layout, training, attackers)
+    settings = FilterSettings(config.secure_filter, config.krum_f, config.krum_m)
+    server = FedVAEServer(
+        SERVER, ctx.network, server_rng, layout, omega0.copy(), users_per_round=config.users_per_round,
+        adam=config.adam(), settings=settings, sparse=config.sparse,
+    )
+    honest = InvariantMonitor("honest_gradients_accepted", "the server's validation never rejected an honest user's gradient")
+    per_epoch = epoch_rounds(training.size, config.users_per_round)
+    evaluated = bool(len(ctx.test))
+    ctx.network.attach(SERVER)
+    population = ctx.population(users)
+    timing = ctx.scenario.run
+    rows: list[dict[str, float]] = []
+    rejected: list[str] = []
+    async with population.open():
+        await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(1, ctx.rounds + 1):
+            epoch = math.ceil(round_index / per_epoch)
+            gamma_t = config.gamma * config.delta**epoch
+            population.begin_round(round_index)
+            report = await server.round(round_index, gamma_t, trio.current_time() + timing.round_timeout_s)
+            honest.check(
+                all(fault.party.index in attackers for fault in report.rejected),
+                f"round {round_index}: {'; '.join(str(fault) for fault in report.rejected if fault.party.index not in attackers)}",
+            )
+            rejected.extend(str(fault) for fault in report.rejected)
+            row = _round_row(round_index, epoch, gamma_t, report, attackers, config.secure_filter == "krum")
+            due = round_index % per_epoch == 0 if config.eval_every == 0 else round_index % config.eval_every == 0
+            if evaluated and (due or round_index == ctx.rounds):
+                row.update(ranking_metrics(server.omega, layout, hyper, ctx.train, ctx.test, config.cutoffs))
+            rows.append(row)
+            population.end_round(round_index)
+            ctx.progress(round_index)
+            await ctx.network.sleep(timing.round_gap_s)
+    final = {name: value for name, value in rows[-1].items() if name != "round"} if rows else {}
+    state: dict[str, Any] = {
+        "omega": server.omega,
+        "initial_omega": omega0,
+        "layout": layout,
+        "attackers": sorted(attackers),
+        "epoch_rounds": per_epoch,
+        "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
+    }
+    baselines: dict[str, str] = {}
+    if config.baseline and evaluated and rows:
+        curve = centralized_curve(
+            omega0, layout, hyper, config.adam(), ctx.train, ctx.test, training, epochs=math.ceil(len(rows) / per_epoch),
+            batch_size=config.baseline_batch, cutoffs=config.cutoffs, rng=ctx.rng(Stream.PROTOCOL, _BASELINE),
+        )
+        state["baseline"] = curve
+        for name, value in curve[-1].items():
+            final[f"{name}_multvae"] = value
+            baselines[name] = f"{name}_multvae"
+    privacy = {
+        "guarantee": "none",
+        "note": "input dropout perturbs the gradients (Polato Sec. IV-C) but no differential-privacy bound is claimed; "
+        "the server sees each sampled user's gradient, whose non-zero W1 rows are the user's kept items",
+        "attackers": len(attackers),
+    }
+    return Outcome(
+        rounds_completed=len(rows), rounds=rows, final=final, privacy=privacy, baselines=baselines,
+        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state,
+    )
+
+
+PROTOCOL = ProtocolSpec(
+    "fedvae", FedVAEConfig, run, "Polato: federated Mult-VAE with Krum, Adam at the server and learning-rate decay",
+    plan=traffic_plan,
+)

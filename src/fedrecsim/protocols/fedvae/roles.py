@@ -1,0 +1,173 @@
+"""FedVAE's parties: users that compute their gradient on their own row, attackers, and the server.
+
+A user holds its row r_u and nothing else. Each time it is sampled it receives ω, draws its dropout
+flags and eps from its own generator, runs one forward/backward pass of Mult-VAE on r_u (Polato Sec.
+IV-A: a single pass) and returns the gradient of its own loss, dense or with W1 as rows
+(`fedrecsim.models.multvae`). A user that crashes mid-round is silent for the round.
+
+The server samples ``R`` of the users it knows to be online (uniformly, without replacement; all of
+them if fewer), sends each ω (encoded once), waits for their gradients until the round's deadline,
+validates every one (`validation`), and runs GlobalUpdate on the accepted ones in sorted party order
+(`aggregation`). It never learns which users are attackers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...actors.server import Server
+from ...actors.user import User
+from ...errors import ProtocolViolation
+from ...mechanisms.adam import AdamHyper, adam_init
+from ...models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, user_gradients
+from ...network.party import Party
+from .aggregation import FilterSettings, Selection, global_update
+from .byzantine import as_message, forge
+from .config import Policy
+from .messages import Gradient, Model, SparseGradient
+from .validation import InvalidGradient, validated_gradient
+
+
+class FedVAEUser(User):
+    """An honest user: its row (``items``, ``values``) never leaves it; only gradients do."""
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.batch = Batch.single(items, values, layout.n_items)
+        self.layout = layout
+        self.hyper = hyper
+        self.sparse = sparse
+
+    async def run(self) -> None:
+        while True:
+            request = (await self.recv(Model, deadline=self.horizon_s)).body
+            if self.crashes_in(request.round):
+                return
+            if request.weights.shape != (self.layout.size,):
+                raise ProtocolViolation(
+                    f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
+                    f"in round {request.round}"
+                )
+            reply = self.contribution(request.round, request.weights)
+            await self.compute()
+            self.send(self.server, reply)
+
+    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
+        """LocalGradient(r_u): the gradient of this user's loss at ``weights``, in the run's format."""
+        noise = draw_noise(self.rng, self.batch, self.hyper)
+        if self.sparse:
+            gradients = user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+            items, rows = gradients.kept(0)
+            return SparseGradient(round_index, items.astype(np.int32), rows, gradients.rest[0])
+        (dense,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+        return Gradient(round_index, dense)
+
+
+class ByzantineUser(FedVAEUser):
+    """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`)."""
+
+    def __init__(self, *args, policy: Policy, scale: float, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.policy = policy
+        self.scale = scale
+
+    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
+        noise = draw_noise(self.rng, self.batch, self.hyper)
+        (honest,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+        return as_message(round_index, forge(self.policy, honest, self.scale, self.rng), self.layout, self.sparse)
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """What the server saw and did in one round.
+
+    Attributes:
+        selected: the users sent ω; ``accepted`` those whose gradient passed validation (sorted);
+            ``missing`` those that did not answer by the deadline; ``rejected`` why the others failed.
+        kept: the accepted users whose gradients SecureFilter kept (empty when no update was applied).
+        selection: SecureFilter's outcome (n, f, kept positions).
+    """
+
+    selected: tuple[Party, ...]
+    accepted: tuple[Party, ...]
+    missing: tuple[Party, ...]
+    rejected: tuple[InvalidGradient, ...]
+    kept: tuple[Party, ...]
+    selection: Selection
+
+    @property
+    def applied(self) -> bool:
+        return self.selection.kept is not None
+
+
+class FedVAEServer(Server):
+    """Holds ω and Adam's state; samples, validates, filters, averages, steps.
+
+    Args:
+        omega: ω_0; the server owns it from here on.
+        users_per_round: R.
+        settings: SecureFilter's configuration.
+        sparse: whether users send `SparseGradient` (else `Gradient`).
+    """
+
+    def __init__(  # type: ignore[no-untyped-def]
+        self, party, network, rng, layout: Layout, omega: np.ndarray, *, users_per_round: int, adam: AdamHyper,
+        settings: FilterSettings, sparse: bool,
+    ) -> None:
+        super().__init__(party, network, rng)
+        self.layout = layout
+        self.omega = omega
+        self.adam = adam_init(omega)
+        self.adam_hyper = adam
+        self.users_per_round = users_per_round
+        self.settings = settings
+        self.kind = SparseGradient if sparse else Gradient
+        # Krum needs the round's gradients as one [n, P] matrix: this buffer holds them, allocated once.
+        self._matrix: np.ndarray | None = None
+
+    def select(self, candidates: list[Party]) -> list[Party]:
+        """``R`` of ``candidates`` (sorted), uniformly without replacement; all of them if there are fewer."""
+        if len(candidates) <= self.users_per_round:
+            return candidates
+        chosen = self.rng.choice(len(candidates), size=self.users_per_round, replace=False)
+        return sorted(candidates[position] for position in chosen)
+
+    def _reserve(self, rows: int) -> None:
+        """Make the Krum matrix hold at least ``rows`` gradients (it only ever grows)."""
+        if self.settings.kind == "krum" and (self._matrix is None or self._matrix.shape[0] < rows):
+            self._matrix = np.empty((rows, self.layout.size), dtype=self.omega.dtype)
+
+    def _destination(self, position: int) -> np.ndarray | None:
+        """Where the ``position``-th accepted gradient goes: a row of the Krum matrix, or nowhere in particular."""
+        return None if self._matrix is None else self._matrix[position]
+
+    async def round(self, round_index: int, gamma_t: float, deadline: float) -> RoundReport:
+        self.update_membership()
+        selected = self.select(sorted(self.members))
+        self.send_many(selected, Model(round_index, self.omega))
+        replies = await self.gather(self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index)
+        self._reserve(len(replies))
+        accepted: list[Party] = []
+        rejected: list[InvalidGradient] = []
+        gradients: list[np.ndarray] = []
+        # Each reply is dropped once validated, so a round holds its gradients about once, not twice.
+        for party in sorted(replies.by_party):
+            body = replies.by_party.pop(party)
+            try:
+                gradients.append(validated_gradient(party, round_index, body, self.layout, self._destination(len(accepted))))
+            except InvalidGradient as fault:
+                rejected.append(fault)
+                continue
+            accepted.append(party)
+        batch = self._matrix[: len(gradients)] if self._matrix is not None else gradients
+        update = global_update(self.omega, batch, self.adam, self.adam_hyper, self.settings, gamma_t)
+        self.omega, self.adam = update.omega, update.adam
+        kept = () if update.selection.kept is None else tuple(accepted[int(p)] for p in update.selection.kept)
+        return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), tuple(rejected), kept, update.selection)
+
+
+__all__ = ["ByzantineUser", "FedVAEServer", "FedVAEUser", "RoundReport"]

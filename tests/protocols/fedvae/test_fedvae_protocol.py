@@ -1,0 +1,191 @@
+"""FedVAE runs: Algorithm 1's rounds, sparse equal to dense, Krum against attackers, validation, epochs, the plan."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fedrecsim
+from fedrecsim.data import prepare_data
+from fedrecsim.errors import ConfigError
+from fedrecsim.inspect import inspect_scenario
+from fedrecsim.mechanisms.adam import adam_init
+from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, losses
+from fedrecsim.network.party import SERVER, Role
+from fedrecsim.network.wire import decode, encode
+from fedrecsim.protocols.fedvae.aggregation import FilterSettings, global_update
+from fedrecsim.protocols.fedvae.messages import Model
+from fedrecsim.scenario import parse_scenario
+from fedrecsim.seeding import Stream, generator
+
+
+def scenario(rounds: int = 3, seed: int = 5, **protocol: Any) -> dict[str, Any]:
+    """50 users (10 held out) over 40 items, a small network, R = 12: an epoch is 4 rounds."""
+    return {
+        "run": {"name": "fedvae-test", "protocol": "fedvae", "rounds": rounds, "seed": seed},
+        "data": {
+            "source": "synthetic", "feedback": "implicit", "users": 50, "items": 40, "ratings": 900,
+            "split": "heldout_users", "test_fraction": 0.2,
+        },
+        "protocol": {"users_per_round": 12, "hidden": 16, "latent": 4, "baseline": False, **protocol},
+    }
+
+
+def test_sparse_first_layer_updates_give_the_dense_protocols_model_exactly_and_send_less() -> None:
+    for extra in ({"secure_filter": "krum", "krum_m": 0}, {"secure_filter": "none"}, {"krum_m": 1}):
+        attacked = {"byzantine_fraction": 0.1, "byzantine_policy": "scaled_negative", **extra}
+        dense = fedrecsim.run(scenario(rounds=5, **attacked))
+        sparse = fedrecsim.run(scenario(rounds=5, sparse=True, **attacked))
+        assert np.array_equal(dense.outcome.state["omega"], sparse.outcome.state["omega"]), extra
+        assert dense.rounds == sparse.rounds
+        kinds = sparse.result["ledger"]["kinds"]
+        assert "fedvae.gradient" not in kinds
+        assert kinds["fedvae.sparse_gradient"]["bytes"] < dense.result["ledger"]["kinds"]["fedvae.gradient"]["bytes"]
+
+
+def test_the_first_round_is_algorithm_2_applied_to_each_sampled_users_own_gradient() -> None:
+    """Rebuild round 1 from outside: each user's gradient from its own generator's first draw, then GlobalUpdate."""
+    table = scenario(rounds=1, secure_filter="krum", krum_m=0, krum_f=0.2)
+    result = fedrecsim.run(table, record_views=[SERVER])
+    config = parse_scenario(table)
+    train, _ = prepare_data(config.data, 5)
+    state = result.outcome.state
+    layout, omega0 = state["layout"], state["initial_omega"]
+    hyper = config.protocol.hyper()
+    received = sorted((envelope.src, envelope.body) for envelope in result.views[SERVER] if envelope.kind == "fedvae.gradient")
+    assert len(received) == 12
+    for party, body in received:
+        items, values = train.user_ratings(party.index)
+        user = Batch.single(items, values, train.n_items)
+        rng = generator(5, Stream.ACTOR, Role.USER.code, party.index)
+        # ω exactly as the user decoded it: BLAS's float32 sums depend on the buffer's alignment, so the
+        # check uses the same bytes, not a copy of ω elsewhere in memory.
+        weights = decode(encode(SERVER, party, 1.0, Model(1, omega0))).body.weights
+        (expected,) = dense_user_gradients(weights, layout, user, draw_noise(rng, user, hyper), hyper)
+        assert np.array_equal(body.values, expected), party
+    gradients = np.stack([body.values for _, body in received])
+    update = global_update(omega0, gradients, adam_init(omega0), config.protocol.adam(), FilterSettings("krum", 0.2, 0), 0.0)
+    assert np.array_equal(update.omega, state["omega"])
+    assert result.rounds[0]["kept"] == 12 - 2 and result.rounds[0]["krum_f"] == 2
+
+
+def test_a_run_is_reproducible_from_its_seed() -> None:
+    first, second = fedrecsim.run(scenario()), fedrecsim.run(scenario())
+    assert first.transcript_xxh3_128 == second.transcript_xxh3_128
+    assert np.array_equal(first.outcome.state["omega"], second.outcome.state["omega"]) and first.rounds == second.rounds
+    other = fedrecsim.run(scenario(seed=6))
+    assert other.transcript_xxh3_128 != first.transcript_xxh3_128
+
+
+def test_epochs_are_ceil_of_training_users_over_r_and_gamma_t_decays_per_epoch() -> None:
+    result = fedrecsim.run(scenario(rounds=9, gamma=3.0, delta=0.5))
+    training = result.result["ledger"]["roles"]["user"]["parties"]
+    assert training == 40 and result.outcome.state["epoch_rounds"] == math.ceil(40 / 12) == 4
+    assert [row["epoch"] for row in result.rounds] == [1, 1, 1, 1, 2, 2, 2, 2, 3]
+    assert [row["gamma_t"] for row in result.rounds] == [3.0 * 0.5**epoch for epoch in [1, 1, 1, 1, 2, 2, 2, 2, 3]]
+    assert all(row["participants"] == 12 and row["gradients"] == 12 and row["missing"] == 0 for row in result.rounds)
+    evaluated = [row["round"] for row in result.rounds if "ndcg@100" in row]
+    assert evaluated == [4, 8, 9]
+    every_third = fedrecsim.run(scenario(rounds=7, eval_every=3))
+    assert [row["round"] for row in every_third.rounds if "recall@20" in row] == [3, 6, 7]
+
+
+def test_plain_fedvae_has_gamma_zero_and_delta_zero_switches_the_boost_off_from_the_first_round() -> None:
+    assert {row["gamma_t"] for row in fedrecsim.run(scenario(rounds=2)).rounds} == {0.0}
+    assert {row["gamma_t"] for row in fedrecsim.run(scenario(rounds=2, gamma=5.0, delta=0.0)).rounds} == {0.0}
+
+
+def test_krum_keeps_attackers_out_where_plain_averaging_takes_every_one_in() -> None:
+    attack = {"byzantine_fraction": 0.2, "byzantine_policy": "scaled_negative", "byzantine_scale": 50.0}
+    # f = floor(0.4 * 12) = 4 >= the attackers of any round here, and 2f + 2 < n as Blanchard et al. require.
+    krum = fedrecsim.run(scenario(rounds=6, secure_filter="krum", krum_f=0.4, krum_m=0, **attack))
+    assert all(row["byzantine_accepted"] <= row["krum_f"] == 4 for row in krum.rounds)
+    assert sum(row["byzantine_accepted"] for row in krum.rounds) > 0
+    assert all(row["byzantine_kept"] == 0 and row["kept"] == 8 for row in krum.rounds)
+    averaging = fedrecsim.run(scenario(rounds=6, secure_filter="none", **attack))
+    assert [row["byzantine_kept"] for row in averaging.rounds] == [row["byzantine_accepted"] for row in averaging.rounds]
+    assert [row["byzantine_sampled"] for row in averaging.rounds] == [row["byzantine_sampled"] for row in krum.rounds]
+
+
+@pytest.mark.parametrize("policy, sparse", [("non_finite", False), ("non_finite", True), ("wrong_shape", False), ("wrong_shape", True)])
+def test_malformed_gradients_are_rejected_before_krum_and_the_run_goes_on(policy: str, sparse: bool) -> None:
+    result = fedrecsim.run(scenario(rounds=4, byzantine_fraction=0.2, byzantine_policy=policy, sparse=sparse))
+    rejected = sum(row["rejected"] for row in result.rounds)
+    assert rejected == sum(row["byzantine_sampled"] for row in result.rounds) > 0
+    assert all(row["byzantine_accepted"] == 0 and row["gradients"] + row["rejected"] == 12 for row in result.rounds)
+    assert np.isfinite(result.outcome.state["omega"]).all()
+    (warning,) = result.result["warnings"]
+    assert f"{rejected} gradients were rejected" in warning and "server:0 rejected the gradient user:" in warning
+    assert ("NaN or Inf" if policy == "non_finite" else "expected") in warning
+    assert result.result["invariants"] == [
+        {"name": "honest_gradients_accepted", "checked": 4, "violations": 0,
+         "detail": "the server's validation never rejected an honest user's gradient"}
+    ]
+
+
+def test_users_that_crash_mid_round_are_missing_and_the_round_goes_on() -> None:
+    table = scenario(rounds=4)
+    table["availability"] = {"model": "always", "dropout": 0.3}
+    table["run"]["round_timeout_s"] = 5.0
+    result = fedrecsim.run(table)
+    assert sum(row["missing"] for row in result.rounds) > 0
+    assert all(row["gradients"] + row["missing"] == row["participants"] == 12 for row in result.rounds)
+    assert result.outcome.state["population"]["crashes"] == sum(row["missing"] for row in result.rounds)
+
+
+def test_held_out_users_are_not_parties_and_the_centralized_baseline_sits_beside_the_metrics() -> None:
+    result = fedrecsim.run(scenario(rounds=4, baseline=True))
+    parties = result.result["ledger"]["parties"]
+    _, test = prepare_data(parse_scenario(scenario()).data, 5)
+    held_out = set(np.flatnonzero(test.user_counts()).tolist())
+    assert len(held_out) == 10 and not {f"user:{user}" for user in held_out} & set(parties)
+    final = result.metrics
+    for name in ("ndcg@20", "ndcg@100", "recall@20", "recall@100"):
+        assert 0.0 <= final[name] <= 1.0 and 0.0 <= final[f"{name}_multvae"] <= 1.0
+    assert len(result.outcome.state["baseline"]) == 1  # 4 rounds of 4: one epoch
+    assert result.result["privacy"]["guarantee"] == "none"
+
+
+def test_federated_rounds_lower_the_training_users_loss() -> None:
+    """About 18 items a user over 40: the loss cannot fall much below 18 log 18 ~ 52 nats; it starts near 66.6."""
+    result = fedrecsim.run(scenario(rounds=24, secure_filter="none", eta=0.01))
+    state = result.outcome.state
+    config = parse_scenario(scenario())
+    train, test = prepare_data(config.data, 5)
+    training = np.flatnonzero(test.user_counts() == 0)
+    batch = Batch.of_users(train.by_user(), training, train.n_items)
+    hyper = config.protocol.hyper()
+    before = losses(state["initial_omega"], state["layout"], batch, None, hyper).mean()
+    after = losses(state["omega"], state["layout"], batch, None, hyper).mean()
+    assert after < before - 2.0
+
+
+def test_a_split_that_holds_no_user_out_is_refused_and_a_tiny_held_out_share_is_a_warning() -> None:
+    table = scenario()
+    table["data"]["split"] = "per_user"
+    with pytest.raises(ConfigError) as caught:
+        fedrecsim.run(table)
+    assert caught.value.key_path == "data.split" and "heldout_users" in str(caught.value)
+    tiny = scenario(rounds=1)
+    tiny["data"]["test_fraction"] = 0.001
+    result = fedrecsim.run(tiny)
+    assert result.result["warnings"] == ["no user is held out (no test entries), so nothing was ranked: raise data.test_fraction"]
+
+
+def test_the_plan_is_the_ledger_when_every_training_user_is_sampled_and_close_with_sparse_gradients() -> None:
+    table = scenario(rounds=2, users_per_round=40)
+    estimate = inspect_scenario(parse_scenario(table), calibration_rounds=0).estimate
+    assert estimate.exact
+    ledger = fedrecsim.run(table).result["ledger"]
+    for row in ledger["per_round"]:
+        traffic = estimate.setup if row["round"] == 0 else estimate.per_round
+        assert (traffic.total("sent_bytes"), traffic.total("sent_msgs")) == (row["bytes"], row["msgs"])
+    sparse = scenario(rounds=4, sparse=True, byzantine_fraction=0.1, byzantine_policy="gaussian")
+    estimate = inspect_scenario(parse_scenario(sparse), calibration_rounds=0).estimate
+    assert not estimate.exact
+    measured = fedrecsim.run(sparse).result["ledger"]["kinds"]["fedvae.sparse_gradient"]["bytes"] / 4
+    planned = next(flow for flow in estimate.flows if flow.kind == "fedvae.sparse_gradient").bytes
+    assert planned == pytest.approx(measured, rel=0.05)

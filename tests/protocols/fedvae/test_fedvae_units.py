@@ -1,0 +1,144 @@
+"""FedVAE's server maths and checks without actors: GlobalUpdate (Algorithm 2 + eq. (4)), validation, forgeries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedrecsim.errors import ProtocolViolation
+from fedrecsim.mechanisms.adam import AdamHyper, adam_init, adam_step
+from fedrecsim.models.multvae import Layout
+from fedrecsim.network.party import Party, Role
+from fedrecsim.protocols.fedvae.aggregation import FilterSettings, average, global_update, secure_filter
+from fedrecsim.protocols.fedvae.byzantine import as_message, choose_attackers, forge
+from fedrecsim.protocols.fedvae.messages import Gradient, SparseGradient
+from fedrecsim.protocols.fedvae.validation import InvalidGradient, validated_gradient
+
+LAYOUT = Layout(5, 3, 2)
+USER = Party(Role.USER, 7)
+REST = LAYOUT.size - LAYOUT.first_layer_size
+
+
+def gradients(seed: int, n: int, size: int = 40) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, size)).astype(np.float32)
+
+
+def test_without_a_filter_the_update_is_one_adam_step_along_the_mean() -> None:
+    omega = np.linspace(-1, 1, 40).astype(np.float32)
+    batch = gradients(0, 6)
+    hyper = AdamHyper()
+    update = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 0.0)
+    expected, state = adam_step(omega, batch.mean(axis=0), adam_init(omega), hyper)
+    assert np.allclose(update.omega, expected, rtol=0, atol=1e-7) and update.adam.t == state.t == 1
+    assert update.selection.kept.tolist() == list(range(6)) and update.applied
+    assert np.array_equal(omega, np.linspace(-1, 1, 40).astype(np.float32))
+
+
+def test_the_decay_step_scales_the_adam_move_by_one_plus_gamma_t() -> None:
+    """Polato's derivation after eq. (5): w_t = w_{t-1} - (1 + gamma_t) eta m_hat / (sqrt(v_hat) + eps)."""
+    omega = np.zeros(40)
+    batch = gradients(1, 5).astype(np.float64)
+    hyper = AdamHyper(eta=0.01)
+    plain = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 0.0)
+    boosted = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 2.5)
+    assert np.allclose(boosted.omega - omega, 3.5 * (plain.omega - omega), rtol=1e-12, atol=0)
+    # Adam's moments do not see the boost.
+    assert np.array_equal(boosted.adam.m, plain.adam.m) and np.array_equal(boosted.adam.v, plain.adam.v)
+
+
+def test_krum_keeps_the_honest_gradient_closest_to_the_others_and_multi_krum_averages_m() -> None:
+    honest = np.ones((8, 40), dtype=np.float32) + 0.1 * gradients(2, 8)
+    attackers = np.full((2, 40), -100.0, dtype=np.float32)
+    batch = np.concatenate([attackers[:1], honest, attackers[1:]])
+    krum = secure_filter(batch, FilterSettings("krum", 0.2, 1))
+    assert krum.f == 2 and krum.kept.size == 1 and krum.kept[0] not in (0, 9)
+    multi = secure_filter(batch, FilterSettings("krum", 0.2, 5))
+    assert multi.kept.size == 5 and not set(multi.kept.tolist()) & {0, 9}
+    everyone_but_f = secure_filter(batch, FilterSettings("krum", 0.2, 0))
+    assert everyone_but_f.kept.size == 8 and set(everyone_but_f.kept.tolist()) == set(range(1, 9))
+    capped = secure_filter(batch, FilterSettings("krum", 0.2, 50))
+    assert capped.kept.size == 8
+    update = global_update(np.zeros(40, np.float32), batch, adam_init(np.zeros(40, np.float32)), AdamHyper(),
+                           FilterSettings("krum", 0.2, 0), 0.0)
+    assert (update.omega < 0).all()  # the step follows the honest mean (+1 everywhere), not the attackers' -100
+
+
+def test_a_round_krum_cannot_filter_applies_no_update() -> None:
+    omega = np.ones(40, dtype=np.float32)
+    state = adam_init(omega)
+    for n in (0, 1, 2):
+        update = global_update(omega, gradients(3, n), state, AdamHyper(), FilterSettings("krum", 0.1, 1), 1.0)
+        assert not update.applied and update.omega is omega and update.adam is state
+    assert not global_update(omega, [], state, AdamHyper(), FilterSettings("none"), 0.0).applied
+    assert global_update(omega, gradients(3, 1), state, AdamHyper(), FilterSettings("none"), 0.0).applied
+
+
+def test_the_average_sums_in_the_order_given_and_never_writes_to_its_inputs() -> None:
+    batch = [np.array([1e8, 1.0], dtype=np.float32), np.array([1.0, 1.0], dtype=np.float32), np.array([-1e8, 1.0], dtype=np.float32)]
+    copies = [vector.copy() for vector in batch]
+    # float32: (1e8 + 1) - 1e8 = 0 but (1e8 - 1e8) + 1 = 1; the order is the one given.
+    assert average(batch, np.array([0, 1, 2]))[0] == 0.0
+    assert average(batch, np.array([0, 2, 1]))[0] == np.float32(1.0) / 3
+    assert all(np.array_equal(a, b) for a, b in zip(batch, copies))
+
+
+def dense_of(message) -> np.ndarray:
+    return validated_gradient(USER, 3, message, LAYOUT)
+
+
+def test_a_sparse_gradient_expands_to_the_dense_one_it_stands_for() -> None:
+    dense = np.arange(LAYOUT.size, dtype=np.float32)
+    W1 = dense[: LAYOUT.first_layer_size].reshape(5, 3)
+    W1[[0, 2, 3]] = 0.0
+    message = as_message(3, dense, LAYOUT, sparse=True)
+    assert isinstance(message, SparseGradient) and message.items.tolist() == [1, 4]
+    assert np.array_equal(dense_of(message), dense)
+    out = np.full(LAYOUT.size, np.nan, dtype=np.float32)
+    assert validated_gradient(USER, 3, message, LAYOUT, out) is out and np.array_equal(out, dense)
+    plain = Gradient(3, dense)
+    assert dense_of(plain) is plain.values and np.array_equal(validated_gradient(USER, 3, plain, LAYOUT, out), dense)
+
+
+@pytest.mark.parametrize(
+    "message, fault",
+    [
+        (Gradient(3, np.zeros(LAYOUT.size - 1, np.float32)), "expected"),
+        (Gradient(3, np.array([np.nan] + [0.0] * (LAYOUT.size - 1), np.float32)), "NaN or Inf"),
+        (Gradient(3, np.array([0.0] * (LAYOUT.size - 1) + [np.inf], np.float32)), "NaN or Inf"),
+        (SparseGradient(3, np.array([2, 1], np.int32), np.zeros((2, 3), np.float32), np.zeros(REST, np.float32)), "increasing"),
+        (SparseGradient(3, np.array([1, 1], np.int32), np.zeros((2, 3), np.float32), np.zeros(REST, np.float32)), "increasing"),
+        (SparseGradient(3, np.array([5], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST, np.float32)), "within"),
+        (SparseGradient(3, np.array([-1], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST, np.float32)), "within"),
+        (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 2), np.float32), np.zeros(REST, np.float32)), "W1 rows"),
+        (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST - 1, np.float32)), "after W1"),
+        (SparseGradient(3, np.array([1], np.int32), np.full((1, 3), np.nan, np.float32), np.zeros(REST, np.float32)), "W1 rows holds"),
+        (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 3), np.float32), np.full(REST, np.inf, np.float32)), "after W1 holds"),
+    ],
+)
+def test_a_malformed_gradient_is_a_protocol_violation_naming_party_round_and_fault(message, fault: str) -> None:
+    with pytest.raises(InvalidGradient) as caught:
+        dense_of(message)
+    assert isinstance(caught.value, ProtocolViolation)
+    assert caught.value.party == USER and caught.value.round == 3 and fault in caught.value.problem
+    assert "user:7" in str(caught.value) and "round 3" in str(caught.value)
+
+
+def test_the_forgeries_are_what_the_policies_say() -> None:
+    rng = np.random.default_rng(4)
+    honest = np.linspace(-1.0, 1.0, 30).astype(np.float32)
+    assert np.array_equal(forge("scaled_negative", honest, 10.0, rng), -10.0 * honest)
+    noise = forge("gaussian", np.zeros(20_000, np.float32), 3.0, rng)
+    # 20,000 N(0, 9) draws: the sample deviation is within 2 % of 3 with overwhelming probability.
+    assert noise.std() == pytest.approx(3.0, rel=0.02) and abs(noise.mean()) < 0.1
+    assert (forge("same_value", honest, 7.0, rng) == 7.0).all()
+    poisoned = forge("non_finite", honest, 0.0, rng)
+    assert np.isnan(poisoned).sum() == 1 and np.array_equal(poisoned[~np.isnan(poisoned)], honest[~np.isnan(poisoned)])
+    assert np.array_equal(forge("wrong_shape", honest, 0.0, rng), honest[:-1])
+
+
+def test_attackers_are_a_rounded_share_of_the_users_drawn_from_the_generator() -> None:
+    users = np.arange(100, 131)
+    chosen = choose_attackers(np.random.default_rng(5), users, 0.1)
+    assert len(chosen) == 3 and chosen <= set(users.tolist())
+    assert chosen == choose_attackers(np.random.default_rng(5), users, 0.1)
+    assert choose_attackers(np.random.default_rng(5), users, 0.0) == frozenset()
