@@ -20,7 +20,7 @@ from fedrecsim.protocols import (
     protocol_spec,
 )
 
-BUILT_IN = ("dpmf", "fcf", "ldp_implicit", "privirec", "prototypes", "secagg")
+BUILT_IN = ("dpmf", "fcf", "fedvae", "ldp_implicit", "privirec", "prototypes", "secagg")
 
 # A protocol written only against the public API: one "round" per scenario round, no messages.
 PROTOCOL_SOURCE = '''

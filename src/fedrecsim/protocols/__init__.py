@@ -39,6 +39,7 @@ _BUILT_IN = {
     "prototypes": "fedrecsim.protocols.prototypes.protocol:PROTOCOL",
     "secagg": "fedrecsim.protocols.secagg.protocol:PROTOCOL",
     "privirec": "fedrecsim.protocols.privirec.protocol:PROTOCOL",
+    "fedvae": "fedrecsim.protocols.fedvae.protocol:PROTOCOL",
 }
 
 
