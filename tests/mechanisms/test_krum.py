@@ -74,6 +74,13 @@ def test_colluders_sending_one_value_are_not_chosen_while_they_are_few() -> None
     assert set(chosen.tolist()) == set(range(12))
 
 
+def test_blocks_of_coordinates_and_a_list_of_vectors_give_the_same_distances() -> None:
+    vectors = np.random.default_rng(4).standard_normal((6, 1000))
+    whole = pairwise_squared_distances(vectors)
+    assert np.allclose(pairwise_squared_distances(vectors, block=7), whole, rtol=1e-12, atol=1e-9)
+    assert np.array_equal(pairwise_squared_distances(list(vectors)), whole)
+
+
 def test_float32_distances_of_equal_vectors_are_clamped_at_zero() -> None:
     vector = np.random.default_rng(3).standard_normal(100_000).astype(np.float32) * 1e3
     distances = pairwise_squared_distances(np.stack([vector, vector, -vector]))
@@ -92,6 +99,10 @@ def test_float32_distances_of_equal_vectors_are_clamped_at_zero() -> None:
         (lambda: krum_select(np.zeros((5, 5)), 1, 0), "krum_select(m)"),
         (lambda: pairwise_squared_distances(np.array([[np.nan, 0.0]])), "pairwise_squared_distances(vectors)"),
         (lambda: pairwise_squared_distances(np.zeros(3)), "pairwise_squared_distances(vectors)"),
+        (lambda: pairwise_squared_distances([np.zeros(3), np.zeros(4)]), "pairwise_squared_distances(vectors)"),
+        (lambda: pairwise_squared_distances([]), "pairwise_squared_distances(vectors)"),
+        (lambda: pairwise_squared_distances(np.full((2, 3), 1e30, np.float32)), "pairwise_squared_distances(vectors)"),
+        (lambda: pairwise_squared_distances(np.zeros((2, 3)), block=0), "pairwise_squared_distances(block)"),
     ],
 )
 def test_impossible_arguments_are_config_errors_naming_the_argument(call, where: str) -> None:

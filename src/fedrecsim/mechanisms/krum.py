@@ -7,13 +7,14 @@ of least scores (computed once, as Blanchard et al. define it), whose average is
 guarantee of the paper needs ``2f + 2 < n``; the scores exist whenever ``n - f - 2 >= 1``.
 
 Ties of scores go to the lower index, so the choice is a deterministic function of the vectors in
-their given order. Squared distances come from the Gram matrix, ``|a|^2 + |b|^2 - 2 a.b``, computed in
-the vectors' dtype (one matrix product: O(n^2 d), the cost Blanchard et al. state; float32 vectors
-give float32 sums, relative error about 1e-6 sqrt(d)); rounding can make a distance of equal vectors
-slightly negative, which is clamped to 0.
+their given order. Squared distances come from the Gram matrix, ``|a|^2 + |b|^2 - 2 a.b``: O(n^2 d), the cost
+Blanchard et al. state, as matrix products over blocks of coordinates (`pairwise_squared_distances`);
+rounding can make a distance of equal vectors slightly negative, which is clamped to 0.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -21,18 +22,42 @@ import numpy.typing as npt
 from fedrecsim.errors import ConfigError
 from fedrecsim.mechanisms import _checks
 
+# Coordinates per block of the Gram matrix: n x 65,536 float32 is 64 MB at n = 250.
+_BLOCK = 1 << 16
 
-def pairwise_squared_distances(vectors: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
-    """``[n, n]``: ``|V_i - V_j|^2`` for the rows of ``vectors`` (``[n, d]``, finite); 0 on the diagonal.
+
+def pairwise_squared_distances(
+    vectors: npt.NDArray[np.floating] | Sequence[npt.NDArray[np.floating]], block: int = _BLOCK
+) -> npt.NDArray[np.float64]:
+    """``[n, n]``: ``|V_i - V_j|^2`` for n equally long float vectors (the rows of an array, or a sequence); 0 on
+    the diagonal.
+
+    The Gram matrix is accumulated over ``block`` coordinates at a time (each block's product in the
+    vectors' dtype, the blocks' sum in float64), so the vectors never need to be one ``[n, d]`` array:
+    a server can keep its n received gradients as they came.
 
     Raises:
-        ConfigError: ``vectors`` is not a two-dimensional float array of finite numbers.
+        ConfigError: no vectors, vectors that are not one-dimensional float arrays of one length, or
+            non-finite ones (NaN, Inf, or squared norms beyond the dtype's range).
     """
-    if not isinstance(vectors, np.ndarray) or vectors.ndim != 2 or vectors.dtype.kind != "f":
-        raise ConfigError("pairwise_squared_distances(vectors)", "must be a two-dimensional float array")
-    if not np.isfinite(vectors).all():
-        raise ConfigError("pairwise_squared_distances(vectors)", "must be finite")
-    gram = (vectors @ vectors.T).astype(np.float64)
+    where = "pairwise_squared_distances(vectors)"
+    rows = list(vectors)
+    if not rows or any(not isinstance(row, np.ndarray) or row.ndim != 1 or row.dtype.kind != "f" for row in rows):
+        raise ConfigError(where, "must be one or more one-dimensional float arrays")
+    length, dtype = rows[0].size, np.result_type(*rows)
+    if any(row.size != length for row in rows):
+        raise ConfigError(where, f"must be equally long, got lengths {sorted({row.size for row in rows})}")
+    step = _checks.integer(block, "pairwise_squared_distances(block)", 1)
+    gram = np.zeros((len(rows), len(rows)))
+    part = np.empty((len(rows), min(step, length)), dtype=dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, length, step):
+            width = min(step, length - start)
+            for position, row in enumerate(rows):
+                part[position, :width] = row[start : start + width]
+            gram += part[:, :width] @ part[:, :width].T
+    if not np.isfinite(gram).all():
+        raise ConfigError(where, "must be finite, with squared norms within the range of their dtype")
     norms = np.diag(gram).copy()
     distances = norms[:, None] + norms[None, :] - 2.0 * gram
     np.maximum(distances, 0.0, out=distances)

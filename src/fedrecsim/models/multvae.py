@@ -40,6 +40,7 @@ deterministic function of ω, which is what the gradient check differentiates. C
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -118,7 +119,7 @@ class Layout:
     def of(cls, n_items: int, hyper: MultVAEHyper) -> Layout:
         return cls(n_items, hyper.hidden, hyper.latent)
 
-    @property
+    @functools.cached_property
     def shapes(self) -> tuple[tuple[int, ...], ...]:
         items, hidden, latent = self.n_items, self.hidden, self.latent
         return (
@@ -126,7 +127,7 @@ class Layout:
             (latent, hidden), (hidden,), (hidden, items), (items,),
         )
 
-    @property
+    @functools.cached_property
     def offsets(self) -> tuple[int, ...]:
         """The start of each block, and ``size`` last."""
         starts = [0]
@@ -221,9 +222,9 @@ def init_params(rng: np.random.Generator, layout: Layout, dtype: npt.DTypeLike =
 
 
 class _Pass(NamedTuple):
-    """What a forward pass keeps for the backward one."""
+    """What a forward pass keeps for the backward one (``inputs``: x~ of every stored entry)."""
 
-    inputs: scipy.sparse.csr_matrix
+    inputs: Array
     h1: Array
     mu: Array
     logvar: Array
@@ -232,6 +233,11 @@ class _Pass(NamedTuple):
     h3: Array
     log_pi: Array
     losses: Array
+
+
+def _csr(inputs: Array, batch: Batch) -> scipy.sparse.csr_matrix:
+    """The batch's rows with ``inputs`` as their values, as a sparse ``[B, I]`` matrix."""
+    return scipy.sparse.csr_matrix((inputs, batch.items, batch.indptr), shape=(batch.size, batch.n_items))
 
 
 def _check_batch(batch: Batch, layout: Layout) -> None:
@@ -249,10 +255,13 @@ def _forward(P: Params, batch: Batch, noise: Noise | None, hyper: MultVAEHyper) 
     normalized = batch.values * scale[rows]
     if noise is not None:
         normalized = np.where(noise.keep, normalized / (1.0 - hyper.dropout), 0.0)
-    inputs = scipy.sparse.csr_matrix(
-        (normalized.astype(dtype), batch.items, batch.indptr), shape=(batch.size, batch.n_items)
-    )
-    h1 = np.tanh(inputs @ P.W1 + P.b1)
+    inputs = normalized.astype(dtype)
+    if batch.size == 1:
+        # One user (a FedVAE client): its few rows of W1, without building a sparse matrix.
+        pre1 = (inputs @ P.W1[batch.items])[None, :]
+    else:
+        pre1 = _csr(inputs, batch) @ P.W1
+    h1 = np.tanh(pre1 + P.b1)
     encoded = h1 @ P.W2 + P.b2
     latent = hyper.latent
     mu, logvar = encoded[:, :latent], encoded[:, latent:]
@@ -311,7 +320,7 @@ def batch_gradient(
     scale = 1.0 / batch.size
     gradient = np.empty_like(flat)
     G = layout.unpack(gradient)
-    G.W1[...] = (state.inputs.T @ deltas.pre1) * scale
+    G.W1[...] = (_csr(state.inputs, batch).T @ deltas.pre1) * scale
     G.b1[...] = deltas.pre1.sum(axis=0) * scale
     G.W2[...] = (state.h1.T @ deltas.encoded) * scale
     G.b2[...] = deltas.encoded.sum(axis=0) * scale
@@ -360,7 +369,7 @@ def user_gradients(
     P = layout.unpack(flat)
     state = _forward(P, batch, noise, hyper)
     deltas = _backward(P, batch, noise, hyper, state)
-    first_rows = state.inputs.data[:, None] * deltas.pre1[batch.rows()]
+    first_rows = state.inputs[:, None] * deltas.pre1[batch.rows()]
     offsets = [offset - layout.first_layer_size for offset in layout.offsets[1:]]
     shape = (batch.size, layout.size - layout.first_layer_size)
     if rest is None:

@@ -126,6 +126,12 @@ def test_malformed_gradients_are_rejected_before_krum_and_the_run_goes_on(policy
     ]
 
 
+def test_colluders_sending_a_value_too_large_for_the_servers_float32_sums_are_rejected_not_fatal() -> None:
+    result = fedrecsim.run(scenario(rounds=2, byzantine_fraction=0.2, byzantine_policy="same_value", byzantine_scale=1e30))
+    assert sum(row["rejected"] for row in result.rounds) == sum(row["byzantine_sampled"] for row in result.rounds) > 0
+    assert "L2 norm of" in result.result["warnings"][0] and "> 1e+15" in result.result["warnings"][0]
+
+
 def test_users_that_crash_mid_round_are_missing_and_the_round_goes_on() -> None:
     table = scenario(rounds=4)
     table["availability"] = {"model": "always", "dropout": 0.3}

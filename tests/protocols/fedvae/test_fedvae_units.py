@@ -105,6 +105,7 @@ def test_a_sparse_gradient_expands_to_the_dense_one_it_stands_for() -> None:
         (Gradient(3, np.zeros(LAYOUT.size - 1, np.float32)), "expected"),
         (Gradient(3, np.array([np.nan] + [0.0] * (LAYOUT.size - 1), np.float32)), "NaN or Inf"),
         (Gradient(3, np.array([0.0] * (LAYOUT.size - 1) + [np.inf], np.float32)), "NaN or Inf"),
+        (Gradient(3, np.array([-2e15] + [0.0] * (LAYOUT.size - 1), np.float32)), "L2 norm of 2e+15 > 1e+15"),
         (SparseGradient(3, np.array([2, 1], np.int32), np.zeros((2, 3), np.float32), np.zeros(REST, np.float32)), "increasing"),
         (SparseGradient(3, np.array([1, 1], np.int32), np.zeros((2, 3), np.float32), np.zeros(REST, np.float32)), "increasing"),
         (SparseGradient(3, np.array([5], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST, np.float32)), "within"),

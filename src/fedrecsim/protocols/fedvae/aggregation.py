@@ -28,6 +28,9 @@ import numpy as np
 from ...mechanisms.adam import AdamHyper, AdamState, adam_step
 from ...mechanisms.krum import krum_select, pairwise_squared_distances
 
+# Coordinates summed at a time by `average`: 16,384 float32 (64 KB) stay in a core's cache.
+_BLOCK = 1 << 14
+
 
 @dataclass(frozen=True)
 class FilterSettings:
@@ -49,10 +52,8 @@ class Selection:
 
 
 def secure_filter(gradients: np.ndarray | Sequence[np.ndarray], settings: FilterSettings) -> Selection:
-    """SecureFilter: the positions of the gradients to average (module docstring, step 1).
-
-    ``gradients`` must be an ``[n, P]`` array for Krum (it computes their pairwise distances).
-    """
+    """SecureFilter: the positions of the gradients (rows of an array, or a sequence) to average
+    (module docstring, step 1)."""
     n = len(gradients)
     if settings.kind == "none":
         return Selection(n, 0, np.arange(n) if n else None)
@@ -60,15 +61,23 @@ def secure_filter(gradients: np.ndarray | Sequence[np.ndarray], settings: Filter
     if n - f - 2 < 1:
         return Selection(n, f, None)
     m = min(settings.m or n - f, n - f)
-    distances = pairwise_squared_distances(np.asarray(gradients))
+    distances = pairwise_squared_distances(gradients)
     return Selection(n, f, krum_select(distances, f, m))
 
 
-def average(gradients: np.ndarray | Sequence[np.ndarray], kept: np.ndarray) -> np.ndarray:
-    """The mean of ``gradients[kept]``, summed in the order of ``kept`` (module docstring, step 2)."""
-    total = np.array(gradients[int(kept[0])], copy=True)
-    for position in kept[1:]:
-        total += gradients[int(position)]
+def average(gradients: np.ndarray | Sequence[np.ndarray], kept: np.ndarray, block: int = _BLOCK) -> np.ndarray:
+    """The mean of ``gradients[kept]``, summed in the order of ``kept`` (module docstring, step 2).
+
+    The sum runs over ``block`` coordinates at a time (every gradient's block, then the next block), so
+    the partial sum stays in cache; each coordinate is still added up in the order of ``kept``.
+    """
+    chosen = [gradients[int(position)] for position in kept]
+    total = np.empty_like(chosen[0])
+    for start in range(0, total.size, block):
+        part = total[start : start + block]
+        part[...] = chosen[0][start : start + block]
+        for gradient in chosen[1:]:
+            part += gradient[start : start + block]
     total /= total.dtype.type(kept.size)
     return total
 

@@ -43,18 +43,25 @@ class FedVAEUser(User):
         self.sparse = sparse
 
     async def run(self) -> None:
-        while True:
-            request = (await self.recv(Model, deadline=self.horizon_s)).body
-            if self.crashes_in(request.round):
-                return
-            if request.weights.shape != (self.layout.size,):
-                raise ProtocolViolation(
-                    f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
-                    f"in round {request.round}"
-                )
-            reply = self.contribution(request.round, request.weights)
-            await self.compute()
-            self.send(self.server, reply)
+        while await self._answer():
+            pass
+
+    async def _answer(self) -> bool:
+        """Answer one round's request; False once crashed. Its ω and gradient (18 MB each at ml-1m's size)
+        are dropped when it returns, not kept while the user waits for the next round."""
+        request = (await self.recv(Model, deadline=self.horizon_s)).body
+        if self.crashes_in(request.round):
+            return False
+        if request.weights.shape != (self.layout.size,):
+            raise ProtocolViolation(
+                f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
+                f"in round {request.round}"
+            )
+        reply = self.contribution(request.round, request.weights)
+        del request
+        await self.compute()
+        self.send(self.server, reply)
+        return True
 
     def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
         """LocalGradient(r_u): the gradient of this user's loss at ``weights``, in the run's format."""
@@ -126,8 +133,6 @@ class FedVAEServer(Server):
         self.users_per_round = users_per_round
         self.settings = settings
         self.kind = SparseGradient if sparse else Gradient
-        # Krum needs the round's gradients as one [n, P] matrix: this buffer holds them, allocated once.
-        self._matrix: np.ndarray | None = None
 
     def select(self, candidates: list[Party]) -> list[Party]:
         """``R`` of ``candidates`` (sorted), uniformly without replacement; all of them if there are fewer."""
@@ -136,35 +141,24 @@ class FedVAEServer(Server):
         chosen = self.rng.choice(len(candidates), size=self.users_per_round, replace=False)
         return sorted(candidates[position] for position in chosen)
 
-    def _reserve(self, rows: int) -> None:
-        """Make the Krum matrix hold at least ``rows`` gradients (it only ever grows)."""
-        if self.settings.kind == "krum" and (self._matrix is None or self._matrix.shape[0] < rows):
-            self._matrix = np.empty((rows, self.layout.size), dtype=self.omega.dtype)
-
-    def _destination(self, position: int) -> np.ndarray | None:
-        """Where the ``position``-th accepted gradient goes: a row of the Krum matrix, or nowhere in particular."""
-        return None if self._matrix is None else self._matrix[position]
-
     async def round(self, round_index: int, gamma_t: float, deadline: float) -> RoundReport:
         self.update_membership()
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.omega))
         replies = await self.gather(self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index)
-        self._reserve(len(replies))
         accepted: list[Party] = []
         rejected: list[InvalidGradient] = []
         gradients: list[np.ndarray] = []
-        # Each reply is dropped once validated, so a round holds its gradients about once, not twice.
+        # A reply is dropped once validated: a dense gradient is kept as it arrived, a sparse one expanded.
         for party in sorted(replies.by_party):
             body = replies.by_party.pop(party)
             try:
-                gradients.append(validated_gradient(party, round_index, body, self.layout, self._destination(len(accepted))))
+                gradients.append(validated_gradient(party, round_index, body, self.layout))
             except InvalidGradient as fault:
                 rejected.append(fault)
                 continue
             accepted.append(party)
-        batch = self._matrix[: len(gradients)] if self._matrix is not None else gradients
-        update = global_update(self.omega, batch, self.adam, self.adam_hyper, self.settings, gamma_t)
+        update = global_update(self.omega, gradients, self.adam, self.adam_hyper, self.settings, gamma_t)
         self.omega, self.adam = update.omega, update.adam
         kept = () if update.selection.kept is None else tuple(accepted[int(p)] for p in update.selection.kept)
         return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), tuple(rejected), kept, update.selection)

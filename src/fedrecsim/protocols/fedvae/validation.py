@@ -2,7 +2,9 @@
 
 A gradient is accepted only if it is exactly a gradient of ω: a dense one has P entries; a sparse one
 has item indices inside ``[0, I)``, strictly increasing, one W1 row of H entries per index, and the
-``P - I H`` entries of the other blocks; every number is finite. Anything else is an `InvalidGradient`
+``P - I H`` entries of the other blocks; every number is finite and each part's L2 norm is at most
+`MAX_NORM` (a real gradient is nowhere near; beyond it the server's float32 sums -- Krum's squared
+distances, Adam's squared gradient -- could overflow). Anything else is an `InvalidGradient`
 (a `ProtocolViolation` naming the party, the round and what was wrong), which the server records and
 excludes -- numpy never sees a malformed array, so no shape error or NaN can surface as a traceback or
 poison Krum's distances and Adam's moments.
@@ -10,12 +12,17 @@ poison Krum's distances and Adam's moments.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...errors import ProtocolViolation
 from ...models.multvae import Layout
 from ...network.party import Party
 from .messages import Gradient, SparseGradient
+
+#: The largest L2 norm a gradient (each of its parts, for a sparse one) may have (module docstring).
+MAX_NORM = 1e15
 
 
 class InvalidGradient(ProtocolViolation):
@@ -29,9 +36,21 @@ class InvalidGradient(ProtocolViolation):
 
 
 def _finite(values: np.ndarray, what: str, party: Party, round_index: int) -> None:
-    bad = np.flatnonzero(~np.isfinite(values.reshape(-1)))
+    """Every entry finite and the vector's L2 norm at most `MAX_NORM`: one pass (a dot product, which is
+    NaN or Inf if any entry is) in the common case; the entries are looked at only to say what is wrong."""
+    flat = values.reshape(-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squared = float(flat @ flat)
+    if math.isfinite(squared) and squared <= MAX_NORM * MAX_NORM:
+        return
+    bad = np.flatnonzero(~np.isfinite(flat))
     if bad.size:
-        raise InvalidGradient(party, round_index, f"{what} holds {bad.size} NaN or Inf entr{'y' if bad.size == 1 else 'ies'}, the first at flat index {bad[0]}")
+        raise InvalidGradient(
+            party, round_index,
+            f"{what} holds {bad.size} NaN or Inf entr{'y' if bad.size == 1 else 'ies'}, the first at flat index {bad[0]}",
+        )
+    norm = float(np.linalg.norm(flat.astype(np.float64)))
+    raise InvalidGradient(party, round_index, f"{what} has an L2 norm of {norm:.3g} > {MAX_NORM:.0e}")
 
 
 def validated_gradient(
@@ -75,4 +94,4 @@ def validated_gradient(
     return dense
 
 
-__all__ = ["InvalidGradient", "validated_gradient"]
+__all__ = ["MAX_NORM", "InvalidGradient", "validated_gradient"]
