@@ -9,7 +9,7 @@ import pytest
 
 import fedrecsim.mechanisms as mechanisms
 
-MODULES = ["laplace", "randomized_response", "ring", "shuffle"]
+MODULES = ["adam", "krum", "laplace", "randomized_response", "ring", "shuffle"]
 
 
 def test_all_lists_each_name_once_and_every_name_exists() -> None:

@@ -11,8 +11,12 @@ and the argument.
   `estimate_mean_gradient`, `likelihood_ratio_bound`, `output_distribution` -- Minto et al.'s
   Algorithm 1 and eq. (9).
 * `shuffle_epsilon`, `ShuffleBound`, `compose_pure`, `compose_approximate` -- privacy accounting.
+* `AdamHyper`, `AdamState`, `adam_init`, `adam_step` -- Adam, as FedVAE's server steps (Polato, Alg. 2).
+* `pairwise_squared_distances`, `krum_scores`, `krum_select` -- Krum and Multi-Krum (Blanchard et al.).
 """
 
+from fedrecsim.mechanisms.adam import AdamHyper, AdamState, adam_init, adam_step
+from fedrecsim.mechanisms.krum import krum_scores, krum_select, pairwise_squared_distances
 from fedrecsim.mechanisms.laplace import (
     exponential_h,
     laplace_noise,
@@ -40,14 +44,20 @@ from fedrecsim.mechanisms.shuffle import (
 )
 
 __all__ = [
+    "AdamHyper",
+    "AdamState",
     "EntryFunction",
     "Ring",
     "ShuffleBound",
+    "adam_init",
+    "adam_step",
     "bit_probability",
     "compose_approximate",
     "compose_pure",
     "estimate_mean_gradient",
     "exponential_h",
+    "krum_scores",
+    "krum_select",
     "laplace_noise",
     "laplace_piece",
     "laplace_scale",
@@ -56,6 +66,7 @@ __all__ = [
     "ldp_reports_lazy",
     "likelihood_ratio_bound",
     "output_distribution",
+    "pairwise_squared_distances",
     "report_magnitude",
     "shuffle_epsilon",
     "theorem1_noise",
