@@ -120,6 +120,7 @@ TARGETS = (
     ),
     Target("protocols.secagg", "src/fedrecsim/protocols/secagg", ("tests/protocols/secagg",)),
     Target("protocols.privirec", "src/fedrecsim/protocols/privirec", ("tests/protocols/privirec",)),
+    Target("protocols.fedvae", "src/fedrecsim/protocols/fedvae", ("tests/protocols/fedvae",)),
     Target("inspect", "src/fedrecsim/inspect.py", ("tests/test_inspect.py",)),
 )
 
