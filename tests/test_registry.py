@@ -83,7 +83,7 @@ def test_an_unknown_name_lists_the_built_in_and_installed_names_and_the_module_f
     assert raised.value.key_path == "run.protocol"
     message = str(raised.value)
     assert "'no_such_protocol'" in message
-    assert "built-in: dpmf, fcf, ldp_implicit" in message
+    assert f"built-in: {', '.join(BUILT_IN)};" in message
     assert "listed" in message and ENTRY_POINT_GROUP in message
     assert "package.module:ATTRIBUTE" in message
 
