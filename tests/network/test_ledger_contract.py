@@ -31,9 +31,17 @@ def test_a_fresh_ledger_is_empty_and_hashes_nothing() -> None:
     assert ledger.transcript_xxh3_128 == xxhash.xxh3_128(b"").hexdigest()
     assert ledger.parties() == []
     assert ledger.totals() == {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0, "recv_msgs": 0, "dropped_msgs": 0}
-    assert ledger.dropped_by_reason == {"lost": 0, "offline": 0, "unfinished": 0}
+    assert ledger.dropped_by_reason == {"lost": 0, "offline": 0, "unfinished": 0, "partitioned": 0}
     assert ledger.party(ALICE) == {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0, "recv_msgs": 0, "dropped_msgs": 0}
-    assert ledger.summary() == {"parties": {}, "roles": {}, "kinds": {}, "per_round": [], "withheld": {}}
+    no_faults = {
+        "dropped": {"lost": 0, "offline": 0, "unfinished": 0, "partitioned": 0},
+        "duplicated": 0,
+        "rejected": {"malformed": 0, "unexpected": 0, "duplicate": 0, "invalid": 0},
+        "rejections": [],
+    }
+    assert ledger.summary() == {
+        "parties": {}, "roles": {}, "kinds": {}, "per_round": [], "withheld": {}, "faults": no_faults
+    }
     assert HASH_NAME == "xxh3_128"
     assert Ledger(record_transcript=True).transcript == []
 
@@ -66,7 +74,7 @@ def test_every_counter_of_every_party_is_counted_from_its_own_events() -> None:
     assert ledger.party(BOB) == {"sent_bytes": 7, "recv_bytes": 0, "sent_msgs": 1, "recv_msgs": 0, "dropped_msgs": 1}
     assert ledger.party(SERVER) == {"sent_bytes": 0, "recv_bytes": 17, "sent_msgs": 0, "recv_msgs": 2, "dropped_msgs": 0}
     assert ledger.totals() == {"sent_bytes": 22, "recv_bytes": 20, "sent_msgs": 3, "recv_msgs": 3, "dropped_msgs": 3}
-    assert ledger.dropped_by_reason == {"lost": 0, "offline": 1, "unfinished": 2}
+    assert ledger.dropped_by_reason == {"lost": 0, "offline": 1, "unfinished": 2, "partitioned": 0}
     assert ledger.parties() == [SERVER, ALICE, BOB]  # sorted: role name, then index
 
 
@@ -83,7 +91,7 @@ def test_summary_sums_roles_kinds_and_rounds_over_several_parties() -> None:
     ledger.begin_round(3, online=6)  # a round again: its counters continue, its online count is replaced
     ledger.record_sent(BOB, "k.a", 2)
     summary = ledger.summary()
-    assert list(summary) == ["parties", "roles", "kinds", "per_round", "withheld"]
+    assert list(summary) == ["parties", "roles", "kinds", "per_round", "withheld", "faults"]
     assert list(summary["parties"]) == ["silo:2", "user:0", "user:1"]
     assert summary["roles"] == {
         "silo": {"sent_bytes": 1, "recv_bytes": 0, "sent_msgs": 1, "recv_msgs": 0, "dropped_msgs": 0, "parties": 1},

@@ -430,7 +430,7 @@ def test_messages_in_flight_at_close_are_counted_in_order_of_arrival_then_sender
         (1.0, BOB, SERVER, "dropped:unfinished"),
         (1.0, SERVER, ALICE, "dropped:unfinished"),
     ]
-    assert network.ledger.dropped_by_reason == {"lost": 0, "offline": 0, "unfinished": 3}
+    assert network.ledger.dropped_by_reason == {"lost": 0, "offline": 0, "unfinished": 3, "partitioned": 0}
 
 
 def test_a_message_to_an_offline_party_is_dropped_at_its_arrival_time(run) -> None:  # type: ignore[no-untyped-def]

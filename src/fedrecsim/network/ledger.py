@@ -1,12 +1,19 @@
 """Byte and message accounting, and the transcript hash.
 
 Every message the network accepts is counted exactly once as sent (by its sender) and, later, exactly
-once as either received (by its destination) or dropped (on its sender's account: lost on the link,
-addressed to an offline party, or still in flight when the run ended). So at every quiescent point::
+once as either received (by its destination) or dropped (on its sender's account: lost on the link, sent
+on a link a partition took down, addressed to an offline party, or still in flight when the run ended).
+A link that duplicates a message makes one more delivery, counted once as duplicated (on the sender's
+account) and then like any message as received or dropped. So at every quiescent point::
 
-    sum(sent_msgs) == sum(recv_msgs) + sum(dropped_msgs)
+    sum(sent_msgs) + duplicated == sum(recv_msgs) + sum(dropped_msgs)
 
 and byte counts are the lengths of the encoded messages, nothing estimated.
+
+A received message may still be *rejected* by its receiver -- bytes that do not decode, a kind its role
+never receives, a second message for the same (sender, round, kind), a value its checks refuse. A
+rejection does not change the counters above (the bytes did arrive); it is counted by reason and the
+first `MAX_REJECTIONS` are kept with the `ProtocolViolation` text that says what was wrong.
 
 The transcript hash is XXH3-128 over ``(deliver time, length, bytes)`` of every delivered message in
 delivery order, where the bytes are the encoded envelope and so name src, dst and kind. Delivery order
@@ -48,6 +55,36 @@ class DropReason(enum.StrEnum):
     LOST = "lost"
     OFFLINE = "offline"
     UNFINISHED = "unfinished"
+    PARTITIONED = "partitioned"
+
+
+class RejectReason(enum.StrEnum):
+    """Why a receiver refused a message that arrived."""
+
+    MALFORMED = "malformed"
+    """The bytes do not decode to a valid message (`WireError`)."""
+    UNEXPECTED = "unexpected"
+    """A kind the receiver's role never receives, or a reply from a party that was not asked."""
+    DUPLICATE = "duplicate"
+    """A second message for the same (sender, round, kind): only the first counts."""
+    INVALID = "invalid"
+    """Decoded, but the receiver's checks refuse it (a shape, a range)."""
+
+
+#: How many rejections the ledger keeps in full (each is also counted by reason).
+MAX_REJECTIONS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """One message a receiver refused: when, who sent it to whom, its kind, why, and the violation's text."""
+
+    time: float
+    src: Party
+    dst: Party
+    kind: str
+    reason: RejectReason
+    problem: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +112,9 @@ class Ledger:
         self._rounds: dict[int, list[int]] = {}
         self._online: dict[int, int] = {}
         self._dropped_by_reason: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
+        self._rejected_by_reason: dict[RejectReason, int] = dict.fromkeys(RejectReason, 0)
+        self.rejections: list[Rejection] = []
+        self.duplicated = 0
         self._withheld: dict[Party, dict[str, int]] = {}
         self._hash = xxhash.xxh3_128()
         self.round = 0
@@ -122,6 +162,21 @@ class Ledger:
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, f"dropped:{reason.value}"))
 
+    def record_duplicated(self, time: float, src: Party, dst: Party, kind: str, nbytes: int) -> None:
+        """The link ``src -> dst`` delivers a message a second time (the copy is then received or dropped)."""
+        self.duplicated += 1
+        if self.transcript is not None:
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "duplicated"))
+
+    def record_rejected(self, time: float, src: Party, dst: Party, kind: str, reason: RejectReason, problem: str) -> None:
+        """``dst`` refused a message of ``kind`` from ``src`` that arrived; ``problem`` says what was wrong
+        (the text of the `ProtocolViolation`: the party, what it expected and what it received)."""
+        self._rejected_by_reason[reason] += 1
+        if len(self.rejections) < MAX_REJECTIONS:
+            self.rejections.append(Rejection(time, src, dst, kind, reason, problem))
+        if self.transcript is not None:
+            self.transcript.append(TranscriptRow(time, src, dst, kind, 0, f"rejected:{reason.value}"))
+
     def record_withheld(self, party: Party, items: str, fate: str, count: int) -> None:
         """Count ``count`` ``items`` (e.g. reports) that ``party`` received and did not pass on at once:
         ``fate`` says what became of them (e.g. ``held`` for later, ``dropped``). Messages the network
@@ -147,6 +202,24 @@ class Ledger:
     @property
     def dropped_by_reason(self) -> dict[str, int]:
         return {reason.value: count for reason, count in self._dropped_by_reason.items()}
+
+    @property
+    def rejected_by_reason(self) -> dict[str, int]:
+        return {reason.value: count for reason, count in self._rejected_by_reason.items()}
+
+    def faults(self) -> dict[str, Any]:
+        """The ``faults`` part of the summary: messages dropped by reason, duplicated, and rejected by
+        reason, with the first `MAX_REJECTIONS` rejections in full."""
+        return {
+            "dropped": self.dropped_by_reason,
+            "duplicated": self.duplicated,
+            "rejected": self.rejected_by_reason,
+            "rejections": [
+                {"time_s": row.time, "src": str(row.src), "dst": str(row.dst), "kind": row.kind,
+                 "reason": row.reason.value, "problem": row.problem}
+                for row in self.rejections
+            ],
+        }
 
     def totals(self) -> dict[str, int]:
         totals = [0, 0, 0, 0, 0]
@@ -177,6 +250,7 @@ class Ledger:
             "kinds": kinds,
             "per_round": per_round,
             "withheld": withheld,
+            "faults": self.faults(),
         }
 
     def write_csv(self, path: Path) -> None:
@@ -198,4 +272,4 @@ class Ledger:
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status))
 
 
-__all__ = ["DropReason", "HASH_NAME", "Ledger", "TranscriptRow"]
+__all__ = ["DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]

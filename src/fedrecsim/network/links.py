@@ -1,14 +1,20 @@
-"""Link policies: when a message sent now arrives at its destination, or whether it is lost.
+"""Link policies: when a message sent now arrives at its destination, whether it is lost, and whether the
+network delivers it twice.
 
-A link is *directed*: ``(src, dst)``. Its behaviour is a `LinkSpec` (a latency model, a bandwidth and a
-loss probability) chosen by the role pair of its two ends, or the default. `Links` keeps one small state
-per directed link: how many messages it has carried and the time until which its sender side is busy
-transmitting.
+A link is *directed*: ``(src, dst)``. Its behaviour is a `LinkSpec` (a latency model, a bandwidth, a loss
+probability, and the faults: duplication and extra reordering delay) chosen by the role pair of its two
+ends, or the default. On top of the specs, `Partition` takes sets of links down during intervals of
+virtual time, and a slow party (`Links`' ``slow``) adds its delay to everything it sends. `Links` keeps
+one small state per directed link: how many messages it has carried and the time until which its sender
+side is busy transmitting.
 
 Determinism: the draws are *counter-based*. The random bits of the ``n``-th message on a link (counting
 from 0, lost messages included) are a pure function of ``(seed, link, n, purpose)``: XXH3-128 of the
 little-endian 64-bit words ``(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index, n,
-purpose)``, with purpose 0 for the latency and 1 for the loss. A keyed hash of a counter is a random
+purpose)``, with purpose 0 for the latency, 1 for the loss, 2 for the reordering delay, 3 for the
+duplication and 4 for the duplicate's own latency. A purpose is drawn only when its fault is configured,
+and adding a purpose never moves another's bits, so a run without faults draws exactly what it drew
+before the faults existed (its transcript is unchanged). A keyed hash of a counter is a random
 generator in the way Philox is (a keyed bijection of a counter); XXH3's 128-bit output passes SMHasher's
 avalanche and bit-independence tests, which is all a delay needs. So a message's draws depend only on its
 link and its number on that link -- never on which links were used first or on how trio schedules the
@@ -25,10 +31,10 @@ import numbers
 import os
 import struct
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import xxhash
 
@@ -308,11 +314,20 @@ class LinkSpec:
             ``n`` bytes occupies the link for ``8 * n / bandwidth_bps`` seconds and messages on one link are
             transmitted one after another, first sent first.
         loss: the probability that a message is lost in flight, in ``[0, 1)``; each message independently.
+        duplicate: the probability, in ``[0, 1]``, that the network delivers a message that was not lost a
+            second time; the copy travels for its own latency draw (it may arrive first).
+        reorder: the probability, in ``[0, 1]``, that a message is held back by an extra delay uniform on
+            ``[0, reorder_delay_s)`` on top of its latency, so that messages sent after it may overtake it.
+        reorder_delay_s: the longest extra delay of a reordered message, in seconds (> 0 when ``reorder``
+            is).
     """
 
     latency: Latency = Constant(0.0)
     bandwidth_bps: float = 0.0
     loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    reorder_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.latency, Latency):
@@ -325,12 +340,97 @@ class LinkSpec:
         loss = _number(self.loss, "network.loss")
         if not 0 <= loss < 1:
             raise ConfigError("network.loss", f"must be in [0, 1), got {loss!r}")
+        for name in ("duplicate", "reorder"):
+            probability = _number(getattr(self, name), f"network.{name}")
+            if not 0 <= probability <= 1:
+                raise ConfigError(f"network.{name}", f"must be in [0, 1], got {probability!r}")
+            object.__setattr__(self, name, probability)
+        delay = _seconds(self.reorder_delay_s, "network.reorder_delay_s")
+        if self.reorder and not delay:
+            raise ConfigError("network.reorder_delay_s", f"must be > 0 seconds when reorder = {self.reorder!r} > 0")
         object.__setattr__(self, "bandwidth_bps", bandwidth)
         object.__setattr__(self, "loss", loss)
+        object.__setattr__(self, "reorder_delay_s", delay)
+
+
+class LinkEnds(NamedTuple):
+    """One end pair a `Partition` takes down: messages from ``src`` to ``dst``, each a whole role or one
+    party."""
+
+    src: Role | Party
+    dst: Role | Party
+
+    def covers(self, src: Party, dst: Party) -> bool:
+        return _end_covers(self.src, src) and _end_covers(self.dst, dst)
+
+    def __str__(self) -> str:
+        # A role prints as its name (a StrEnum), a party as role:index.
+        return f"{self.src}->{self.dst}"
+
+
+def _end_covers(end: Role | Party, party: Party) -> bool:
+    return end == party if isinstance(end, Party) else end is party.role
+
+
+def link_ends(text: str, key_path: str) -> tuple[LinkEnds, ...]:
+    """Parse ``"A->B"`` (one direction) or ``"A-B"`` (both) where A and B are a role (``user``: every user)
+    or a party (``user:3``); the directed pairs it names, ``A->B`` first.
+
+    Raises:
+        ConfigError: naming ``key_path``, when ``text`` is not of that form.
+    """
+    directed = isinstance(text, str) and "->" in text
+    src = dst = None
+    if isinstance(text, str):
+        # Without its separator, or with a third end, a side is empty or holds a separator: no role or party.
+        left, _, right = text.partition("->" if directed else "-")
+        src, dst = _end(left.strip()), _end(right.strip())
+    if src is None or dst is None:
+        roles = ", ".join(sorted(role.value for role in Role))
+        raise ConfigError(
+            key_path, f"expected A->B or A-B, each a role ({roles}) or a party such as user:3, got {text!r}"
+        )
+    pair = LinkEnds(src, dst)
+    return (pair,) if directed else (pair, LinkEnds(dst, src))
+
+
+def _end(text: str) -> Role | Party | None:
+    if ":" in text:
+        try:
+            return Party.parse(text)
+        except ValueError:
+            return None
+    return next((role for role in Role if role.value == text), None)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The links ``links`` are down during ``[from_s, until_s)`` of virtual time: a message sent on one of
+    them meanwhile is lost (it still occupied its sender's side of the link). Messages already in flight
+    when the partition starts arrive.
+
+    Raises:
+        ConfigError: ``from_s < 0``, ``until_s <= from_s`` or no links (names ``network.partitions``).
+    """
+
+    from_s: float
+    until_s: float
+    links: tuple[LinkEnds, ...]
+
+    def __post_init__(self) -> None:
+        start = _seconds(self.from_s, "network.partitions.from_s")
+        end = _number(self.until_s, "network.partitions.until_s")
+        if end <= start:
+            raise ConfigError("network.partitions.until_s", f"must be > from_s = {start!r}, got {end!r}")
+        if not self.links or not all(isinstance(ends, LinkEnds) for ends in self.links):
+            raise ConfigError("network.partitions.links", f"must name at least one link (A->B or A-B), got {self.links!r}")
+        object.__setattr__(self, "from_s", start)
+        object.__setattr__(self, "until_s", end)
+        object.__setattr__(self, "links", tuple(self.links))
 
 
 #: The purposes of a message's draws: one 128-bit block each (module docstring).
-LATENCY_DRAW, LOSS_DRAW = 0, 1
+LATENCY_DRAW, LOSS_DRAW, REORDER_DRAW, DUPLICATE_DRAW, COPY_LATENCY_DRAW = 0, 1, 2, 3, 4
 _LINK_KEY = struct.Struct("<6Q")
 _COUNTER = struct.Struct("<2Q")
 _hash128 = xxhash.xxh3_128_intdigest
@@ -347,25 +447,40 @@ def draw_bits(seed: int, src: Party, dst: Party, message: int, purpose: int) -> 
 
 
 class _Link:
-    """The mutable state of one directed link; built once, then read on every message."""
+    """The mutable state of one directed link; built once, then read on every message.
 
-    __slots__ = ("busy_until", "count", "delay", "fixed_latency", "key", "loss", "seconds_per_byte")
+    ``faulty`` is true when the spec duplicates or reorders (the only per-message cost of those faults on
+    links without them); ``down`` holds the intervals during which a partition takes the link down; a
+    slow sender's delay is folded into the latency (``fixed_latency`` or ``delay``).
+    """
 
-    def __init__(self, spec: LinkSpec, key: bytes) -> None:
+    __slots__ = (
+        "busy_until", "count", "delay", "down", "duplicate", "faulty", "fixed_latency", "key", "loss",
+        "reorder", "reorder_delay_s", "seconds_per_byte",
+    )
+
+    def __init__(self, spec: LinkSpec, key: bytes, down: tuple[tuple[float, float], ...], extra_s: float) -> None:
         self.busy_until = -math.inf
         self.count = 0
         self.key = key
         self.seconds_per_byte = 8.0 / spec.bandwidth_bps if spec.bandwidth_bps else 0.0
         self.loss = spec.loss
+        self.down = down
+        self.duplicate = spec.duplicate
+        self.reorder = spec.reorder
+        self.reorder_delay_s = spec.reorder_delay_s
+        self.faulty = bool(spec.duplicate or spec.reorder)
         if isinstance(spec.latency, Constant):
-            self.fixed_latency: float = spec.latency.seconds
+            self.fixed_latency: float = spec.latency.seconds + extra_s
             self.delay: Callable[[int], float] | None = None
         else:
             self.fixed_latency = 0.0
-            self.delay = spec.latency._from_bits()
+            delay = spec.latency._from_bits()
+            self.delay = (lambda bits: delay(bits) + extra_s) if extra_s else delay
 
 
 _NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
+_NO_SLOW: Mapping[Party, float] = types.MappingProxyType({})
 
 
 class Links:
@@ -376,10 +491,23 @@ class Links:
         default: the spec of every link whose role pair has no entry in ``by_roles``.
         by_roles: specs for directed role pairs ``(src_role, dst_role)``; ``(USER, SERVER)`` does not
             cover ``(SERVER, USER)``, so a symmetric setting lists both directions.
+        partitions: intervals during which sets of links are down.
+        slow: seconds added to the latency of every message each listed party sends (a slow party: its
+            messages leave that much later; a party of a role the run does not have changes nothing).
+
+    Attributes:
+        copy_at: after `transit` put a message on a link that duplicates it, the arrival time of the
+            network's second copy, for the caller to take (and reset to None); None otherwise.
     """
 
     def __init__(
-        self, seed: int, default: LinkSpec, by_roles: Mapping[tuple[Role, Role], LinkSpec] = _NO_OVERRIDES
+        self,
+        seed: int,
+        default: LinkSpec,
+        by_roles: Mapping[tuple[Role, Role], LinkSpec] = _NO_OVERRIDES,
+        *,
+        partitions: Iterable[Partition] = (),
+        slow: Mapping[Party, float] = _NO_SLOW,
     ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise TypeError(f"seed must be a non-negative integer, got {seed!r}")
@@ -392,10 +520,20 @@ class Links:
                 raise TypeError(f"by_roles keys must be (Role, Role) pairs, got {pair!r}")
             if not isinstance(spec, LinkSpec):
                 raise TypeError(f"by_roles[{pair!r}] must be a LinkSpec, got {spec!r}")
+        self._partitions = tuple(partitions)
+        for partition in self._partitions:
+            if not isinstance(partition, Partition):
+                raise TypeError(f"partitions must be Partition objects, got {partition!r}")
+        self._slow = dict(slow)
+        for party, delay in self._slow.items():
+            if not isinstance(party, Party):
+                raise TypeError(f"slow must map parties to seconds, got the key {party!r}")
+            _seconds(delay, "faults.slow.delay_s")
         self._seed = int(seed)
         self._default = default
         self._by_roles = dict(by_roles)
         self._links: dict[tuple[Party, Party], _Link] = {}
+        self.copy_at: float | None = None
 
     def spec(self, src_role: Role, dst_role: Role) -> LinkSpec:
         """The spec that governs links from ``src_role`` parties to ``dst_role`` parties."""
@@ -408,10 +546,15 @@ class Links:
         ``8 * nbytes / bandwidth_bps`` seconds, then travels for one latency draw. A lost message still
         occupied the link (it was sent; it vanished in flight), so it delays the messages behind it.
 
-        Draws: the ``n``-th message on a link is lost if the first uniform of its `LOSS_DRAW` block is
-        below ``loss`` (only if ``loss > 0``); otherwise its latency is the model's `Latency.sample` of
-        the two uniforms of its `LATENCY_DRAW` block (none for `Constant`). Both are `draw_bits` of
-        ``(seed, src, dst, n, purpose)``, so they do not depend on any other link.
+        A message sent while a `Partition` takes the link down is lost (before any draw). Draws: the
+        ``n``-th message on a link is lost if the first uniform of its `LOSS_DRAW` block is below ``loss``
+        (only if ``loss > 0``); otherwise its latency is the model's `Latency.sample` of the two uniforms
+        of its `LATENCY_DRAW` block (none for `Constant`), plus the sender's slow delay. If ``reorder >
+        0`` and the first uniform of its `REORDER_DRAW` block is below ``reorder``, the second uniform
+        times ``reorder_delay_s`` is added. If ``duplicate > 0`` and the first uniform of its
+        `DUPLICATE_DRAW` block is below ``duplicate``, a copy arrives at the send time plus a latency from
+        its `COPY_LATENCY_DRAW` block (`copy_at`). All are `draw_bits` of ``(seed, src, dst, n,
+        purpose)``, so they do not depend on any other link.
 
         Args:
             src, dst: the ends of the directed link.
@@ -430,29 +573,71 @@ class Links:
         if link.seconds_per_byte:
             start = now if now > link.busy_until else link.busy_until
             sent = link.busy_until = start + nbytes * link.seconds_per_byte
+        if link.down and _is_down(link.down, now):
+            return None
         if link.loss and (_hash128(link.key + _COUNTER.pack(message, LOSS_DRAW)) >> 75) * _ULP < link.loss:
             return None
         if link.delay is None:
-            return sent + link.fixed_latency
-        return sent + link.delay(_hash128(link.key + _COUNTER.pack(message, LATENCY_DRAW)))
+            arrival = sent + link.fixed_latency
+        else:
+            arrival = sent + link.delay(_hash128(link.key + _COUNTER.pack(message, LATENCY_DRAW)))
+        if link.faulty:
+            arrival = self._faults(link, message, sent, arrival)
+        return arrival
+
+    def _faults(self, link: _Link, message: int, sent: float, arrival: float) -> float:
+        """The reordering delay added to ``arrival``, and the duplicate's arrival set in `copy_at`."""
+        key = link.key
+        if link.reorder:
+            u, v = uniforms(_hash128(key + _COUNTER.pack(message, REORDER_DRAW)))
+            if u < link.reorder:
+                arrival += v * link.reorder_delay_s
+        if link.duplicate and (_hash128(key + _COUNTER.pack(message, DUPLICATE_DRAW)) >> 75) * _ULP < link.duplicate:
+            delay = link.delay
+            bits = _hash128(key + _COUNTER.pack(message, COPY_LATENCY_DRAW))
+            self.copy_at = sent + (link.fixed_latency if delay is None else delay(bits))
+        return arrival
+
+    def is_down(self, src: Party, dst: Party, now: float) -> bool:
+        """Whether a partition takes the link ``src -> dst`` down at virtual time ``now``."""
+        link = self._links.get((src, dst))
+        if link is None:
+            link = self._open(src, dst)
+        return _is_down(link.down, now)
 
     def _open(self, src: Party, dst: Party) -> _Link:
-        link = self._links[(src, dst)] = _Link(self.spec(src.role, dst.role), link_key(self._seed, src, dst))
+        down = tuple(
+            (partition.from_s, partition.until_s)
+            for partition in self._partitions
+            if any(ends.covers(src, dst) for ends in partition.links)
+        )
+        spec = self.spec(src.role, dst.role)
+        link = self._links[(src, dst)] = _Link(spec, link_key(self._seed, src, dst), down, self._slow.get(src, 0.0))
         return link
 
 
+def _is_down(intervals: tuple[tuple[float, float], ...], now: float) -> bool:
+    return any(start <= now < end for start, end in intervals)
+
+
 __all__ = [
+    "COPY_LATENCY_DRAW",
     "Constant",
+    "DUPLICATE_DRAW",
     "Empirical",
     "LATENCY_DRAW",
     "LATENCY_MODELS",
     "LOSS_DRAW",
     "Latency",
+    "LinkEnds",
     "LinkSpec",
     "Links",
     "LogNormal",
+    "Partition",
+    "REORDER_DRAW",
     "Uniform",
     "draw_bits",
     "latency_from_table",
+    "link_ends",
     "uniforms",
 ]

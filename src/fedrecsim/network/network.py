@@ -23,7 +23,16 @@ Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully v
 in this process, so the receiver gets a fresh copy rebuilt from them without the checks running twice.
 
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
-messages still in flight when the network closes are counted as `DropReason.UNFINISHED`.
+messages still in flight when the network closes are counted as `DropReason.UNFINISHED`; a message sent
+on a link a partition took down, as `DropReason.PARTITIONED`.
+
+Faults (`fedrecsim.network.faults`, and the link policy's duplication, reordering and partitions): a copy
+the link makes is scheduled like the original and counted as duplicated; a crashed party is detached and
+whatever it still sends goes nowhere, uncounted, until `recover`; a byzantine party's messages are forged
+on the wire and decoded *strictly* at delivery, so malformed bytes are rejected at the receiver
+(`RejectReason.MALFORMED`) instead of trusted. A party whose actor declared the kinds it receives
+(`expect`) rejects any other kind (`RejectReason.UNEXPECTED`). A rejected message was delivered -- the
+ledger counts its bytes as received -- but never reaches the mailbox.
 """
 
 from __future__ import annotations
@@ -39,11 +48,12 @@ import outcome
 import trio
 
 from ..clock import VirtualClock
-from ..errors import ProtocolViolation
-from .ledger import DropReason, Ledger
+from ..errors import ProtocolViolation, WireError
+from .faults import Crash, PartyFaults
+from .ledger import DropReason, Ledger, RejectReason
 from .links import Links
 from .party import Party
-from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode_trusted, encode, encode_many
+from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode, decode_trusted, encode, encode_many
 
 
 class Mailbox:
@@ -58,10 +68,14 @@ class Mailbox:
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "view", "_by_kind", "_waiter", "_timer_at", "_timers")
+    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers")
 
-    def __init__(self, party: Party, timers: _Timers, record_view: bool = False) -> None:
+    def __init__(
+        self, party: Party, timers: _Timers, record_view: bool = False, receives: frozenset[str] | None = None
+    ) -> None:
         self.party = party
+        #: The kinds this party's role receives (`Network.expect`); None: any kind.
+        self.receives = receives
         self.view: list[Envelope] | None = [] if record_view else None
         self._by_kind: dict[str, deque[Envelope]] = {}
         self._waiter: trio.lowlevel.Task | None = None
@@ -203,6 +217,10 @@ class Network:
         resolution_s: delivery times are rounded up to a multiple of this (0 = exact times).
         max_message_bytes: larger messages are refused by the wire.
         record_views: parties whose mailboxes keep a copy of everything they received.
+        faults: the run's party faults (crashes, byzantine parties); none by default.
+
+    Attributes:
+        crash_listeners: called with each `Crash` as it fires (the population restarts its users).
     """
 
     def __init__(
@@ -213,6 +231,7 @@ class Network:
         resolution_s: float = 0.001,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         record_views: Iterable[Party] = (),
+        faults: PartyFaults | None = None,
     ) -> None:
         if not (resolution_s >= 0 and math.isfinite(resolution_s)):
             raise ValueError(f"resolution_s must be a finite number >= 0, got {resolution_s}")
@@ -221,6 +240,14 @@ class Network:
         self.resolution_s = resolution_s
         self.max_message_bytes = max_message_bytes
         self._record_views = frozenset(record_views)
+        self.faults = faults if faults is not None else PartyFaults()
+        self._crash_rules = bool(self.faults.crashes)
+        self._forging = self.faults.forging
+        self._crashed: set[Party] = set()
+        # Sequence numbers of forged messages in flight: decoded strictly at delivery.
+        self._forged: set[int] = set()
+        self._receives: dict[Party, frozenset[str]] = {}
+        self.crash_listeners: list[Callable[[Crash], None]] = []
         self._mailboxes: dict[Party, Mailbox] = {}
         self._timers = _Timers(self._wake_by)
         self._attached: set[Party] = set()
@@ -236,14 +263,39 @@ class Network:
     # ------------------------------------------------------------------ membership
 
     def attach(self, party: Party) -> Mailbox:
-        """Bring ``party`` online; returns its (emptied) mailbox. Attaching twice is a no-op."""
+        """Bring ``party`` online; returns its (emptied) mailbox. Attaching twice is a no-op, and so is
+        attaching a crashed party: it stays offline until `recover`."""
         mailbox = self._mailboxes.get(party)
         if mailbox is None:
-            mailbox = self._mailboxes[party] = Mailbox(party, self._timers, party in self._record_views)
-        if party not in self._attached:
+            mailbox = self._mailboxes[party] = Mailbox(
+                party, self._timers, party in self._record_views, self._receives.get(party)
+            )
+        if party not in self._attached and party not in self._crashed:
             mailbox.clear()
             self._attached.add(party)
         return mailbox
+
+    def expect(self, party: Party, kinds: Iterable[str]) -> None:
+        """Declare the kinds ``party`` receives: any other kind delivered to it is rejected
+        (`RejectReason.UNEXPECTED`), never put in its mailbox."""
+        receives = self._receives[party] = frozenset(kinds)
+        mailbox = self._mailboxes.get(party)
+        if mailbox is not None:
+            mailbox.receives = receives
+
+    def is_crashed(self, party: Party) -> bool:
+        """Whether ``party`` crashed (`PartyFaults`) and has not recovered."""
+        return party in self._crashed
+
+    def recover(self, party: Party) -> None:
+        """A crashed ``party`` may come back: `attach` brings it online again (nothing else changes)."""
+        self._crashed.discard(party)
+
+    def _crash(self, crash: Crash) -> None:
+        self._crashed.add(crash.party)
+        self._attached.discard(crash.party)
+        for listener in list(self.crash_listeners):
+            listener(crash)
 
     def detach(self, party: Party) -> None:
         """Take ``party`` offline: messages to it are dropped until it attaches again."""
@@ -273,8 +325,10 @@ class Network:
     # ------------------------------------------------------------------ sending and delivery
 
     def send(self, src: Party, dst: Party, body: Any) -> int:
-        """Encode ``body`` and put it on the wire from ``src`` to ``dst``; returns its size in bytes."""
-        self._check_sender(src, body)
+        """Encode ``body`` and put it on the wire from ``src`` to ``dst``; returns its size in bytes (0 when
+        ``src`` has crashed: nothing is sent)."""
+        if not self._may_send(src, body):
+            return 0
         now = trio.current_time()
         return self._transmit(src, dst, body.KIND, encode(src, dst, now, body, self.max_message_bytes), now)
 
@@ -284,24 +338,54 @@ class Network:
         Equivalent to calling `send` for each destination in order -- the same bytes, the same ledger
         entries, the same link draws -- but the body is validated and packed once (`wire.encode_many`).
         """
-        self._check_sender(src, body)
+        if not self._may_send(src, body):
+            return 0
         now = trio.current_time()
         dsts = list(dsts)
         encoded = encode_many(src, dsts, now, body, self.max_message_bytes)
         kind = body.KIND
         return sum(self._transmit(src, dst, kind, data, now) for dst, data in zip(dsts, encoded))
 
-    def _check_sender(self, src: Party, body: Any) -> None:
+    def _may_send(self, src: Party, body: Any) -> bool:
+        """False when ``src`` is crashed, or crashes now (a `Crash` rule fires): its message goes nowhere.
+
+        Raises:
+            ProtocolViolation: ``src`` is offline without having crashed.
+        """
         if src not in self._attached:
+            if src in self._crashed:
+                return False
             raise ProtocolViolation(f"{src} is offline and cannot send {type(body).__qualname__}")
+        if self._crash_rules:
+            crash = self.faults.crash_now(src, body.KIND, self.ledger.round)
+            if crash is not None:
+                self._crash(crash)
+                return False
+        return True
 
     def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float) -> int:
+        forgery = self.faults.forge(src, kind, data) if self._forging else None
+        if forgery is not None:
+            data = forgery
+        forged = forgery is not None
         nbytes = len(data)
         self.ledger.record_sent(src, kind, nbytes)
-        arrival = self.links.transit(src, dst, nbytes, now)
+        links = self.links
+        arrival = links.transit(src, dst, nbytes, now)
         if arrival is None:
-            self.ledger.record_dropped(now, src, dst, kind, nbytes, DropReason.LOST)
+            reason = DropReason.PARTITIONED if links.is_down(src, dst, now) else DropReason.LOST
+            self.ledger.record_dropped(now, src, dst, kind, nbytes, reason)
             return nbytes
+        self._schedule(src, dst, kind, data, now, arrival, forged)
+        copy = links.copy_at
+        if copy is not None:
+            links.copy_at = None
+            self.ledger.record_duplicated(now, src, dst, kind, nbytes)
+            self._schedule(src, dst, kind, data, now, copy, forged)
+        return nbytes
+
+    def _schedule(self, src: Party, dst: Party, kind: str, data: bytes, now: float, arrival: float, forged: bool) -> None:
+        """File one delivery of ``data`` under ``arrival`` rounded up to the resolution (never at ``now``)."""
         if self.resolution_s > 0:
             arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
             if arrival <= now:
@@ -310,6 +394,8 @@ class Network:
             arrival = math.nextafter(now, math.inf)
         self._seq = seq = self._seq + 1
         self._in_flight += 1
+        if forged:
+            self._forged.add(seq)
         bucket = self._buckets.get(arrival)
         if bucket is None:
             self._buckets[arrival] = [(src, dst, seq, kind, data)]
@@ -317,7 +403,6 @@ class Network:
             self._wake_by(arrival)
         else:
             bucket.append((src, dst, seq, kind, data))
-        return nbytes
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -347,19 +432,40 @@ class Network:
         ledger = self.ledger
         attached = self._attached
         mailboxes = self._mailboxes
+        forged = self._forged
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
             bucket = self._buckets.pop(arrival)
             bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
             self._in_flight -= len(bucket)
-            for src, dst, _, kind, data in bucket:
+            for src, dst, seq, kind, data in bucket:
+                strict = bool(forged) and seq in forged
+                if strict:
+                    forged.discard(seq)
                 if dst not in attached:
                     ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
                     continue
-                envelope = decode_trusted(data)
                 ledger.record_delivered(arrival, src, dst, kind, data)
-                mailboxes[dst].put(envelope)
+                envelope = self._decode_forged(arrival, src, dst, kind, data) if strict else decode_trusted(data)
+                if envelope is None:
+                    continue
+                mailbox = mailboxes[dst]
+                receives = mailbox.receives
+                if receives is not None and envelope.kind not in receives:
+                    problem = f"{dst} expected one of {', '.join(sorted(receives))}; received {envelope.kind} from {src}"
+                    ledger.record_rejected(arrival, src, dst, envelope.kind, RejectReason.UNEXPECTED, problem)
+                    continue
+                mailbox.put(envelope)
         self._timers.expire_due(now)
+
+    def _decode_forged(self, arrival: float, src: Party, dst: Party, kind: str, data: bytes) -> Envelope | None:
+        """A forged message through the strict decoder; None (and a rejection) when it does not decode."""
+        try:
+            return decode(data, self.max_message_bytes)
+        except WireError as err:
+            problem = f"{dst} expected a valid {kind} from {src}; received bytes that do not decode: {err}"
+            self.ledger.record_rejected(arrival, src, dst, kind, RejectReason.MALFORMED, problem)
+            return None
 
     def _next_due(self) -> float:
         return min(self._arrivals[0] if self._arrivals else math.inf, self._timers.next_deadline)
@@ -433,6 +539,7 @@ class Network:
                     self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
             self._buckets.clear()
             self._arrivals.clear()
+            self._forged.clear()
             self._in_flight = 0
 
 
