@@ -2,7 +2,8 @@
 
 ``send``, ``recv``, ``gather`` and ``drain`` are the whole vocabulary an actor has for talking to others.
 Every wait takes a virtual deadline, so no party can hang a run by leaving: a missing reply shows up as
-`PartyTimeout` from ``recv`` or in the ``missing`` list of ``gather``.
+`PartyTimeout` from ``recv`` or in the ``missing`` list of ``gather``. And no party can stop a run by what
+it sends: what a receiver refuses is recorded in the ledger (``reject``), not raised.
 
 Actors never share objects: what a receiver gets is a copy decoded from the bytes on the wire.
 """
@@ -15,7 +16,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import trio
 
-from ..errors import PartyTimeout, ProtocolViolation
+from ..errors import PartyTimeout
+from ..network.ledger import RejectReason
 from ..network.network import Mailbox, Network
 from ..network.party import Party, Role
 from ..network.wire import Envelope
@@ -24,16 +26,18 @@ M = TypeVar("M")
 
 
 class Replies(Generic[M]):
-    """What ``gather`` collected: the reply of each sender that answered in time, and who did not.
+    """What ``gather`` collected: the reply of each sender that answered in time, who did not, and whose
+    reply was rejected (``validate`` refused it; sorted).
 
     Iterating yields ``(party, message)`` in sorted party order, the order every aggregation must use.
     """
 
-    __slots__ = ("by_party", "missing")
+    __slots__ = ("by_party", "missing", "rejected")
 
-    def __init__(self, by_party: dict[Party, M], missing: list[Party]) -> None:
+    def __init__(self, by_party: dict[Party, M], missing: list[Party], rejected: list[Party] | None = None) -> None:
         self.by_party = dict(sorted(by_party.items()))
         self.missing = missing
+        self.rejected = rejected if rejected is not None else []
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.by_party.items())
@@ -47,9 +51,14 @@ class Actor:
 
     Subclasses set ``role`` and implement their behaviour in ``run`` (or in methods a protocol's driver
     calls). ``rng`` is this party's own generator, spawned from the run seed by party id.
+
+    A subclass may declare ``receives``, the message types its role ever receives: any other kind that
+    arrives is rejected by the network (recorded in the ledger as a `ProtocolViolation`, never seen by the
+    actor). Empty: any kind is delivered.
     """
 
     role: ClassVar[Role]
+    receives: ClassVar[tuple[type, ...]] = ()
 
     def __init__(self, party: Party, network: Network, rng: np.random.Generator) -> None:
         if party.role is not self.role:
@@ -58,6 +67,8 @@ class Actor:
         self.network = network
         self.rng = rng
         self._mailbox: Mailbox | None = None
+        if self.receives:
+            network.expect(party, (kind.KIND for kind in self.receives))  # type: ignore[attr-defined]
 
     @property
     def mailbox(self) -> Mailbox:
@@ -86,6 +97,12 @@ class Actor:
         """Send the same ``message`` to each of ``dsts`` (encoded once); returns the total bytes."""
         return self.network.send_many(self.party, dsts, message)
 
+    def reject(self, envelope: Envelope, reason: RejectReason, problem: str) -> None:
+        """Refuse a message that arrived: recorded in the ledger with ``problem`` (what was expected and
+        what came), never used. The protocol's policy decides whether the run goes on (module docstring
+        of `fedrecsim.network.ledger`)."""
+        self.network.ledger.record_rejected(self.now, envelope.src, self.party, envelope.kind, reason, problem)
+
     def drain(self, kind: type[M]) -> list[Envelope]:
         """Take every already-delivered message of ``kind`` without waiting, oldest first."""
         return self.mailbox.take_all(kind.KIND)  # type: ignore[attr-defined]
@@ -113,34 +130,47 @@ class Actor:
         *,
         deadline: float,
         accept: Callable[[M], bool] | None = None,
+        validate: Callable[[Party, M], str | None] | None = None,
     ) -> Replies[M]:
         """Collect one message of ``kind`` from each of ``senders`` until all answered or ``deadline``.
 
         Messages of ``kind`` that ``accept`` rejects (e.g. late replies to an earlier round) are discarded.
+        The rest are checked, and every refusal is recorded in the ledger as a rejection naming this party,
+        what it expected and what it received; the run goes on:
 
-        Raises:
-            ProtocolViolation: an accepted message came from a party not in ``senders``, or twice from one.
+        - one message counts per sender: the first; a later one (a copy the network duplicated, a second
+          reply) is a duplicate, so a gather is idempotent per (sender, round, kind) when ``accept``
+          selects the round;
+        - a message from a party not in ``senders`` is unexpected;
+        - ``validate(sender, body)`` returns None for a valid reply, or what is wrong with it: the reply is
+          invalid, and its sender's one reply is spent (it is in ``rejected``, not ``missing``).
         """
         expected = set(senders)
         mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         replies: dict[Party, M] = {}
+        rejected: set[Party] = set()
         while True:
             for envelope in mailbox.take_all(tag):
                 if accept is not None and not accept(envelope.body):
                     continue
-                if envelope.src not in expected:
-                    raise ProtocolViolation(
-                        f"{self.party} expected {tag} from one of {len(expected)} selected parties, "
-                        f"received it from {envelope.src}"
-                    )
-                if envelope.src in replies:
-                    raise ProtocolViolation(f"{self.party} received {tag} twice from {envelope.src}")
-                replies[envelope.src] = envelope.body
-            if len(replies) == len(expected) or not await mailbox.wait(deadline):
+                src = envelope.src
+                if src not in expected:
+                    problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
+                    self.reject(envelope, RejectReason.UNEXPECTED, problem)
+                elif src in replies or src in rejected:
+                    self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
+                else:
+                    problem = validate(src, envelope.body) if validate is not None else None
+                    if problem is None:
+                        replies[src] = envelope.body
+                    else:
+                        rejected.add(src)
+                        self.reject(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
+            if len(replies) + len(rejected) == len(expected) or not await mailbox.wait(deadline):
                 break
-        missing = sorted(expected.difference(replies))
-        return Replies(replies, missing)
+        missing = sorted(expected.difference(replies, rejected))
+        return Replies(replies, missing, sorted(rejected))
 
 
 __all__ = ["Actor", "Replies"]

@@ -27,8 +27,13 @@ class Leave:
     """I am going offline; do not select me."""
 
 
-def update_members(actor: Actor, members: set[Party]) -> set[Party]:
+def update_members(actor: Actor, members: set[Party], latest: dict[Party, tuple[float, int]] | None = None) -> set[Party]:
     """Apply to ``members`` every join and leave delivered to ``actor`` so far, in the order they were sent.
+
+    With ``latest`` (the caller's record, per party, of the last announcement applied), an announcement
+    sent before one already applied -- overtaken on the way, or a copy the network duplicated -- is
+    ignored: membership follows each party's newest announcement whatever order they arrive in. (At one
+    send instant a join orders before a leave.)
 
     Returns the parties that left and did not come back in this batch (each was a member when its
     leave was applied), so that a caller can drop what it holds for them without comparing whole sets.
@@ -38,12 +43,18 @@ def update_members(actor: Actor, members: set[Party]) -> set[Party]:
     events.sort(key=lambda event: event[0].sent_at)
     left: set[Party] = set()
     for envelope, joined in events:
+        src = envelope.src
+        if latest is not None:
+            order = (envelope.sent_at, 0 if joined else 1)
+            if src in latest and order <= latest[src]:
+                continue
+            latest[src] = order
         if joined:
-            members.add(envelope.src)
-            left.discard(envelope.src)
-        elif envelope.src in members:
-            members.discard(envelope.src)
-            left.add(envelope.src)
+            members.add(src)
+            left.discard(src)
+        elif src in members:
+            members.discard(src)
+            left.add(src)
     return left
 
 

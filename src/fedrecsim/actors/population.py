@@ -8,19 +8,33 @@ never replies; it recovers (attaches and announces a join) at the next round bou
 
 A user that leaves keeps its actor object -- and so its private state -- and resumes with it when it
 rejoins; only its task is retired.
+
+A user that crashes under a `Crash` fault rule (`fedrecsim.network.faults`) is silent until the rule's
+``restart_after_s`` has passed; then, if the population still has it online, it restarts like a joining
+user: attaches, announces its join, runs again. With ``keep_state = false`` it restarts from the state
+it had when the population opened -- its data and its initial model -- with a fresh generator
+(``generator(seed, Stream.ACTOR, role, index, restart)``), as a reinstalled device would: it never
+reuses a random number it already drew.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
 from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, PartyList, Transition
+from ..network.faults import Crash
 from ..network.network import Network
 from ..network.party import Party
+from ..seeding import Stream, generator
 from .user import ModelUse, User
+
+# What a user's snapshot leaves out: the world it lives in (shared, or the network's), not its state.
+_NOT_STATE = frozenset({"network", "_mailbox", "model_use", "rng"})
 
 
 class Population:
@@ -65,9 +79,12 @@ class Population:
         self._crashing: frozenset[Party] = frozenset()
         self._scopes: dict[Party, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
+        self._snapshots: dict[Party, dict[str, Any]] = {}
+        self._restarted: dict[Party, int] = {}
         self.joins = 0
         self.leaves = 0
         self.crashes = 0
+        self.restarts = 0
 
     @property
     def online(self) -> frozenset[Party]:
@@ -82,6 +99,9 @@ class Population:
         """Bring the initial users online and follow the churn timeline for the duration of the block."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            for party in sorted(self.network.faults.restarting(keep_state=False) & self.users.keys()):
+                self._snapshots[party] = _snapshot(self.users[party])
+            self.network.crash_listeners.append(self._crashed)
             initial = sorted(self.churn.initial_online(self.seed, self.parties))
             # Round 0 is the set-up before the first round: the initial joins are attributed to it.
             self.network.ledger.begin_round(0, len(initial))
@@ -91,8 +111,29 @@ class Population:
             try:
                 yield self
             finally:
+                self.network.crash_listeners.remove(self._crashed)
                 nursery.cancel_scope.cancel()
                 self._nursery = None
+
+    def _crashed(self, crash: Crash) -> None:
+        """A fault rule crashed a party: if it is one of these users and restarts, schedule the restart."""
+        if crash.party in self.users and crash.restart_after_s is not None and self._nursery is not None:
+            self._nursery.start_soon(self._restart, crash)
+
+    async def _restart(self, crash: Crash) -> None:
+        await self.network.sleep(crash.restart_after_s)  # type: ignore[arg-type]
+        party = crash.party
+        self.restarts += 1
+        restart = self._restarted[party] = self._restarted.get(party, 0) + 1
+        if not crash.keep_state:
+            user = self.users[party]
+            _restore(user, self._snapshots[party])
+            user.rng = generator(self.seed, Stream.ACTOR, party.role.code, party.index, restart)
+        self.network.recover(party)
+        if party in self._online:
+            self.network.attach(party)
+            self.users[party].announce_join()
+            self._start(party)
 
     async def _follow(self, timeline: Iterator[Transition]) -> None:
         for transition in timeline:
@@ -174,6 +215,19 @@ class Population:
         for party in sorted(joined):
             if party not in self._online:
                 self._join(party)
+
+
+def _snapshot(user: User) -> dict[str, Any]:
+    """A deep copy of ``user``'s own state (everything but `_NOT_STATE`)."""
+    return {name: copy.deepcopy(value) for name, value in vars(user).items() if name not in _NOT_STATE}
+
+
+def _restore(user: User, snapshot: dict[str, Any]) -> None:
+    """Put ``user`` back in the state of ``snapshot`` (a fresh copy of it: a later restart starts over)."""
+    for name in [name for name in vars(user) if name not in _NOT_STATE]:
+        delattr(user, name)
+    for name, value in snapshot.items():
+        setattr(user, name, copy.deepcopy(value))
 
 
 __all__ = ["Population"]

@@ -17,7 +17,9 @@ class Server(Actor):
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.members: set[Party] = set()
+        self._announced: dict[Party, tuple[float, int]] = {}
 
     def update_membership(self) -> set[Party]:
-        """Apply every join and leave delivered so far, in the order they were sent; returns who left."""
-        return update_members(self, self.members)
+        """Apply every join and leave delivered so far, in the order they were sent, ignoring any sent
+        before one already applied (`update_members`); returns who left."""
+        return update_members(self, self.members, self._announced)
