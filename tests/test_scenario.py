@@ -184,7 +184,7 @@ def test_a_scenario_that_is_not_a_table_is_refused() -> None:
 
 def test_errors_about_tables_say_what_is_allowed() -> None:
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "extra": {}})
-    assert str(error) == "extra: unknown table; allowed tables: run, data, network, availability, protocol"
+    assert str(error) == "extra: unknown table; allowed tables: run, data, network, availability, faults, protocol"
     required = "run.protocol: is required (one of the registered protocols)"
     assert str(_config_error(parse_scenario, {"run": {"rounds": 3}})) == required
     assert str(_config_error(parse_scenario, {"data": {}})) == required
@@ -314,7 +314,7 @@ def test_a_link_key_must_name_two_roles(key) -> None:
 
 def test_a_link_entry_must_be_a_table() -> None:
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": {"user-server": 0.5}}})
-    assert str(error) == "network.links.user-server: expected a table with latency, bandwidth_bps and/or loss"
+    assert str(error) == "network.links.user-server: expected a table with latency, bandwidth_bps, loss, duplicate, reorder and/or reorder_delay_s"
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": "user-server"}})
     assert str(error) == "network.links: expected a table, got 'user-server'"
 

@@ -31,7 +31,7 @@ from .config import to_table
 from .network.links import LATENCY_MODELS
 from .network.party import Role
 from .protocols import available_protocols, built_in_protocols, protocol_spec
-from .scenario import AvailabilityConfig, DataConfig, NetworkConfig, RunConfig, _LinkTable
+from .scenario import AvailabilityConfig, DataConfig, FaultsConfig, NetworkConfig, RunConfig, _LinkTable
 
 REGENERATE_COMMAND = "python -m fedrecsim.reference > docs/scenario-reference.md"
 
@@ -45,8 +45,11 @@ _COMMON_TABLES: tuple[tuple[str, type], ...] = (
     ("data", DataConfig),
     ("network", NetworkConfig),
     ("availability", AvailabilityConfig),
+    ("faults", FaultsConfig),
 )
 _LINK_PAIR = "<pair>"
+# The key of an entry of an array of tables (``[[faults.crash]]``): ``faults.crash[i].party``.
+_ENTRY = "[i]"
 # A "<" that CommonMark would read as the start of an HTML tag (as in "<pair>"); "< 1" is text already.
 _HTML_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 _RANGE_SYMBOLS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
@@ -167,7 +170,10 @@ def _tables(rows: list[KeyRow]) -> Iterator[tuple[str, str, list[KeyRow]]]:
     for row in rows:
         grouped.setdefault((row.protocol, row.table), []).append(row)
     for (protocol, table), table_rows in grouped.items():
-        if protocol is None:
+        if protocol is None and table.endswith(_ENTRY):
+            array = table.removesuffix(_ENTRY)
+            yield f"[[{array}]]", f"An array of tables: each [[{array}]] entry takes these keys ({table}.KEY).", table_rows
+        elif protocol is None:
             yield f"[{table}]", "", table_rows
         else:
             heading = f'[{table}] with run.protocol = "{protocol}"'
@@ -197,6 +203,9 @@ def _config_rows(config: type, path: str, protocol: str | None) -> Iterator[KeyR
         nested_config = _dataclass_of(annotation)
         if nested_config is not None:
             yield from _config_rows(nested_config, row.key, protocol)
+        entry_config = _entry_dataclass_of(annotation)
+        if entry_config is not None:
+            yield from _config_rows(entry_config, f"{row.key}{_ENTRY}", protocol)
 
 
 def _latency_rows(row: KeyRow) -> Iterator[KeyRow]:
@@ -251,6 +260,13 @@ def _optional_of(annotation: Any) -> Any:
 def _dataclass_of(annotation: Any) -> type | None:
     inner = _optional_of(annotation)
     return inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
+
+
+def _entry_dataclass_of(annotation: Any) -> type | None:
+    """``T`` for ``tuple[T, ...]`` when ``T`` is a config dataclass (an array of tables), else None."""
+    if typing.get_origin(annotation) is tuple:
+        return _dataclass_of(typing.get_args(annotation)[0])
+    return None
 
 
 def _type_name(annotation: Any) -> str:

@@ -32,7 +32,7 @@ from . import __version__
 from .clock import VirtualClock
 from .data import prepare_data
 from .data.registry import resolve_path
-from .errors import ConfigError, Interrupted
+from .errors import ConfigError, Interrupted, PartyTimeout
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party
@@ -45,6 +45,11 @@ ProgressCallback = Callable[[int, int], None]
 
 #: Wall seconds between two within-round ticks of a progress callback that has ``tick`` (at most 10 a second).
 TICK_EVERY_S = 0.1
+
+#: With ``run.max_virtual_s = 0`` a run's virtual-time budget ends this long before the horizon at which
+#: every party's waits end (`RunContext.horizon_s`), so that a run that never finishes stops with the
+#: budget's `PartyTimeout`, the same one whichever party would have given up first.
+BUDGET_MARGIN_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -256,12 +261,14 @@ async def _simulate(
     train, test = prepare_data(seen.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
     ledger = Ledger(record_transcript=transcript)
+    faults = scenario.faults
     network = Network(
-        scenario.network.link_policy(scenario.run.seed),
+        scenario.network.link_policy(scenario.run.seed, slow=faults.slow_parties()),
         ledger,
         resolution_s=scenario.network.resolution_s,
         max_message_bytes=int(scenario.network.max_message_mb * 1024 * 1024),
         record_views=views,
+        faults=faults.party_faults(),
     )
     context = RunContext(
         scenario=seen,
@@ -278,9 +285,11 @@ async def _simulate(
     ticker = _Ticker(tick, rounds, ledger, start) if tick is not None else None
     if ticker is not None:
         trio.lowlevel.add_instrument(ticker)
+    budget_s = scenario.run.max_virtual_s or context.horizon_s - BUDGET_MARGIN_S
     try:
         async with network.open():
-            outcome = await spec.run(context)
+            with trio.move_on_at(start + budget_s) as budget:
+                outcome = await spec.run(context)
     except BaseExceptionGroup as group:
         single = _sole_error(group)
         if single is None:
@@ -290,6 +299,11 @@ async def _simulate(
         if ticker is not None:
             with suppress(KeyError):  # trio removes an instrument that raised
                 trio.lowlevel.remove_instrument(ticker)
+    if budget.cancelled_caught:
+        raise PartyTimeout(
+            f"the run did not finish within its virtual-time budget of {budget_s:g} s (run.max_virtual_s): "
+            f"stopped in round {ledger.round} of {scenario.run.rounds}"
+        )
     virtual_time = trio.current_time() - start
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
     result = _result_document(
@@ -313,7 +327,7 @@ def _with_data_path(scenario: Scenario) -> Scenario:
 def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
     """What the scenario asked for that the run did not simulate (the protocol adds its own warnings)."""
     availability = scenario.availability
-    warnings = []
+    warnings = [f"[faults] never applied: {rule}" for rule in context.network.faults.idle_rules()]
     if availability.dropout > 0 and not context.model_use.dropout:
         warnings.append(
             f"availability.dropout = {availability.dropout} was not simulated: "

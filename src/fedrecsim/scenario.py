@@ -1,8 +1,10 @@
 """Scenario files: TOML in, a typed and validated `Scenario` out.
 
-A scenario has the tables ``[run]``, ``[data]``, ``[network]``, ``[availability]`` and ``[protocol]``.
-Every key has a default except ``run.protocol``; ``[protocol]`` is validated by the chosen protocol's own
-config class. Overrides (``--set key.path=value`` on the command line) are applied to the raw tables
+A scenario has the tables ``[run]``, ``[data]``, ``[network]``, ``[availability]``, ``[faults]`` and
+``[protocol]``. Every key has a default except ``run.protocol``; ``[protocol]`` is validated by the chosen
+protocol's own config class. Link faults (loss, duplication, reordering, partitions) are keys of
+``[network]``; party faults (crashes, restarts, byzantine and slow parties) are ``[faults]``'s arrays of
+tables (docs/faults.md says what each protocol does under each). Overrides (``--set key.path=value`` on the command line) are applied to the raw tables
 before validation, values parsed as TOML literals, so an override is checked exactly like the file.
 Any problem raises `ConfigError` naming the key path and what is allowed.
 """
@@ -17,6 +19,7 @@ from typing import Any, Literal
 
 from .config import build, param, to_table
 from .errors import ConfigError
+from .network.faults import Byzantine, Corruption, Crash, PartyFaults
 from .network.availability import (
     AlwaysOnline,
     BernoulliChurn,
@@ -28,11 +31,12 @@ from .network.availability import (
     NoComputeDelay,
     Trace,
 )
-from .network.links import LinkSpec, Links, latency_from_table
-from .network.party import Role
+from .network.links import LinkSpec, Links, Partition, latency_from_table, link_ends
+from .network.party import Party, Role
+from .network.wire import registered_kinds
 from .protocols import protocol_spec
 
-_TABLES = ("run", "data", "network", "availability", "protocol")
+_TABLES = ("run", "data", "network", "availability", "faults", "protocol")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,13 @@ class RunConfig:
     rounds: int = param(100, ge=1, doc="the protocol's unit: iterations, epochs or rounds")
     round_gap_s: float = param(1.0, ge=0, doc="virtual seconds between rounds (joins and leaves land here)")
     round_timeout_s: float = param(60.0, gt=0, doc="how long a round waits for replies before it goes on")
+    max_virtual_s: float = param(
+        0.0,
+        ge=0,
+        doc="the run's virtual-time budget: a run still going after this many virtual seconds stops with "
+        "PartyTimeout; 0 = (rounds + 2) x (round_gap_s + round_timeout_s) x 4 + 3000, ten minutes before the "
+        "horizon at which every party's waits end",
+    )
 
     def __post_init__(self) -> None:
         problem = _file_name_problem(self.name)
@@ -147,6 +158,18 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
+class PartitionTable:
+    """One entry of ``[[network.partitions]]``."""
+
+    from_s: float = param(ge=0, doc="when the links go down, in virtual seconds from the start of the run")
+    until_s: float = param(gt=0, doc="when they come back up (> from_s)")
+    links: tuple[str, ...] = param(
+        doc='the links it takes down: "A->B" (one direction) or "A-B" (both), A and B a role (user: every '
+        "user) or a party (user:3)"
+    )
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     latency: dict[str, Any] = field(
         default_factory=lambda: {"model": "constant", "seconds": 0.0},
@@ -154,32 +177,69 @@ class NetworkConfig:
     )
     bandwidth_bps: float = param(0.0, ge=0, doc="bits per second per directed link; 0 = unlimited")
     loss: float = param(0.0, ge=0, lt=1, doc="the chance each message is lost in flight")
+    duplicate: float = param(
+        0.0, ge=0, le=1, doc="the chance the network delivers a message a second time (the copy with its own latency)"
+    )
+    reorder: float = param(
+        0.0, ge=0, le=1, doc="the chance a message is held back by an extra delay, so that later ones overtake it"
+    )
+    reorder_delay_s: float = param(0.0, ge=0, doc="reorder: the extra delay is uniform on [0, reorder_delay_s)")
     resolution_s: float = param(0.001, ge=0, doc="delivery times are rounded up to this; 0 = exact")
     max_message_mb: float = param(256.0, gt=0, doc="the wire refuses a message larger than this (MiB)")
     links: dict[str, Any] = field(
         default_factory=dict,
         metadata={"doc": 'per role pair: "user-server" (both directions) or "user->server" (one)'},
     )
+    partitions: tuple[PartitionTable, ...] = param(
+        (), doc="intervals of virtual time during which sets of links are down ([[network.partitions]])"
+    )
 
     def __post_init__(self) -> None:
         self.link_policy(seed=0)
 
-    def link_policy(self, seed: int) -> Links:
-        """The seeded link policy this section describes."""
-        default = LinkSpec(latency_from_table(self.latency, "network.latency"), self.bandwidth_bps, self.loss)
+    def link_policy(self, seed: int, slow: Mapping[Party, float] | None = None) -> Links:
+        """The seeded link policy this section describes; ``slow``: the slow parties of ``[faults]``."""
+        default = LinkSpec(
+            latency_from_table(self.latency, "network.latency"), self.bandwidth_bps, self.loss, self.duplicate,
+            self.reorder, self.reorder_delay_s,
+        )
         by_roles: dict[tuple[Role, Role], LinkSpec] = {}
         for key, table in self.links.items():
             key_path = f"network.links.{key}"
             pairs = _role_pairs(key, key_path)
             if not isinstance(table, Mapping):
-                raise ConfigError(key_path, "expected a table with latency, bandwidth_bps and/or loss")
+                raise ConfigError(key_path, "expected a table with latency, bandwidth_bps, loss, duplicate, reorder and/or reorder_delay_s")
             spec = build(_LinkTable, table, key_path)
             latency = latency_from_table(spec.latency, f"{key_path}.latency") if spec.latency else default.latency
-            bandwidth = default.bandwidth_bps if spec.bandwidth_bps is None else spec.bandwidth_bps
-            loss = default.loss if spec.loss is None else spec.loss
+            values = {
+                name: getattr(default, name) if getattr(spec, name) is None else getattr(spec, name)
+                for name in ("bandwidth_bps", "loss", "duplicate", "reorder", "reorder_delay_s")
+            }
+            link = _anchored(lambda: LinkSpec(latency, **values), "network", key_path)
             for pair in pairs:
-                by_roles[pair] = LinkSpec(latency, bandwidth, loss)
-        return Links(seed, default, by_roles)
+                by_roles[pair] = link
+        return Links(seed, default, by_roles, partitions=self._partitions(), slow=slow or {})
+
+    def _partitions(self) -> list[Partition]:
+        partitions = []
+        for position, table in enumerate(self.partitions):
+            key_path = f"network.partitions[{position}]"
+            ends = tuple(
+                pair
+                for number, text in enumerate(table.links)
+                for pair in link_ends(text, f"{key_path}.links[{number}]")
+            )
+            partitions.append(_anchored(lambda: Partition(table.from_s, table.until_s, ends), "network.partitions", key_path))
+        return partitions
+
+
+def _anchored(make: Any, default_path: str, key_path: str) -> Any:
+    """``make()``, its ConfigError's key re-anchored from ``default_path`` (what the class names, e.g.
+    ``network.loss``) to ``key_path`` (where the value sits in the file, e.g. ``network.links.user-server``)."""
+    try:
+        return make()
+    except ConfigError as err:
+        raise ConfigError(key_path + err.key_path.removeprefix(default_path), err.problem) from err
 
 
 @dataclass(frozen=True)
@@ -189,6 +249,9 @@ class _LinkTable:
     )
     bandwidth_bps: float | None = param(None, ge=0, doc="unset = network.bandwidth_bps; 0 = unlimited")
     loss: float | None = param(None, ge=0, lt=1, doc="unset = network.loss")
+    duplicate: float | None = param(None, ge=0, le=1, doc="unset = network.duplicate")
+    reorder: float | None = param(None, ge=0, le=1, doc="unset = network.reorder")
+    reorder_delay_s: float | None = param(None, ge=0, doc="unset = network.reorder_delay_s")
 
 
 def _role_pairs(key: str, key_path: str) -> list[tuple[Role, Role]]:
@@ -245,14 +308,111 @@ class AvailabilityConfig:
 
 
 @dataclass(frozen=True)
+class CrashTable:
+    """One entry of ``[[faults.crash]]``."""
+
+    party: str = param(doc="who crashes: a party such as user:3, silo:1, third_party:0 or proxy:0")
+    kind: str = param(
+        "", doc="the stage: it crashes just before it would send a message of this kind (e.g. fcf.item_gradients); "
+        '"" = before whatever it sends next'
+    )
+    round: int | None = param(None, ge=0, doc="in this round (the ledger's; 0 = the set-up); unset = the first time")
+    restart_after_s: float | None = param(
+        None, ge=0, doc="users only: it restarts this many virtual seconds after the crash; unset = never"
+    )
+    keep_state: bool = param(
+        True, doc="a restarted user keeps its state, or (false) restarts from its initial state with a fresh generator"
+    )
+
+
+@dataclass(frozen=True)
+class ByzantineTable:
+    """One entry of ``[[faults.byzantine]]``."""
+
+    party: str = param(doc="the byzantine party, e.g. user:3")
+    corrupt: Literal["nan", "huge", "shape", "dtype", "kind"] = param(
+        doc="nan: every float NaN | huge: every float 1e300 | shape: the first array one row short | "
+        "dtype: the first array float32 (float64 if it was) | kind: another kind of the protocol"
+    )
+    kind: str = param("", doc='the kind it corrupts (e.g. fcf.item_gradients); "" = everything it sends')
+
+
+@dataclass(frozen=True)
+class SlowTable:
+    """One entry of ``[[faults.slow]]``."""
+
+    party: str = param(doc="the slow party, e.g. user:3 or third_party:0")
+    delay_s: float = param(gt=0, doc="every message it sends leaves this many virtual seconds late")
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    crash: tuple[CrashTable, ...] = param((), doc="parties that crash at a stage ([[faults.crash]])")
+    byzantine: tuple[ByzantineTable, ...] = param(
+        (), doc="parties that send corrupted messages ([[faults.byzantine]])"
+    )
+    slow: tuple[SlowTable, ...] = param((), doc="parties whose every message leaves late ([[faults.slow]])")
+
+    def __post_init__(self) -> None:
+        self.party_faults()
+        self.slow_parties()
+
+    def party_faults(self) -> PartyFaults:
+        """The crash and byzantine rules of this section."""
+        crashes = []
+        for position, table in enumerate(self.crash):
+            key_path = f"faults.crash[{position}]"
+            party = _party(table.party, f"{key_path}.party")
+            _kind(table.kind, f"{key_path}.kind")
+            if table.restart_after_s is not None and party.role is not Role.USER:
+                raise ConfigError(
+                    f"{key_path}.restart_after_s", f"only users restart (the population restarts them); {party} never does"
+                )
+            crashes.append(Crash(party, table.kind, table.round, table.restart_after_s, table.keep_state))
+        byzantine = []
+        for position, table in enumerate(self.byzantine):
+            key_path = f"faults.byzantine[{position}]"
+            _kind(table.kind, f"{key_path}.kind")
+            byzantine.append(Byzantine(_party(table.party, f"{key_path}.party"), Corruption(table.corrupt), table.kind))
+        return PartyFaults(crashes, byzantine)
+
+    def slow_parties(self) -> dict[Party, float]:
+        """The extra delay of each slow party's messages (one entry per party)."""
+        slow: dict[Party, float] = {}
+        for position, table in enumerate(self.slow):
+            key_path = f"faults.slow[{position}].party"
+            party = _party(table.party, key_path)
+            if party in slow:
+                raise ConfigError(key_path, f"{party} is already slow (an earlier entry); give each party one delay")
+            slow[party] = table.delay_s
+        return slow
+
+
+def _party(text: str, key_path: str) -> Party:
+    try:
+        return Party.parse(text)
+    except ValueError:
+        roles = ", ".join(sorted(role.value for role in Role))
+        raise ConfigError(key_path, f"expected a party ROLE:INDEX (ROLE one of {roles}), e.g. user:3; got {text!r}") from None
+
+
+def _kind(kind: str, key_path: str) -> None:
+    """A fault's message kind must be one the wire knows (registered by the loaded protocols)."""
+    if kind and kind not in registered_kinds():
+        known = ", ".join(sorted(name for name in registered_kinds() if not name.startswith("test.")))
+        raise ConfigError(key_path, f"no message kind {kind!r}; known kinds: {known}")
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """A validated scenario: the four common sections and the protocol's own config object."""
+    """A validated scenario: the common sections and the protocol's own config object."""
 
     run: RunConfig
     data: DataConfig
     network: NetworkConfig
     availability: AvailabilityConfig
     protocol: Any
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
 
     def to_table(self) -> dict[str, Any]:
         return {name: to_table(getattr(self, name)) for name in _TABLES}
@@ -281,6 +441,7 @@ def parse_scenario(tables: Mapping[str, Any]) -> Scenario:
         network=build(NetworkConfig, tables.get("network", {}), "network"),
         availability=build(AvailabilityConfig, tables.get("availability", {}), "availability"),
         protocol=build(spec.config, tables.get("protocol", {}), "protocol"),
+        faults=build(FaultsConfig, tables.get("faults", {}), "faults"),
     )
 
 
@@ -371,10 +532,15 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 
 __all__ = [
     "AvailabilityConfig",
+    "ByzantineTable",
+    "CrashTable",
     "DataConfig",
+    "FaultsConfig",
     "NetworkConfig",
+    "PartitionTable",
     "RunConfig",
     "Scenario",
+    "SlowTable",
     "apply_overrides",
     "load_scenario",
     "parse_override",
