@@ -69,7 +69,7 @@ def test_implicit_runs_report_hit_rates_at_2_5_and_10(tiny_fcf) -> None:
     scenario = _implicit(tiny_fcf)
     scenario["run"]["rounds"] = 1
     result = fedrecsim.run(scenario)
-    assert set(result.metrics) == {"hr@2", "hr@5", "hr@10", "participants", "missing"}
+    assert set(result.metrics) == {"hr@2", "hr@5", "hr@10", "participants", "missing", "rejected"}
     assert all(0.0 <= result.metrics[f"hr@{k}"] <= 1.0 for k in (2, 5, 10))
 
 

@@ -144,15 +144,21 @@ class WrongGradients(User):
         self.send(self.server, ItemGradients(request.round, np.zeros((1, EXPLICIT.d))))
 
 
-async def test_the_explicit_server_refuses_gradients_of_the_wrong_shape(autojump_clock) -> None:
+async def test_the_explicit_server_rejects_gradients_of_the_wrong_shape_and_goes_on(autojump_clock) -> None:
     network = _network()
     server = ExplicitServer(SERVER, network, np.random.default_rng(1), 4, EXPLICIT, 0)
+    before = server.item_factors.copy()
     async with network.open(), trio.open_nursery() as nursery:
         _online(nursery, network, WrongGradients(_party(5), network, np.random.default_rng(0)))
         await trio.sleep(1.0)
-        with pytest.raises(ProtocolViolation, match=exactly("server:0 expected gradients of shape (2, 3) from user:5, received (1, 3)")):
-            await server.round(1, trio.current_time() + 10)
+        start = trio.current_time()
+        report = await server.round(1, start + 10)
+        assert trio.current_time() - start == pytest.approx(0.02)  # the rejected reply ends the wait
         nursery.cancel_scope.cancel()
+    assert report == RoundReport(selected=1, replied=0, missing=0, rejected=1)
+    np.testing.assert_array_equal(server.item_factors, before)
+    [rejection] = network.ledger.rejections
+    assert rejection.problem == "server:0 expected a valid fcf.item_gradients from user:5: gradients of shape (2, 3), received (1, 3)"
 
 
 async def test_the_explicit_user_refuses_item_vectors_of_the_wrong_shape(autojump_clock) -> None:
@@ -256,15 +262,58 @@ class WrongModelGradient(User):
         self.send(self.server, ModelGradient(request.round, np.zeros((2, 2))))
 
 
-async def test_the_implicit_server_refuses_a_gradient_of_the_wrong_shape(autojump_clock) -> None:
+async def test_the_implicit_server_rejects_a_gradient_of_the_wrong_shape_and_goes_on(autojump_clock) -> None:
     network = _network()
     server = ImplicitServer(SERVER, network, np.random.default_rng(1), 4, IMPLICIT, 0)
+    before = server.item_factors.copy()
     async with network.open(), trio.open_nursery() as nursery:
         _online(nursery, network, WrongModelGradient(_party(3), network, np.random.default_rng(0)))
         await trio.sleep(1.0)
-        with pytest.raises(ProtocolViolation, match=exactly("server:0 expected a gradient of shape (4, 2) from user:3, received (2, 2)")):
-            await server.round(1, trio.current_time() + 10)
+        report = await server.round(1, trio.current_time() + 10)
         nursery.cancel_scope.cancel()
+    assert report == RoundReport(selected=1, replied=0, missing=0, rejected=1)
+    np.testing.assert_array_equal(server.item_factors, before)
+    [rejection] = network.ledger.rejections
+    assert rejection.problem == "server:0 expected a valid fcf.model_gradient from user:3: gradients of shape (4, 2), received (2, 2)"
+
+
+class HugeModelGradient(User):
+    async def run(self) -> None:
+        request = (await self.recv(Model, deadline=self.horizon_s)).body
+        self.send(self.server, ModelGradient(request.round, np.full((4, 2), 2.0e6)))
+
+
+async def test_the_implicit_server_rejects_a_gradient_beyond_its_bound(autojump_clock) -> None:
+    network = _network()
+    server = ImplicitServer(SERVER, network, np.random.default_rng(1), 4, IMPLICIT, 0, max_abs=2.0e6)
+    async with network.open(), trio.open_nursery() as nursery:
+        _online(nursery, network, HugeModelGradient(_party(3), network, np.random.default_rng(0)))
+        await trio.sleep(1.0)
+        assert (await server.round(1, trio.current_time() + 10)).replied == 1  # at the bound: accepted
+        server.max_abs = np.nextafter(2.0e6, 0.0)
+        _online(nursery, network, HugeModelGradient(_party(3), network, np.random.default_rng(0)))
+        await trio.sleep(1.0)
+        assert (await server.round(2, trio.current_time() + 10)).rejected == 1
+        nursery.cancel_scope.cancel()
+    [rejection] = network.ledger.rejections
+    assert rejection.problem.endswith("entries finite and at most 2e+06 in magnitude, received 2e+06")
+
+
+class FarItems(User):
+    async def run(self) -> None:
+        self.send(self.server, Register(np.array([1, 4], dtype=np.int32)))
+
+
+async def test_the_explicit_server_rejects_a_registration_of_items_it_does_not_have(autojump_clock) -> None:
+    network = _network()
+    server = ExplicitServer(SERVER, network, np.random.default_rng(1), 4, EXPLICIT, 0)
+    async with network.open(), trio.open_nursery() as nursery:
+        _online(nursery, network, FarItems(_party(2), network, np.random.default_rng(0)))
+        await trio.sleep(1.0)
+        assert await server.round(1, trio.current_time() + 10) == RoundReport(0, 0, 0, 0)
+    assert server.registered == {}
+    [rejection] = network.ledger.rejections
+    assert rejection.problem == "server:0 expected items below 4 from user:2; received item 4"
 
 
 async def test_selection_caps_at_max_users_and_keeps_everyone_when_there_are_few_enough() -> None:

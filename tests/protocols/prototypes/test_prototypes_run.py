@@ -71,7 +71,7 @@ def test_rounds_rows_progress_and_online_counts() -> None:
     runs = _runs()
     result, calls = runs["base"]
     assert result.result["metrics"]["rounds"] == [
-        {"round": 1, "prototypes_received": SILOS, "silos_missing": 0},
+        {"round": 1, "prototypes_received": SILOS, "silos_missing": 0, "silos_rejected": 0},
         {"round": 2, "silos_fitted": SILOS, "silos_without_model": 0},
     ]
     assert result.outcome.rounds == result.result["metrics"]["rounds"]
@@ -85,7 +85,7 @@ def test_lost_prototypes_are_reported_by_silo() -> None:
     runs = _runs()
     result, calls = runs["up_lost"]
     assert result.result["metrics"]["rounds"] == [
-        {"round": 1, "prototypes_received": 1, "silos_missing": 2},
+        {"round": 1, "prototypes_received": 1, "silos_missing": 2, "silos_rejected": 0},
         {"round": 2, "silos_fitted": SILOS, "silos_without_model": 0},
     ]
     assert result.result["warnings"] == ["2 silo(s) sent no prototypes in time: silo:0, silo:2"]
@@ -101,7 +101,7 @@ def test_a_silo_without_item_matrix_is_warned_about_and_left_unscored() -> None:
     runs = _runs()
     result, _ = runs["down_lost"]
     assert result.result["metrics"]["rounds"] == [
-        {"round": 1, "prototypes_received": SILOS, "silos_missing": 0},
+        {"round": 1, "prototypes_received": SILOS, "silos_missing": 0, "silos_rejected": 0},
         {"round": 2, "silos_fitted": 1, "silos_without_model": 2},
     ]
     assert result.result["warnings"] == ["2 silo(s) received no item matrix; their users are unscored"]

@@ -53,11 +53,13 @@ from typing import Any
 
 import numpy as np
 
+from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...data.ratings import Ratings
 from ...errors import PartyTimeout, ProtocolViolation
 from ...mechanisms.laplace import exponential_h
 from ...models.mf import CentralizedMF, item_step, unit_rows
+from ...network.ledger import RejectReason
 from ...network.party import THIRD_PARTY, Party
 from .central import project_unit_ball, refit_items
 from .messages import (
@@ -73,7 +75,7 @@ from .messages import (
 )
 from .noise import central_noise
 from .public import PublicParameters
-from .ringops import expand_masks, from_words, split_by_item, sum_by_item, to_words
+from .ringops import expand_masks, from_words, split_by_item, sum_by_item, to_words, words_per_element
 
 _EMPTY = np.empty(0, dtype=np.int64)
 
@@ -132,7 +134,13 @@ class Update:
 
 
 class TrustedRecommender(Server):
-    """S1: the recommender that may see the ratings; it publishes a V that is eps-DP by Theorem 1."""
+    """S1: the recommender that may see the ratings; it publishes a V that is eps-DP by Theorem 1.
+
+    It keeps each user's latest valid upload; an upload of items the model does not have, or of values
+    outside the public rating range, is rejected (recorded in the ledger) and changes nothing.
+    """
+
+    receives = (RatingsUpload, Join, Leave)
 
     def __init__(self, party, network, rng, public: PublicParameters, n_users: int) -> None:  # type: ignore[no-untyped-def]
         super().__init__(party, network, rng)
@@ -147,11 +155,18 @@ class TrustedRecommender(Server):
     def collect(self) -> int:
         """Take the uploads delivered so far; returns how many users' ratings the recommender holds."""
         self.update_membership()
+        low, high = self.public.rating_range
         for envelope in self.drain(RatingsUpload):
-            if envelope.body.items.size and envelope.body.items[-1] >= self.public.n_items:
-                raise ProtocolViolation(f"{self.party} received ratings of unknown items from {envelope.src}")
-            self.uploads[envelope.src] = envelope.body
-            self._ratings = None
+            upload: RatingsUpload = envelope.body
+            if upload.items.size and upload.items[-1] >= self.public.n_items:
+                problem = f"items below {self.public.n_items}, received item {upload.items[-1]}"
+            elif upload.values.size and not (low <= upload.values.min() and upload.values.max() <= high):
+                problem = f"ratings in [{low:g}, {high:g}], received {upload.values.min():g} .. {upload.values.max():g}"
+            else:
+                self.uploads[envelope.src] = upload
+                self._ratings = None
+                continue
+            self.reject(envelope, RejectReason.INVALID, f"{self.party} expected valid dpmf.ratings from {envelope.src}: {problem}")
         return len(self.uploads)
 
     def ratings(self) -> Ratings:
@@ -189,6 +204,9 @@ class Recommender(Server):
         k_presharing: S3: k, the users that pre-share each item's noise.
         sharers: S3: ``common`` (one set of k users for every item, the paper) or ``per_item``.
         collect_share: the fraction of the round's time the third party waits for contributions.
+
+    A user's item request for items the model does not have is rejected (recorded in the ledger); so is a
+    naive contribution of the wrong number of rows, whose sender is then left out of the iteration.
     """
 
     def __init__(  # type: ignore[no-untyped-def]
@@ -196,6 +214,12 @@ class Recommender(Server):
         sharers: str = "common", collect_share: float = 0.5,
     ) -> None:
         super().__init__(party, network, rng)
+        # What it receives: the third party's sums when protected (pre-sharing ones in S3), else the naive
+        # contributions; the users' item requests, joins and leaves.
+        kinds: tuple[type, ...] = (Aggregate,) if public.protected else (NaiveContribution,)
+        if public.scenario == "S3":
+            kinds += (PresharingAggregate,)
+        network.expect(party, (kind.KIND for kind in (ItemRequest, Join, Leave, *kinds)))
         self.public = public
         self.item_factors = unit_rows(rng, public.n_items, public.d)
         self.max_users = max_users
@@ -223,10 +247,14 @@ class Recommender(Server):
 
     # ------------------------------------------------------------------ requests
 
+    def _unknown_items(self, party: Party, request: ItemRequest) -> str | None:
+        items = request.items
+        if items.size and items[-1] >= self.public.n_items:
+            return f"items below {self.public.n_items}, received item {items[-1]}"
+        return None
+
     def _register(self, party: Party, request: ItemRequest) -> None:
         items = request.items.astype(np.int64)
-        if items.size and items[-1] >= self.public.n_items:
-            raise ProtocolViolation(f"{self.party} received a request for unknown items from {party}")
         if party not in self.rated_items:
             self.known_raters[items] += 1
         self.rated_items[party] = items
@@ -246,7 +274,11 @@ class Recommender(Server):
         for party in [party for party in self._unconfirmed if party in self.members]:
             self.requests[party] = self._unconfirmed.pop(party)
         for envelope in self.drain(ItemRequest):
-            self._register(envelope.src, envelope.body)
+            problem = self._unknown_items(envelope.src, envelope.body)
+            if problem is None:
+                self._register(envelope.src, envelope.body)
+            else:
+                self.reject(envelope, RejectReason.INVALID, f"{self.party} expected a valid dpmf.item_request from {envelope.src}: {problem}")
 
     # ------------------------------------------------------------------ S2 setup
 
@@ -257,7 +289,9 @@ class Recommender(Server):
         raters k_j of every item among them, and sends each its H_j and k_j (eq. (12)).
         """
         self.refresh()
-        replies = await self.gather(ItemRequest, sorted(self.members.difference(self.requests)), deadline=deadline)
+        replies = await self.gather(
+            ItemRequest, sorted(self.members.difference(self.requests)), deadline=deadline, validate=self._unknown_items
+        )
         for party, request in replies:
             self._register(party, request)
         self.refresh()
@@ -452,18 +486,19 @@ class Recommender(Server):
 
     async def _collect_naive(self, served: Served, deadline: float) -> Update:
         ring, d, n_items = self.public.ring, self.public.d, self.public.n_items
+        words = d * words_per_element(ring)
+
+        def invalid(party: Party, reply: NaiveContribution) -> str | None:
+            expected = (served.row_count(party), words)
+            return None if reply.values.shape == expected else f"words of shape {expected}, received {reply.values.shape}"
+
         replies = await self.gather(
-            NaiveContribution, served.parties, deadline=deadline, accept=lambda reply: reply.round == served.round
+            NaiveContribution, served.parties, deadline=deadline, accept=lambda reply: reply.round == served.round,
+            validate=invalid,
         )
         contributors = [party for party, _ in replies]
         rows = served.rows_of(contributors)
-        blocks = []
-        for party, reply in replies:
-            block = from_words(ring, reply.values, d, f"{self.party} naive contribution of {party}")
-            expected = served.row_count(party)
-            if block.shape[0] != expected:
-                raise ProtocolViolation(f"{self.party} expected {expected} rows from {party}, received {block.shape[0]}")
-            blocks.append(block)
+        blocks = [from_words(ring, reply.values, d, f"{self.party} naive contribution of {party}") for party, reply in replies]
         values = np.concatenate(blocks) if blocks else np.empty((0, d), dtype=ring.dtype)
         items, sums = sum_by_item(ring, served.row_items[rows], values, n_items)
         counts = np.bincount(served.row_items[rows], minlength=n_items)[items]

@@ -16,6 +16,12 @@ the list of users whose values are in them:
 
 Everything it receives is masked by psi, beta or tau^-pieces that are uniform over the ring, so its view
 is uniform whatever the gradients; it never sees a mask.
+
+It works each roster once (a copy the network duplicated is ignored: a second pass would find nothing
+left to collect and overwrite the record of who shared), and counts each user once per roster (`gather`);
+pre-sharing shares still waiting when an iteration starts are refused (no attempt is under way);
+a user's values for items the model does not have, or rows of the wrong width, are rejected, and the
+user is left out of the sums.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import numpy as np
 
 from ...actors.third_party import ThirdParty
 from ...errors import ProtocolViolation
+from ...network.ledger import RejectReason
 from ...network.party import SERVER, Party
 from .messages import Aggregate, Contribution, PresharingAggregate, PresharingShare, Roster
 from .public import PublicParameters
-from .ringops import from_words, sum_by_item, to_words
+from .ringops import from_words, sum_by_item, to_words, words_per_element
 
 
 class Aggregator(ThirdParty):
@@ -44,24 +51,56 @@ class Aggregator(ThirdParty):
 
     def __init__(self, party, network, rng, public: PublicParameters) -> None:  # type: ignore[no-untyped-def]
         super().__init__(party, network, rng)
+        # What it receives: pre-sharing shares only in S3.
+        kinds = (Roster, Contribution, PresharingShare) if public.scenario == "S3" else (Roster, Contribution)
+        network.expect(party, (kind.KIND for kind in kinds))
         self.public = public
         self.alpha = public.ring.uniform(rng, (public.n_items, public.d)) if public.scenario == "S3" else None
         self.alpha_attempt = np.zeros(public.n_items, dtype=np.int64)
         self.presharers: dict[int, tuple[Party, ...]] = {}
+        self._worked: set[tuple[int, int]] = set()
 
     async def run(self) -> None:
         while True:
-            roster: Roster = (await self.recv(Roster, deadline=self.horizon_s)).body
+            envelope = await self.recv(Roster, deadline=self.horizon_s, sender=SERVER)
+            roster: Roster = envelope.body
+            if (roster.round, roster.attempt) in self._worked:
+                continue
+            self._worked.add((roster.round, roster.attempt))
             if roster.round == 0:
                 await self._preshare(roster)
             else:
+                self._reject_stale_shares(roster.round)
                 await self._aggregate(roster)
+
+    def _reject_stale_shares(self, round_index: int) -> None:
+        """Pre-sharing shares still here when an iteration starts belong to no attempt under way: refuse
+        them (a late share of a finished attempt, or a message of the wrong kind for the stage)."""
+        for envelope in self.drain(PresharingShare):
+            problem = (
+                f"{self.party} expected dpmf.contribution of iteration {round_index} from {envelope.src}; "
+                f"received dpmf.presharing_share of attempt {envelope.body.attempt}, which is not under way"
+            )
+            self.reject(envelope, RejectReason.UNEXPECTED, problem)
+
+    def _invalid(self, party: Party, body: Contribution | PresharingShare) -> str | None:
+        """What is wrong with a user's values (None: nothing): items the ring does not have, or rows that
+        are not d ring elements wide."""
+        items = body.items
+        words = body.phi if isinstance(body, Contribution) else body.tau
+        width = self.public.d * words_per_element(self.public.ring)
+        if items.size and items[-1] >= self.public.n_items:
+            return f"items below {self.public.n_items}, received item {items[-1]}"
+        if words.shape[1] != width:
+            return f"rows of {width} words, received {words.shape[1]}"
+        return None
 
     async def _preshare(self, roster: Roster) -> None:
         if self.alpha is None:
             raise ProtocolViolation(f"{self.party} received a pre-sharing roster in {self.public.scenario}; only S3 pre-shares")
         replies = await self.gather(
-            PresharingShare, roster.parties, deadline=roster.collect_until, accept=lambda share: share.attempt == roster.attempt
+            PresharingShare, roster.parties, deadline=roster.collect_until, accept=lambda share: share.attempt == roster.attempt,
+            validate=self._invalid,
         )
         ring = self.public.ring
         items, sums = self._sum([(party, share.items, share.tau) for party, share in replies])
@@ -74,7 +113,8 @@ class Aggregator(ThirdParty):
 
     async def _aggregate(self, roster: Roster) -> None:
         replies = await self.gather(
-            Contribution, roster.parties, deadline=roster.collect_until, accept=lambda reply: reply.round == roster.round
+            Contribution, roster.parties, deadline=roster.collect_until, accept=lambda reply: reply.round == roster.round,
+            validate=self._invalid,
         )
         items, sums = self._sum([(party, reply.items, reply.phi) for party, reply in replies])
         if self.alpha is not None:
@@ -83,9 +123,6 @@ class Aggregator(ThirdParty):
 
     def _sum(self, received: list[tuple]) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[type-arg]
         ring, d, n_items = self.public.ring, self.public.d, self.public.n_items
-        for party, items, _ in received:
-            if items.size and items[-1] >= n_items:
-                raise ProtocolViolation(f"{self.party} received values for unknown items from {party}")
         if not received:
             return np.empty(0, dtype=np.int64), np.empty((0, d), dtype=ring.dtype)
         # Each message's rows match its items (checked when it was decoded).

@@ -100,6 +100,8 @@ class PrivateUser(User):
                 self._preshare(envelope.body)
                 continue
             request: ItemVectors = envelope.body
+            if request.round <= self.last_round:
+                continue  # a round already answered: a copy the network duplicated, or overtaken by a newer one
             if self.crashes_in(request.round):
                 return
             await self.compute()
@@ -131,7 +133,11 @@ class PrivateUser(User):
         self.setup_overflow += overflow
 
     def _preshare(self, request: PresharingRequest) -> None:
-        """S3 pre-sharing: tau_j = eta-piece_j + beta_j (mod P) to the third party, for the request's attempt."""
+        """S3 pre-sharing: tau_j = eta-piece_j + beta_j (mod P) to the third party, for the request's attempt
+        (once: a second request for an attempt it already answered -- a network duplicate -- is ignored, so
+        its recorded pieces stay the ones it sent)."""
+        if request.attempt in self.shared:
+            return
         ring, d = self.public.ring, self.public.d
         if request.h.shape[1] != d or (request.items.size and request.items[-1] >= self.public.n_items):
             raise ProtocolViolation(f"{self.party} received a pre-sharing request for items or H out of range")

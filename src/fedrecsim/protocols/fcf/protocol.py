@@ -14,7 +14,8 @@ sums. With ``AlwaysOnline``, zero latency and every user selected, a run equals 
 centralized reference `fedrecsim.models.mf.CentralizedMF` round for round.
 
 Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` (explicit) or ``hr@10``,
-``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus ``participants`` and ``missing``.
+``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus ``participants``, ``missing`` and
+``rejected`` (replies the server refused: `roles`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .traffic import plan as traffic_plan
-from .roles import ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
+from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
 
 
 _NEGATIVES = 99
@@ -55,6 +56,9 @@ class FCFConfig:
     max_users: int = param(0, ge=0, doc="users selected per round; 0 = every online user")
     alpha: float = param(1.0, ge=0, doc="implicit: confidence c = 1 + alpha r")
     eval_every: int = param(1, ge=1, doc="measure metrics every this many rounds (and after the last)")
+    max_abs_gradient: float = param(
+        MAX_ABS_GRADIENT, gt=0, doc="a user's gradient with a larger or non-finite entry is rejected (a byzantine bound)"
+    )
 
 
 def _parties(ctx: RunContext, config: FCFConfig) -> tuple[dict[Party, Any], Any]:
@@ -75,7 +79,8 @@ def _parties(ctx: RunContext, config: FCFConfig) -> tuple[dict[Party, Any], Any]
             index.items[start:stop], index.values[start:stop], hyper,
         )
     server = server_cls(
-        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), ctx.train.n_items, hyper, config.max_users
+        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), ctx.train.n_items, hyper, config.max_users,
+        config.max_abs_gradient,
     )
     return users, server
 
@@ -125,7 +130,9 @@ async def run(ctx: RunContext) -> Outcome:
         for round_index in range(1, ctx.rounds + 1):
             population.begin_round(round_index)
             report: RoundReport = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
-            row: dict[str, float] = {"round": round_index, "participants": report.replied, "missing": report.missing}
+            row: dict[str, float] = {
+                "round": round_index, "participants": report.replied, "missing": report.missing, "rejected": report.rejected
+            }
             if round_index % config.eval_every == 0 or round_index == ctx.rounds:
                 if config.feedback == "explicit":
                     row.update(_explicit_metrics(users, server.item_factors, ctx.train, ctx.test))

@@ -8,6 +8,13 @@ that item (the maths of `fedrecsim.models.mf`).
 Implicit feedback (Ammad-ud-din et al. FCF): a selected user receives the whole of V, solves its profile
 in closed form (confidence 1 + alpha r) and returns its full gradient with respect to V; the server
 averages the gradients of the users that answered (`fedrecsim.models.implicit_mf`).
+
+What the server refuses (recorded in the ledger as rejected; the round goes on without it, so no single
+user can stop a run or move V by more than an honest user could): a registration of items the model does
+not have, a gradient of the wrong shape, and a gradient with an entry that is not finite or larger in
+magnitude than ``max_abs`` (a byzantine bound far above any honest entry). A user answers each round once:
+a request for a round it already answered (a copy the network duplicated, or one overtaken by a newer
+round) is ignored, so its profile takes one step per round.
 """
 
 from __future__ import annotations
@@ -16,22 +23,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
 from ...errors import ProtocolViolation
 from ...models.implicit_mf import ImplicitHyper, item_gradient, server_step, user_factors
 from ...models.mf import MFHyper, item_step, unit_rows, user_step
+from ...network.ledger import RejectReason
 from ...network.party import Party
 from .messages import ItemGradients, ItemVectors, Model, ModelGradient, Register
+
+#: The default byzantine bound on a gradient entry (`FCFServer`'s ``max_abs``).
+MAX_ABS_GRADIENT = 1e6
 
 
 @dataclass(frozen=True)
 class RoundReport:
-    """What the server saw of one round."""
+    """What the server saw of one round: whom it selected, who replied, who did not, and whose reply it
+    rejected."""
 
     selected: int
     replied: int
     missing: int
+    rejected: int = 0
+
+
+def gradient_problem(gradient: np.ndarray, shape: tuple[int, ...], max_abs: float) -> str | None:
+    """Why the server refuses a user's ``gradient`` (None: it does not): the wrong shape, or an entry
+    that is not finite or exceeds ``max_abs`` in magnitude."""
+    if gradient.shape != shape:
+        return f"gradients of shape {shape}, received {gradient.shape}"
+    if gradient.size and not np.abs(gradient).max() <= max_abs:
+        return f"entries finite and at most {max_abs:g} in magnitude, received {np.abs(gradient).max():g}"
+    return None
 
 
 class ExplicitUser(User):
@@ -43,11 +67,14 @@ class ExplicitUser(User):
         self.ratings = np.asarray(ratings, dtype=np.float64)
         self.hyper = hyper
         self.u = unit_rows(rng, 1, hyper.d)[0]
+        self.answered = 0
 
     async def run(self) -> None:
         self.send(self.server, Register(self.items))
         while True:
             request = (await self.recv(ItemVectors, deadline=self.horizon_s)).body
+            if request.round <= self.answered:
+                continue
             if self.crashes_in(request.round):
                 return
             if request.vectors.shape != (self.items.size, self.hyper.d):
@@ -58,6 +85,7 @@ class ExplicitUser(User):
             new_u, gradients = user_step(self.u, request.vectors, self.ratings, self.hyper)
             await self.compute()
             self.u = new_u
+            self.answered = request.round
             self.send(self.server, ItemGradients(request.round, gradients))
 
 
@@ -90,12 +118,14 @@ class FCFServer(Server):
 
     Args:
         max_users: select at most this many online users per round (0 = all), uniformly at random.
+        max_abs: a gradient with a larger (or non-finite) entry is rejected (`gradient_problem`).
     """
 
-    def __init__(self, party, network, rng, n_items: int, d: int, max_users: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, party, network, rng, n_items: int, d: int, max_users: int, max_abs: float = MAX_ABS_GRADIENT) -> None:  # type: ignore[no-untyped-def]
         super().__init__(party, network, rng)
         self.item_factors = unit_rows(rng, n_items, d)
         self.max_users = max_users
+        self.max_abs = max_abs
 
     def select(self, candidates: list[Party]) -> list[Party]:
         if self.max_users and len(candidates) > self.max_users:
@@ -105,14 +135,22 @@ class FCFServer(Server):
 
 
 class ExplicitServer(FCFServer):
-    def __init__(self, party, network, rng, n_items: int, hyper: MFHyper, max_users: int) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(party, network, rng, n_items, hyper.d, max_users)
+    receives = (Register, ItemGradients, Join, Leave)
+
+    def __init__(self, party, network, rng, n_items: int, hyper: MFHyper, max_users: int, max_abs: float = MAX_ABS_GRADIENT) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng, n_items, hyper.d, max_users, max_abs)
         self.hyper = hyper
         self.registered: dict[Party, np.ndarray] = {}
 
     def _update_registrations(self) -> None:
+        n_items = self.item_factors.shape[0]
         for envelope in self.drain(Register):
-            self.registered[envelope.src] = envelope.body.items.astype(np.int64)
+            items = envelope.body.items
+            if items.size and items[-1] >= n_items:
+                problem = f"{self.party} expected items below {n_items} from {envelope.src}; received item {items[-1]}"
+                self.reject(envelope, RejectReason.INVALID, problem)
+                continue
+            self.registered[envelope.src] = items.astype(np.int64)
 
     async def round(self, round_index: int, deadline: float) -> RoundReport:
         self.update_membership()
@@ -121,46 +159,49 @@ class ExplicitServer(FCFServer):
         selected = self.select(candidates)
         for party in selected:
             self.send(party, ItemVectors(round_index, self.item_factors[self.registered[party]]))
+        # The rows each user was sent: a registration that arrives meanwhile must not change the shape due.
+        sent = {party: self.registered[party] for party in selected}
+
+        def invalid(party: Party, reply: ItemGradients) -> str | None:
+            return gradient_problem(reply.gradients, (sent[party].size, self.hyper.d), self.max_abs)
+
         replies = await self.gather(
-            ItemGradients, selected, deadline=deadline, accept=lambda reply: reply.round == round_index
+            ItemGradients, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid
         )
         sums = np.zeros_like(self.item_factors)
         counts = np.zeros(self.item_factors.shape[0], dtype=np.int64)
         for party, reply in replies:
-            items = self.registered[party]
-            if reply.gradients.shape != (items.size, self.hyper.d):
-                raise ProtocolViolation(
-                    f"{self.party} expected gradients of shape {(items.size, self.hyper.d)} from {party}, "
-                    f"received {reply.gradients.shape}"
-                )
+            items = sent[party]
             # A user's items are unique, so fancy-index accumulation is exact here.
             sums[items] += reply.gradients
             counts[items] += 1
         touched = counts > 0
         self.item_factors[touched] = item_step(self.item_factors[touched], sums[touched], counts[touched], self.hyper)
-        return RoundReport(len(selected), len(replies), len(replies.missing))
+        return RoundReport(len(selected), len(replies), len(replies.missing), len(replies.rejected))
 
 
 class ImplicitServer(FCFServer):
-    def __init__(self, party, network, rng, n_items: int, hyper: ImplicitHyper, max_users: int) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(party, network, rng, n_items, hyper.d, max_users)
+    receives = (ModelGradient, Join, Leave)
+
+    def __init__(self, party, network, rng, n_items: int, hyper: ImplicitHyper, max_users: int, max_abs: float = MAX_ABS_GRADIENT) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng, n_items, hyper.d, max_users, max_abs)
         self.hyper = hyper
 
     async def round(self, round_index: int, deadline: float) -> RoundReport:
         self.update_membership()
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.item_factors))
+        shape = self.item_factors.shape
+
+        def invalid(party: Party, reply: ModelGradient) -> str | None:
+            return gradient_problem(reply.gradient, shape, self.max_abs)
+
         replies = await self.gather(
-            ModelGradient, selected, deadline=deadline, accept=lambda reply: reply.round == round_index
+            ModelGradient, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid
         )
         total = np.zeros_like(self.item_factors)
-        for party, reply in replies:
-            if reply.gradient.shape != self.item_factors.shape:
-                raise ProtocolViolation(
-                    f"{self.party} expected a gradient of shape {self.item_factors.shape} from {party}, "
-                    f"received {reply.gradient.shape}"
-                )
+        for _, reply in replies:
             total += reply.gradient
         if len(replies):
             self.item_factors = server_step(self.item_factors, total, len(replies), self.hyper)
-        return RoundReport(len(selected), len(replies), len(replies.missing))
+        return RoundReport(len(selected), len(replies), len(replies.missing), len(replies.rejected))

@@ -5,7 +5,7 @@
     proxy  -> user    ldp.model         the same V, re-sent by the proxy to each of its online members
     proxy  -> server  ldp.relayed       how many users the proxy forwarded V to (a count, no identities)
     user   -> proxy   ldp.reports       the user's k eps-LDP reports of epoch e (to a proxy drawn per epoch)
-    proxy  -> server  ldp.report_batch  single reports of many users, shuffled, in batches
+    proxy  -> server  ldp.report_batch  single reports of many users, shuffled, in numbered batches
 
 The proxy network sits between the server and the users in both directions (Minto et al. Sec. 3.1.2),
 so every message the server receives has a proxy as its sender, and no message body names a user.
@@ -95,8 +95,9 @@ class _PackedReports:
         _check_reports(self.epoch, self.indices, self.signs)
 
     @classmethod
-    def pack(cls, epoch: int, indices: np.ndarray, bits: np.ndarray) -> Self:
-        return cls(epoch, np.asarray(indices, dtype=np.int32), pack_signs(bits))
+    def pack(cls, epoch: int, indices: np.ndarray, bits: np.ndarray, **more: int) -> Self:
+        """The message of ``epoch``'s reports ``(indices[r], bits[r])``; ``more``: the subclass's own fields."""
+        return cls(epoch, np.asarray(indices, dtype=np.int32), pack_signs(bits), **more)
 
     def unpack(self) -> tuple[np.ndarray, np.ndarray]:
         """``(int32[n] indices, int8[n] signs in {-1, +1})``."""
@@ -112,7 +113,18 @@ class Reports(_PackedReports):
 @message("ldp.report_batch")
 @dataclass(frozen=True)
 class ReportBatch(_PackedReports):
-    """Shuffled single reports of epoch ``epoch`` from many users; nothing says whose or in what order."""
+    """Shuffled single reports of epoch ``epoch`` from many users; nothing says whose or in what order.
+
+    ``batch`` numbers the proxy's batches of the epoch from 0, so that the server counts each batch once
+    even when the network delivers it twice (it says only the order in which the proxy sent them).
+    """
+
+    batch: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        if self.batch < 0:
+            raise ValueError(f"batch must be >= 0, got {self.batch}")
 
 
 __all__ = ["Model", "Relayed", "ReportBatch", "Reports", "pack_signs", "unpack_signs"]

@@ -234,7 +234,8 @@ async def run(ctx: RunContext) -> Outcome:
         ShuffleProxy(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.PROXY.code, party.index), server=SERVER,
             min_users=config.min_users, underfull=Underfull(config.underfull), batch_size=config.batch_size,
-            wait_s=config.proxy_wait_s, horizon_s=ctx.horizon_s,
+            wait_s=config.proxy_wait_s, horizon_s=ctx.horizon_s, reports_per_user=config.k,
+            entries=ctx.train.n_items * config.d,
         )
         for party in proxy_parties
     ]

@@ -8,6 +8,12 @@ sample, see `gradient`) and sends them, in one message, to a proxy it draws unif
 generator for that epoch. A user's only contact is the proxy network: its joins and leaves go to its
 home proxy (drawn once, uniformly, from its generator), never to the server.
 
+Every receiver counts what it receives once (the network may duplicate): a user answers each epoch once,
+a proxy admits one message of reports per user and epoch, the server counts each numbered batch once.
+What a proxy refuses from a user is recorded in the ledger as rejected and changes nothing: reports from
+a party that is not a user, a model that does not come from the server, reports of another number than
+k or with an index outside V. A proxy or the server that breaks the protocol stops the run.
+
 Proxies (Sec. 3.1.2) relay V from the server to their online members, and anonymize the reports: a
 proxy re-sends everything as itself, splits users' messages into single reports, holds them in a
 per-epoch `ReportPool` until the pool has reports from ``min_users`` distinct users, and then shuffles
@@ -28,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...actors.membership import update_members
+from ...actors.membership import Join, Leave, update_members
 from ...actors.proxy import Proxy
 from ...actors.server import Server
 from ...actors.user import User
@@ -36,7 +42,9 @@ from ...data.ratings import FloatArray
 from ...errors import PartyTimeout, ProtocolViolation
 from ...mechanisms.randomized_response import estimate_mean_gradient, ldp_reports_lazy
 from ...models.implicit_mf import ImplicitHyper, confidence, user_factors
+from ...network.ledger import RejectReason
 from ...network.party import Party, Role
+from ...network.wire import Envelope
 from .gradient import gradient_entries
 from .messages import Model, Relayed, ReportBatch, Reports
 from .pool import ClosedPool, Fate, ReportPool, Underfull
@@ -80,6 +88,7 @@ class LDPUser(User):
         self.server = proxies[int(rng.integers(len(proxies)))]
         self.x = np.zeros(hyper.d)
         self.sent: SentReports | None = None
+        self.answered = 0
 
     async def run(self) -> None:
         while True:
@@ -87,6 +96,8 @@ class LDPUser(User):
             # A model that waited behind a newer one is stale: answer only the newest.
             newer = self.drain(Model)
             model: Model = (newer[-1] if newer else envelope).body
+            if model.epoch <= self.answered:
+                continue  # an epoch already answered: a copy the network duplicated, or overtaken
             if self.crashes_in(model.epoch):
                 return
             V = model.item_factors
@@ -102,6 +113,7 @@ class LDPUser(User):
             indices, signs = indices[0], signs[0]
             proxy = self.proxies[int(self.rng.integers(len(self.proxies)))]
             await self.compute()
+            self.answered = model.epoch
             self.send(proxy, Reports.pack(model.epoch, indices, signs))
             self.sent = SentReports(model.epoch, indices, signs)
 
@@ -125,15 +137,19 @@ class ShuffleProxy(Proxy):
         batch_size: Reports per forwarded ``ldp.report_batch``.
         wait_s: A pool's deadline is this long after its first report arrived.
         horizon_s: The proxy stops after this virtual time (the run's horizon).
+        reports_per_user: k, the reports a user sends per epoch (public); 0 = any number.
+        entries: M x F, the entries of V a report index may name (public); 0 = any index.
 
     Attributes:
         members: The users online at this proxy, from their join and leave messages.
         closed: Every pool released or dropped, in the order it left the proxy.
     """
 
+    receives = (Model, Reports, Join, Leave)
+
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, *, server: Party, min_users: int, underfull: Underfull, batch_size: int,
-        wait_s: float, horizon_s: float,
+        wait_s: float, horizon_s: float, reports_per_user: int = 0, entries: int = 0,
     ) -> None:
         super().__init__(party, network, rng)
         self.server = server
@@ -142,11 +158,19 @@ class ShuffleProxy(Proxy):
         self.batch_size = batch_size
         self.wait_s = wait_s
         self.horizon_s = horizon_s
+        self.reports_per_user = reports_per_user
         self.members: set[Party] = set()
+        self._announced: dict[Party, tuple[float, int]] = {}
         self.pools: dict[int, ReportPool] = {}
         self.closed: list[ClosedPool] = []
         # The newest epoch whose model this proxy relayed: every earlier epoch is over at the server.
         self._latest_epoch = 0
+        self.entries = entries
+        # The users admitted per epoch (kept for the epochs the server may still count: the last two
+        # relayed), the epochs relayed, and each epoch's next batch number.
+        self._admitted: dict[int, set[Party]] = {}
+        self._relayed: set[int] = set()
+        self._batches: dict[int, int] = {}
 
     @property
     def released(self) -> list[tuple[int, int]]:
@@ -157,11 +181,11 @@ class ShuffleProxy(Proxy):
         mailbox = self.network.mailbox(self.party)
         while self.now < self.horizon_s:
             # Membership first: a user that joined in this delivery gets the model relayed in it.
-            update_members(self, self.members)
+            update_members(self, self.members, self._announced)
             for envelope in self.drain(Model):
-                self._relay(envelope.src, envelope.body)
+                self._relay(envelope)
             for envelope in self.drain(Reports):
-                self._admit(envelope.src, envelope.body)
+                self._admit(envelope)
             self._past_deadline()
             await mailbox.wait(min([self.horizon_s, *(pool.deadline for pool in self.pools.values())]))
 
@@ -170,20 +194,38 @@ class ShuffleProxy(Proxy):
         for epoch in sorted(self.pools):
             self._close(epoch, Fate.DROPPED)
 
-    def _relay(self, sender: Party, model: Model) -> None:
-        if sender != self.server:
-            raise ProtocolViolation(f"{self.party} expected ldp.model from {self.server}, received it from {sender}")
+    def _relay(self, envelope: Envelope) -> None:
+        model: Model = envelope.body
+        if envelope.src != self.server:
+            problem = f"{self.party} expected ldp.model from {self.server}, received it from {envelope.src}"
+            self.reject(envelope, RejectReason.UNEXPECTED, problem)
+            return
+        if model.epoch in self._relayed:
+            self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received epoch {model.epoch}'s ldp.model twice; the first counts")
+            return
+        self._relayed.add(model.epoch)
         recipients = sorted(self.members)
         self.send_many(recipients, model)
         self.send(self.server, Relayed(model.epoch, len(recipients)))
         self._latest_epoch = max(self._latest_epoch, model.epoch)
+        for epoch in [epoch for epoch in self._admitted if epoch < self._latest_epoch - 1]:
+            del self._admitted[epoch]
         for epoch in sorted(self.pools):
             if self.pools[epoch].held and epoch < self._latest_epoch:
                 self._close(epoch, Fate.DROPPED)
 
-    def _admit(self, sender: Party, reports: Reports) -> None:
-        if sender.role is not Role.USER:
-            raise ProtocolViolation(f"{self.party} expected ldp.reports from a user, received it from {sender}")
+    def _admit(self, envelope: Envelope) -> None:
+        sender, reports = envelope.src, envelope.body
+        admitted = self._admitted.setdefault(reports.epoch, set())
+        if sender in admitted:
+            problem = f"{self.party} received epoch {reports.epoch}'s ldp.reports twice from {sender}; the first counts"
+            self.reject(envelope, RejectReason.DUPLICATE, problem)
+            return
+        problem = self._refused(sender, reports)
+        if problem is not None:
+            self.reject(envelope, RejectReason.INVALID, f"{self.party} expected valid ldp.reports from {sender}: {problem}")
+            return
+        admitted.add(sender)
         pool = self.pools.get(reports.epoch)
         if pool is None:
             pool = self.pools[reports.epoch] = ReportPool(reports.epoch, self.now + self.wait_s)
@@ -191,6 +233,16 @@ class ShuffleProxy(Proxy):
         pool.add(sender, indices, signs)
         if pool.users >= self.min_users:
             self._close(reports.epoch, Fate.RELEASED)
+
+    def _refused(self, sender: Party, reports: Reports) -> str | None:
+        """Why the proxy refuses a user's reports (None: it admits them)."""
+        if sender.role is not Role.USER:
+            return "reports come from users only"
+        if self.reports_per_user and reports.indices.size != self.reports_per_user:
+            return f"{self.reports_per_user} reports, received {reports.indices.size}"
+        if self.entries and reports.indices.max() >= self.entries:
+            return f"report indices below {self.entries} (V's entries), received {reports.indices.max()}"
+        return None
 
     def _past_deadline(self) -> None:
         """Pools at their deadline are short of ``min_users`` (a full pool left on admission): hold or drop."""
@@ -206,7 +258,9 @@ class ShuffleProxy(Proxy):
         pool = self.pools.pop(epoch)
         if fate is Fate.RELEASED:
             for indices, signs in pool.release(self.rng, self.batch_size):
-                self.send(self.server, ReportBatch.pack(epoch, indices, signs))
+                batch = self._batches.get(epoch, 0)
+                self._batches[epoch] = batch + 1
+                self.send(self.server, ReportBatch.pack(epoch, indices, signs, batch=batch))
         if pool.held:
             self.network.ledger.record_withheld(self.party, "reports", "held", pool.reports)
         if fate is Fate.DROPPED:
@@ -250,6 +304,9 @@ class EpochReport:
 class LDPServer(Server):
     """Owns V; talks only to proxies; estimates the mean gradient from anonymous reports.
 
+    A report index outside V in a proxy's batch is a `ProtocolViolation` that stops the run: the proxies
+    check users' indices, so only a proxy that breaks the protocol can send one.
+
     Args:
         n_items: M.
         hyper: F, gamma, lambda (alpha is the users').
@@ -258,6 +315,8 @@ class LDPServer(Server):
         init_scale: V starts with independent N(0, init_scale^2) entries.
         proxies: The proxy network.
     """
+
+    receives = (Relayed, ReportBatch)
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, *, n_items: int, hyper: ImplicitHyper, steps: int, epsilon: float, k: int,
@@ -270,6 +329,8 @@ class LDPServer(Server):
         self.k = k
         self.proxies = proxies
         self.item_factors = init_scale * rng.standard_normal((n_items, hyper.d))
+        # Every (proxy, epoch, batch) counted, so that a batch the network duplicated counts once.
+        self._counted: set[tuple[Party, int, int]] = set()
 
     async def epoch(self, epoch: int, deadline: float) -> EpochReport:
         """Broadcast V, collect the epoch's reports until all are in or ``deadline``, update V."""
@@ -292,6 +353,11 @@ class LDPServer(Server):
             for envelope in (first, *self.drain(ReportBatch)):
                 senders.add(envelope.src)
                 batch: ReportBatch = envelope.body
+                key = (envelope.src, batch.epoch, batch.batch)
+                if key in self._counted:
+                    self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received batch {batch.batch} of epoch {batch.epoch} twice from {envelope.src}; the first counts")
+                    continue
+                self._counted.add(key)
                 if batch.epoch != epoch:
                     late += batch.indices.size
                     continue

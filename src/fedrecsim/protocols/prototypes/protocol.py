@@ -126,6 +126,20 @@ def value_bound(config: PrototypesConfig, train: Ratings) -> float:
     return config.value_bound or float(high)
 
 
+#: Laplace scales beyond which the server takes a prototype entry for a byzantine one (`prototype_bound`).
+TAIL_SCALES = 50.0
+
+
+def prototype_bound(config: PrototypesConfig, budget: PrototypeBudget, bound: float, n_users: int) -> float:
+    """The largest magnitude an honest prototype entry reaches but with probability below e^-50: every user
+    of the federation in one cluster at the value bound, divided by a noisy size of at least 1, plus 50
+    scales of the Laplace noise on a revealed sum (`fedrecsim.mechanisms.sparse_recovery`; the scale from
+    the public budget split, as each silo computes it). The server rejects prototypes beyond it."""
+    per_cluster = budget.recovery / config.trials / 2
+    values_scale = config.support * bound / (per_cluster * budget.values_share)
+    return n_users * bound + TAIL_SCALES * values_scale
+
+
 def evaluate(scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "") -> dict[str, float]:
     """``test_rmse``, ``mean_rank`` and ``map@k`` (with ``suffix``) of one model."""
     metrics = {"test_rmse": rmse(predict(test.users, test.items), test.values) if len(test) else float("nan")}
@@ -225,7 +239,10 @@ async def run(ctx: RunContext) -> Outcome:
         )
         for silo in silos
     }
-    server = PrototypeServer(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), hyper)
+    server = PrototypeServer(
+        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), hyper, (config.k, ctx.train.n_items),
+        prototype_bound(config, budget, bound, ctx.train.n_users),
+    )
     parties = sorted(actors)
     for party in [SERVER, *parties]:
         ctx.network.attach(party)
@@ -240,7 +257,10 @@ async def run(ctx: RunContext) -> Outcome:
     for party, prototypes in server.received.items():
         revealed = int(np.count_nonzero(prototypes, axis=1).max())
         support.check(revealed <= config.support, f"{party}: a prototype reveals {revealed} > s = {config.support} entries")
-    rounds.append({"round": 1, "prototypes_received": len(server.received), "silos_missing": len(missing)})
+    rounds.append({
+        "round": 1, "prototypes_received": len(server.received), "silos_missing": len(missing),
+        "silos_rejected": len(server.rejected),
+    })
     ctx.progress(1)
 
     ledger.begin_round(2, len(parties) + 1)
@@ -253,6 +273,11 @@ async def run(ctx: RunContext) -> Outcome:
     warnings = []
     if missing:
         warnings.append(f"{len(missing)} silo(s) sent no prototypes in time: {', '.join(map(str, missing))}")
+    if server.rejected:
+        warnings.append(
+            f"{len(server.rejected)} silo(s) sent prototypes the server rejected (ledger.faults): "
+            f"{', '.join(map(str, server.rejected))}"
+        )
     if len(fitted) < len(parties):
         warnings.append(f"{len(parties) - len(fitted)} silo(s) received no item matrix; their users are unscored")
     model = FactorModel(ctx.train.n_users, config.rank)

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 import trio
 
+from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
 from ...config import param
@@ -35,10 +36,16 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .ideal import IdealSum
+from .messages import Advertise, Masked, Reveal, Shares
 from .params import SecAggParams, Stage
 from .roles import aggregate, participate
 
 _STAGES = tuple(Stage)
+
+#: A user waits for the server's next message of a session at most this many stage timeouts: the server
+#: ends a stage within one, so a user still waiting after two was left behind (its message was lost or
+#: late) and gives up on the session in time for the next one.
+STAGE_WAITS = 2.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class SecAggUser(User):
         self.params = params
         self.ideal = ideal
         self._crash_stage: Stage | None = None
+        self.session = 0
+        """The last session it took part in (`participate`'s ``after``)."""
 
     def _crash(self, session: int, stage: Stage) -> bool:
         if stage is Stage.ADVERTISE_KEYS:
@@ -73,11 +82,20 @@ class SecAggUser(User):
     async def run(self) -> None:
         while True:
             contribution = await participate(
-                self, self.encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash
+                self, self.encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
+                after=self.session, stage_s=STAGE_WAITS * self.params.stage_timeout_s,
             )
             if contribution.outcome == "crashed" or contribution.session is None:
                 return
+            self.session = contribution.session
             await self.compute()
+
+
+class SecAggServer(Server):
+    """The server of the stand-alone protocol: it receives only the users' stage messages and their joins
+    and leaves (anything else is rejected by the network)."""
+
+    receives = (Advertise, Shares, Masked, Reveal, Join, Leave)
 
 
 def _params(config: SecAggConfig) -> SecAggParams:
@@ -102,7 +120,7 @@ async def run(ctx: RunContext) -> Outcome:
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, index), values, params, ideal,
             stage_rng=ctx.rng(Stream.PROTOCOL, 1, index),
         )
-    server = Server(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0))
+    server = SecAggServer(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0))
     ctx.network.attach(SERVER)
     cancel = InvariantMonitor("masks_cancel", "the unmasked sum equals the encoded inputs of U3 summed in the ring")
     timing, rounds, warnings = ctx.scenario.run, [], []

@@ -13,6 +13,11 @@ Stage by stage (Bonawitz et al. 2017, Fig. 4, without ConsistencyCheck), U_i the
 5. Unmasking: users send their shares of b_v (v in U3 or itself) and of s_v^SK (v in N(u) n U2 \\ U3);
    U5 = who did. The server reconstructs and removes the masks.
 
+What a user sends that the protocol does not allow -- shares for other recipients than its neighbours
+that advertised, a masked input of the wrong length, shares of other users than those asked for -- is
+rejected by the server (recorded in the ledger) and the user counts as dropped at that stage: a single
+user can make itself drop out, never stop the session.
+
 Abort rule (the server): after each stage, if fewer than t users remain, or some remaining user's
 neighbourhood (itself included) holds fewer than t remaining users, or -- at Unmasking -- a secret the
 server must reconstruct has fewer than t revealed shares, the session ends with `SecAggAborted` naming
@@ -26,6 +31,7 @@ a user excluded by the server (e.g. too slow) waits for the next message until t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,7 +42,7 @@ from ...actors.actor import Actor
 from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
 from ...network.party import SERVER, Party, Role
 from . import graph as graphs
-from .crypto import CIPHERTEXT_BYTES
+from .crypto import CIPHERTEXT_BYTES, KEY_BYTES
 from .ideal import IdealServer, IdealSum, IdealUser
 from .messages import Advertise, Ciphertexts, Keys, Masked, Reveal, Setup, Shares, Unmask
 from .params import SecAggParams, Stage
@@ -102,7 +108,7 @@ def _rows(blobs: Sequence[bytes], width: int) -> np.ndarray:
 
 
 async def _next(actor: Actor, kind: type, session: int, deadline: float) -> object:
-    """The next ``kind`` of ``session`` from the server, discarding those of earlier sessions."""
+    """The next ``kind`` of ``session`` from the server until ``deadline``, discarding those of other sessions."""
     server = getattr(actor, "server", SERVER)
     while True:
         envelope = await actor.recv(kind, deadline=deadline, sender=server)
@@ -118,6 +124,8 @@ async def participate(
     deadline: float,
     ideal: IdealSum | None = None,
     crash: Callable[[int, Stage], bool] | None = None,
+    after: int = 0,
+    stage_s: float = math.inf,
 ) -> Contribution:
     """Take part, as ``actor``, in the next session the server sets up, with input ``x``.
 
@@ -130,6 +138,11 @@ async def participate(
         crash: called with the session id and the stage before the user sends its message of each stage;
             True means the user has just crashed (the callback detached it, e.g. ``User.crashes_in``) and
             it sends nothing more.
+        after: the last session this user took part in: a setup of it or of an earlier one (a copy the
+            network duplicated, or one overtaken) is ignored, so a user takes part in a session once.
+        stage_s: once set up, the user waits for each of the session's next messages at most this long
+            (and never past ``deadline``): a user the server left behind -- its message lost or late --
+            gives up on the session (``timed_out``) in time for the next one.
 
     Raises:
         ProtocolViolation: the server sent what the protocol does not allow (a length or ring other than
@@ -142,11 +155,16 @@ async def participate(
     def crashed(stage: Stage) -> bool:
         return crash is not None and crash(session, stage)
 
-    setups = actor.drain(Setup)
+    # The newest session's setup; any other is stale (a copy the network duplicated, or overtaken).
+    setups = [envelope.body for envelope in actor.drain(Setup) if envelope.src == server and envelope.body.session > after]
     try:
-        setup: Setup = setups[-1].body if setups else (await actor.recv(Setup, deadline=deadline, sender=server)).body
+        while not setups:
+            body = (await actor.recv(Setup, deadline=deadline, sender=server)).body
+            if body.session > after:
+                setups.append(body)
     except PartyTimeout:
         return Contribution(None, (), "timed_out")
+    setup: Setup = max(setups, key=lambda body: body.session)
     session, ring, me = setup.session, params.ring, actor.party.index
     if setup.bits != ring.bits or setup.length != x.size or x.dtype != ring.dtype:
         raise ProtocolViolation(
@@ -166,7 +184,7 @@ async def participate(
         actor.send(server, Advertise(session, *backend.advertise()))
         completed.append(Stage.ADVERTISE_KEYS)
 
-        keys: Keys = await _next(actor, Keys, session, deadline)  # type: ignore[assignment]
+        keys: Keys = await _next(actor, Keys, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         owners = [int(index) for index in keys.owners]
         if not set(owners) <= neighbours or me in owners:
             raise ProtocolViolation(f"{actor.party} received keys of non-neighbours in session {session}")
@@ -180,7 +198,7 @@ async def participate(
         actor.send(server, Shares(session, np.array(recipients, dtype=np.int32), _rows([sealed[r] for r in recipients], CIPHERTEXT_BYTES)))
         completed.append(Stage.SHARE_KEYS)
 
-        received: Ciphertexts = await _next(actor, Ciphertexts, session, deadline)  # type: ignore[assignment]
+        received: Ciphertexts = await _next(actor, Ciphertexts, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         senders = [int(index) for index in received.senders]
         if not set(senders) <= set(peers):
             raise ProtocolViolation(f"{actor.party} received shares from users it gave no keys to in session {session}")
@@ -193,7 +211,7 @@ async def participate(
         actor.send(server, Masked(session, y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()))
         completed.append(Stage.MASKED_INPUT)
 
-        unmask: Unmask = await _next(actor, Unmask, session, deadline)  # type: ignore[assignment]
+        unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         survivors = {int(index) for index in unmask.survivors}
         if not survivors <= set(senders):
             raise ProtocolViolation(f"{actor.party} was told of survivors that sent it no shares in session {session}")
@@ -242,10 +260,16 @@ class _Session:
         self.deadline = deadline
         self.stages: dict[Stage, tuple[Party, ...]] = {}
 
-    async def collect(self, kind: type, expected: Sequence[Party]) -> dict[Party, object]:
+    async def collect(
+        self, kind: type, expected: Sequence[Party], validate: Callable[[Party, object], str | None] | None = None
+    ) -> dict[Party, object]:
+        """The stage's replies of ``expected`` users; one that ``validate`` refuses is rejected, its user
+        dropped from the stage."""
         session = self.session
         deadline = min(self.deadline, trio.current_time() + self.params.stage_timeout_s)
-        replies = await self.server.gather(kind, expected, deadline=deadline, accept=lambda body: body.session == session)
+        replies = await self.server.gather(
+            kind, expected, deadline=deadline, accept=lambda body: body.session == session, validate=validate
+        )
         return dict(replies)
 
 
@@ -272,9 +296,8 @@ async def aggregate(
         ideal: the ideal functionality, in ideal mode (``params.ideal``).
 
     Raises:
-        SecAggAborted: after a stage too few users remain (module docstring); names the stage.
-        ProtocolViolation: a user sent what the protocol does not allow (wrong recipients, a masked input
-            of the wrong size, shares of the wrong users).
+        SecAggAborted: after a stage too few users remain (module docstring); names the stage. A user that
+            sent what the protocol does not allow is rejected and dropped from its stage (module docstring).
     """
     if params.ideal != (ideal is not None):
         raise ValueError("ideal mode needs the IdealSum functionality, and real mode must not have one")
@@ -289,7 +312,11 @@ async def aggregate(
         server.send(party, Setup(session, ring.bits, length, t, _indices(graph[party])))
 
     # AdvertiseKeys
-    advertised: dict[Party, Advertise] = await state.collect(Advertise, everyone)  # type: ignore[assignment]
+    def keys_problem(party: Party, body: Advertise) -> str | None:
+        sizes = (len(body.c_public), len(body.s_public))
+        return None if sizes == (KEY_BYTES, KEY_BYTES) else f"two {KEY_BYTES}-byte public keys, received {sizes}"
+
+    advertised: dict[Party, Advertise] = await state.collect(Advertise, everyone, keys_problem)  # type: ignore[assignment]
     u1 = tuple(sorted(advertised))
     state.stages[Stage.ADVERTISE_KEYS] = u1
     _check(Stage.ADVERTISE_KEYS, u1, graph, t)
@@ -302,18 +329,21 @@ async def aggregate(
         ))
 
     # ShareKeys
-    shared: dict[Party, Shares] = await state.collect(Shares, u1)  # type: ignore[assignment]
+    def recipients_of(party: Party) -> list[int]:
+        return [peer.index for peer in graph[party] if peer in advertised]
+
+    def shares_problem(party: Party, body: Shares) -> str | None:
+        expected = recipients_of(party)
+        received = body.recipients.tolist()
+        return None if received == expected else f"shares for users {expected}, received them for {received}"
+
+    shared: dict[Party, Shares] = await state.collect(Shares, u1, shares_problem)  # type: ignore[assignment]
     u2 = tuple(sorted(shared))
     state.stages[Stage.SHARE_KEYS] = u2
     _check(Stage.SHARE_KEYS, u2, graph, t)
     inbox: dict[Party, list[tuple[int, np.ndarray]]] = {party: [] for party in u2}
     for sender in u2:
-        message = shared[sender]
-        expected = [peer.index for peer in graph[sender] if peer in advertised]
-        if [int(index) for index in message.recipients] != expected:
-            raise ProtocolViolation(f"{server.party} expected shares from {sender} for users {expected}, "
-                                    f"received them for {message.recipients.tolist()}")
-        for recipient, row in zip(expected, message.ciphertexts):
+        for recipient, row in zip(recipients_of(sender), shared[sender].ciphertexts):
             if _user(recipient) in inbox:
                 inbox[_user(recipient)].append((sender.index, row))
     for party in u2:
@@ -324,23 +354,38 @@ async def aggregate(
         ))
 
     # MaskedInputCollection
-    masked: dict[Party, Masked] = await state.collect(Masked, u2)  # type: ignore[assignment]
+    word = np.dtype(ring.dtype).newbyteorder("<")
+
+    def masked_problem(party: Party, body: Masked) -> str | None:
+        size = len(body.masked)
+        return None if size == length * word.itemsize else f"{length} words, received {size} bytes"
+
+    masked: dict[Party, Masked] = await state.collect(Masked, u2, masked_problem)  # type: ignore[assignment]
     u3 = tuple(sorted(masked))
     state.stages[Stage.MASKED_INPUT] = u3
     _check(Stage.MASKED_INPUT, u3, graph, t)
-    word = np.dtype(ring.dtype).newbyteorder("<")
     total = np.zeros(length, dtype=ring.dtype)
     for party in u3:
-        data = masked[party].masked
-        if len(data) != length * word.itemsize:
-            raise ProtocolViolation(f"{server.party} expected {length} words from {party}, received {len(data)} bytes")
-        total = ring.add(total, np.frombuffer(data, dtype=word).astype(ring.dtype))
+        total = ring.add(total, np.frombuffer(masked[party].masked, dtype=word).astype(ring.dtype))
     in_u2, in_u3 = set(u2), set(u3)
     for party in u3:
         server.send(party, Unmask(session, _indices([peer for peer in graph[party] if peer in in_u3])))
 
     # Unmasking
-    revealed: dict[Party, Reveal] = await state.collect(Reveal, u3)  # type: ignore[assignment]
+    def wanted(holder: Party) -> tuple[list[int], list[int]]:
+        """The owners whose shares of b, and of s^SK, the server asks ``holder`` for."""
+        want_b = sorted({peer.index for peer in graph[holder] if peer in in_u3} | {holder.index})
+        want_sk = [peer.index for peer in graph[holder] if peer in in_u2 and peer not in in_u3]
+        return want_b, want_sk
+
+    def reveal_problem(holder: Party, body: Reveal) -> str | None:
+        want_b, want_sk = wanted(holder)
+        received = (body.b_owners.tolist(), body.sk_owners.tolist())
+        if received == (want_b, want_sk):
+            return None
+        return f"shares of b of {want_b} and of s^SK of {want_sk}, received them of {received[0]} and {received[1]}"
+
+    revealed: dict[Party, Reveal] = await state.collect(Reveal, u3, reveal_problem)  # type: ignore[assignment]
     u5 = tuple(sorted(revealed))
     state.stages[Stage.UNMASKING] = u5
     if len(u5) < t:
@@ -351,11 +396,7 @@ async def aggregate(
     sk_shares: dict[int, dict[int, bytes]] = {v: {} for v, survivors in partners.items() if survivors}
     for holder in u5:
         message = revealed[holder]
-        want_b = sorted({peer.index for peer in graph[holder] if peer in in_u3} | {holder.index})
-        want_sk = [peer.index for peer in graph[holder] if peer in in_u2 and peer not in in_u3]
-        if message.b_owners.tolist() != want_b or message.sk_owners.tolist() != want_sk:
-            raise ProtocolViolation(f"{server.party} asked {holder} for shares of b of {want_b} and of s^SK of "
-                                    f"{want_sk}, received {message.b_owners.tolist()} and {message.sk_owners.tolist()}")
+        want_b, want_sk = wanted(holder)
         for owner, row in zip(want_b, message.b_shares):
             b_shares[owner][x_of(holder.index)] = bytes(row)
         for owner, row in zip(want_sk, message.sk_shares):
