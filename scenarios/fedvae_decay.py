@@ -92,7 +92,9 @@ def describe(found: dict[str, Any]) -> list[str]:
     for gamma in gammas:
         epochs = [epoch + 1 for epoch, value in enumerate(found["fedvae"][gamma]) if value >= target]
         reached.append(f"gamma={gamma:g}: {f'epoch {epochs[0]}' if epochs else f'not within {len(multvae)}'}")
-    lines.append(f"first epoch at {REACH:.0%} of Mult-VAE's last NDCG@100 ({multvae[-1]:.4f} -> {target:.4f}): " + ", ".join(reached))
+    lines.append(
+        f"first epoch at {REACH:.0%} of Mult-VAE's last NDCG@100 ({multvae[-1]:.4f} -> {target:.4f}): " + ", ".join(reached)
+    )
     return lines
 
 

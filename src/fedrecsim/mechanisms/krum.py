@@ -74,12 +74,16 @@ def krum_scores(distances: npt.ArrayLike, f: int) -> npt.NDArray[np.float64]:
     """
     matrix = _checks.float_array(distances, "krum_scores(distances)")
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or (matrix < 0).any():
-        raise ConfigError("krum_scores(distances)", f"must be a square matrix of non-negative numbers, got shape {matrix.shape}")
+        raise ConfigError(
+            "krum_scores(distances)", f"must be a square matrix of non-negative numbers, got shape {matrix.shape}"
+        )
     tolerated = _checks.integer(f, "krum_scores(f)", 0)
     n = matrix.shape[0]
     neighbours = n - tolerated - 2
     if neighbours < 1:
-        raise ConfigError("krum_scores(f)", f"{n} vectors with f = {tolerated} leave n - f - 2 = {neighbours} neighbours; need >= 1")
+        raise ConfigError(
+            "krum_scores(f)", f"{n} vectors with f = {tolerated} leave n - f - 2 = {neighbours} neighbours; need >= 1"
+        )
     others = matrix.copy()
     np.fill_diagonal(others, np.inf)
     closest = np.partition(others, neighbours - 1, axis=1)[:, :neighbours]

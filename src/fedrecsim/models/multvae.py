@@ -403,7 +403,8 @@ def dense_user_gradients(
     if out is None:
         out = np.empty((batch.size, layout.size), dtype=flat.dtype)
     elif out.shape != (batch.size, layout.size) or out.dtype != flat.dtype:
-        raise ValueError(f"out must be a {flat.dtype} array of shape {(batch.size, layout.size)}, got {out.dtype} {out.shape}")
+        shape = (batch.size, layout.size)
+        raise ValueError(f"out must be a {flat.dtype} array of shape {shape}, got {out.dtype} {out.shape}")
     gradients = user_gradients(flat, layout, batch, noise, hyper, rest=out[:, first:])
     W1 = out[:, :first].reshape(batch.size, layout.n_items, layout.hidden)
     W1[...] = 0.0

@@ -30,6 +30,13 @@ _INDEX_CLASSES = (127, 255, 65535)
 _FULL_ROWS = ("gaussian", "same_value")
 
 
+def _sparse(round_index: int, kept: int, hidden: int, rest: int) -> SparseGradient:
+    """A sparse gradient of ``kept`` W1 rows of ``hidden`` entries and ``rest`` other entries (zeros)."""
+    return SparseGradient(
+        round_index, np.zeros(kept, np.int32), np.zeros((kept, hidden), np.float32), np.zeros(rest, np.float32)
+    )
+
+
 def _index_class(users: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.array(_INDEX_CLASSES), users, side="left")
 
@@ -53,7 +60,7 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     train_counts, test_counts = ctx.train.user_counts(), ctx.test.user_counts()
     training = np.flatnonzero((train_counts > 0) & (test_counts == 0))
     share = training.size / ctx.train.n_users if ctx.train.n_users else 0.0
-    online = ctx.online * share
+    online = ctx.online * training.size / ctx.train.n_users if ctx.train.n_users else 0.0
     selected = min(float(config.users_per_round), online)
     replying = selected * (1.0 - ctx.dropout)
     rnd = max(1, ctx.rounds // 2)
@@ -69,12 +76,10 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     @functools.lru_cache(maxsize=None)
     def sparse_head(kept: int, party: Party) -> float:
         """The size of a sparse gradient of ``kept`` rows with an empty rest."""
-        body = SparseGradient(rnd, np.zeros(kept, np.int32), np.zeros((kept, layout.hidden), np.float32), np.zeros(0, np.float32))
-        return ctx.message_bytes(body, party, SERVER)
+        return ctx.message_bytes(_sparse(rnd, kept, layout.hidden, 0), party, SERVER)
 
     def rest_bytes(length: int) -> float:
-        empty = SparseGradient(rnd, np.zeros(0, np.int32), np.zeros((0, layout.hidden), np.float32), np.zeros(0, np.float32))
-        full = SparseGradient(rnd, np.zeros(0, np.int32), np.zeros((0, layout.hidden), np.float32), np.zeros(length, np.float32))
+        empty, full = _sparse(rnd, 0, layout.hidden, 0), _sparse(rnd, 0, layout.hidden, length)
         return ctx.message_bytes(full, _FIRST, SERVER) - ctx.message_bytes(empty, _FIRST, SERVER)
 
     keep = 1.0 - config.dropout
