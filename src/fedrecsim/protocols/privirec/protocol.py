@@ -210,7 +210,6 @@ async def run(ctx: RunContext) -> Outcome:
     rounds: list[dict[str, float]] = []
     warnings: list[str] = []
     aborted = False
-    dropped_any = False
     tolerance = 1e-6
     async with ctx.population(users).open() as population:
         await ctx.network.sleep(timing.round_gap_s)
@@ -231,7 +230,6 @@ async def run(ctx: RunContext) -> Outcome:
                 population.end_round(round_index)
                 break
             missing = members_missing(seen.members, seen)
-            dropped_any = dropped_any or bool(missing)
             exposed, leaked = _exposure(server, seen, users, config.exposure_group, tolerance)
             rounds.append({
                 "round": round_index, "participants": len(seen.result.survivors), "dropped": len(missing),
@@ -243,8 +241,8 @@ async def run(ctx: RunContext) -> Outcome:
         if not aborted:
             server.publish()
             await ctx.network.sleep(timing.round_gap_s)
-    for sums in server.state.sums[:2]:
-        dropped_any = dropped_any or len(sums.result.survivors) < len(users)
+    # Some user missing from some sum -- crashed in it, or offline for it (set-up or round) -- or none.
+    dropped_any = any(len(seen.result.survivors) < len(users) for seen in server.state.sums)
     return _outcome(ctx, config, params, users, server, rounds, warnings, aborted, dropped_any)
 
 
