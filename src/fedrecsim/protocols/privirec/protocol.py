@@ -275,7 +275,7 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
                 matches.check(gap <= SCORE_TOLERANCE, f"the largest score gap is {gap:.3g}")
     missing_filters = sum(user.filters is None for user in users.values())
     if missing_filters and not aborted:
-        warnings.append(f"{missing_filters} users did not receive the filters (offline at the end)")
+        warnings.append(f"{missing_filters} users did not receive the filters (offline at the end, or the broadcast was lost)")
     ledger = ctx.network.ledger
     user_counters = [ledger.party(party) for party in users]
     n = max(len(users), 1)

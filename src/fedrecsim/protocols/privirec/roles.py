@@ -22,7 +22,8 @@ from ...actors.user import User
 from ...errors import PartyTimeout, ProtocolViolation
 from ...models.gfcf import GraphFilters, qr_positive
 from ...network.party import Party
-from ..secagg import Aggregate, IdealSum, SecAggParams, Stage, aggregate, participate
+from ..secagg import STAGE_WAITS, Aggregate, IdealSum, SecAggParams, Stage, aggregate, participate
+from ..secagg.messages import Setup
 from . import local
 from .messages import Basis, Degrees, Filters, ItemItem
 
@@ -74,6 +75,8 @@ class PriviRecUser(User):
         self.filters: GraphFilters | None = None
         self.sessions: dict[int, str] = {}
         """How this user's part in each session ended (`Contribution.outcome`), by session id."""
+        self.held: tuple[Setup, ...] = ()
+        """Set-ups of later sessions that came while this user waited for the one it missed."""
 
     def _crash(self, session: int, stage: Stage) -> bool:
         if stage is Stage.ADVERTISE_KEYS:
@@ -85,8 +88,10 @@ class PriviRecUser(User):
         """Take part in ``session`` with ``values`` (reals); False if this user crashed in it."""
         encoded, _ = self.params.ring.encode(values.ravel())
         contribution = await participate(
-            self, encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash
+            self, encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
+            stage_s=STAGE_WAITS * self.params.stage_timeout_s, session=session, held=self.held,
         )
+        self.held = contribution.held
         self.sessions[session] = contribution.outcome
         return contribution.outcome != "crashed"
 

@@ -15,6 +15,8 @@ with an `IdealSum` handed to both sides sends the same bytes without the cryptog
 from ...errors import SecAggAborted
 from .ideal import IdealSum
 from .params import SecAggParams, Stage
-from .roles import Aggregate, Contribution, aggregate, participate
+from .roles import STAGE_WAITS, Aggregate, Contribution, aggregate, participate
 
-__all__ = ["Aggregate", "Contribution", "IdealSum", "SecAggAborted", "SecAggParams", "Stage", "aggregate", "participate"]
+__all__ = [
+    "STAGE_WAITS", "Aggregate", "Contribution", "IdealSum", "SecAggAborted", "SecAggParams", "Stage", "aggregate", "participate"
+]

@@ -38,15 +38,9 @@ from ..runtime import Outcome, ProtocolSpec, RunContext
 from .ideal import IdealSum
 from .messages import Advertise, Masked, Reveal, Shares
 from .params import SecAggParams, Stage
-from .roles import aggregate, participate
+from .roles import STAGE_WAITS, aggregate, participate
 
 _STAGES = tuple(Stage)
-
-#: A user waits for the server's next message of a session at most this many stage timeouts: the server
-#: ends a stage within one, so a user still waiting after two was left behind (its message was lost or
-#: late) and gives up on the session in time for the next one.
-STAGE_WAITS = 2.0
-
 
 @dataclass(frozen=True)
 class SecAggConfig:

@@ -58,12 +58,15 @@ class Contribution:
         session: the session it took part in (None if no setup came before the deadline).
         completed: the stages it completed, in order.
         outcome: ``done`` (revealed its shares), ``crashed``, ``timed_out`` (the server moved on
-            without it, or never started) or ``refused`` (its view fell below the threshold).
+            without it, or never started), ``refused`` (its view fell below the threshold) or ``missed``
+            (asked for one session, it found a later one set up: the server had set this one up without it).
+        held: setups of later sessions taken from the mailbox and left for the user's next call (``held``).
     """
 
     session: int | None
     completed: tuple[Stage, ...]
     outcome: str
+    held: tuple[Setup, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,12 @@ async def _next(actor: Actor, kind: type, session: int, deadline: float) -> obje
             return envelope.body
 
 
+#: A user waits for the server's next message of a session at most this many stage timeouts: the server
+#: ends a stage within one, so a user still waiting after two was left behind (its message was lost or
+#: late) and gives up on the session in time for the next one.
+STAGE_WAITS = 2.0
+
+
 async def participate(
     actor: Actor,
     x: np.ndarray,
@@ -126,8 +135,10 @@ async def participate(
     crash: Callable[[int, Stage], bool] | None = None,
     after: int = 0,
     stage_s: float = math.inf,
+    session: int | None = None,
+    held: tuple[Setup, ...] = (),
 ) -> Contribution:
-    """Take part, as ``actor``, in the next session the server sets up, with input ``x``.
+    """Take part, as ``actor``, in the next session the server sets up (or in ``session``), with input ``x``.
 
     Args:
         actor: the calling protocol's user actor (its ``rng`` draws the keys, seeds and polynomials).
@@ -143,6 +154,10 @@ async def participate(
         stage_s: once set up, the user waits for each of the session's next messages at most this long
             (and never past ``deadline``): a user the server left behind -- its message lost or late --
             gives up on the session (``timed_out``) in time for the next one.
+        session: the one session to take part in (a caller whose sessions need different inputs): a setup
+            of an earlier one is stale, and a setup of a later one means this one went on without the user
+            (its setup was lost): it returns ``missed`` at once, holding the later setups for its next call.
+        held: the setups a previous call held (`Contribution.held`), looked at before the mailbox.
 
     Raises:
         ProtocolViolation: the server sent what the protocol does not allow (a length or ring other than
@@ -155,16 +170,23 @@ async def participate(
     def crashed(stage: Stage) -> bool:
         return crash is not None and crash(session, stage)
 
-    # The newest session's setup; any other is stale (a copy the network duplicated, or overtaken).
-    setups = [envelope.body for envelope in actor.drain(Setup) if envelope.src == server and envelope.body.session > after]
+    # The wanted session's setup, or else the newest; any other is stale (a copy the network duplicated,
+    # or overtaken), except, when one session is wanted, the later ones, which the caller holds.
+    lowest = after + 1 if session is None else session
+    setups = [*held, *(envelope.body for envelope in actor.drain(Setup) if envelope.src == server)]
+    setups = [body for body in setups if body.session >= lowest]
     try:
         while not setups:
             body = (await actor.recv(Setup, deadline=deadline, sender=server)).body
-            if body.session > after:
+            if body.session >= lowest:
                 setups.append(body)
     except PartyTimeout:
         return Contribution(None, (), "timed_out")
-    setup: Setup = max(setups, key=lambda body: body.session)
+    later = tuple(body for body in setups if session is not None and body.session > session)
+    wanted = [body for body in setups if session is None or body.session == session]
+    if not wanted:
+        return Contribution(None, (), "missed", later)
+    setup: Setup = max(wanted, key=lambda body: body.session)
     session, ring, me = setup.session, params.ring, actor.party.index
     if setup.bits != ring.bits or setup.length != x.size or x.dtype != ring.dtype:
         raise ProtocolViolation(
@@ -176,7 +198,7 @@ async def participate(
     backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
 
     def outcome(result: str) -> Contribution:
-        return Contribution(session, tuple(completed), result)
+        return Contribution(session, tuple(completed), result, later)
 
     try:
         if crashed(Stage.ADVERTISE_KEYS):
