@@ -58,6 +58,12 @@ ROWS: dict[str, dict[str, Any]] = {
     "secagg": {"run": {"protocol": "secagg", "seed": 5, "rounds": 3, "round_timeout_s": 20.0},
                "data": {"users": 8, "items": 50, "ratings": 200}, "network": {"latency": _CONSTANT},
                "protocol": {"mode": "real", "length": 8, "bits": 32, "frac_bits": 16, "stage_timeout_s": 2.0}},
+    # R above the 24 training users: every one of them is sent ω every round; Multi-Krum keeps n - f.
+    "fedvae": {"run": {"protocol": "fedvae", "seed": 3, "rounds": 4, "round_timeout_s": 5.0},
+               "data": {"feedback": "implicit", "users": 30, "items": 40, "ratings": 600, "split": "heldout_users",
+                        "test_fraction": 0.2},
+               "network": {"latency": _CONSTANT},
+               "protocol": {"users_per_round": 100, "hidden": 8, "latent": 4, "krum_m": 0, "baseline": False}},
 }
 
 # The victim of each row's party faults, the kind it sends when it answers (its stage), the round it
@@ -65,7 +71,7 @@ ROWS: dict[str, dict[str, Any]] = {
 VICTIM = {row: "silo:0" if row == "prototypes" else "user:0" for row in ROWS}
 STAGE = {"fcf": "fcf.item_gradients", "dpmf S1": "dpmf.ratings", "dpmf S2": "dpmf.contribution",
          "dpmf S3": "dpmf.contribution", "ldp_implicit": "ldp.reports", "prototypes": "prototypes.prototypes",
-         "secagg": "secagg.shares"}
+         "secagg": "secagg.shares", "fedvae": "fedvae.gradient"}
 CRASH_ROUND = {row: None if row in ("dpmf S1", "prototypes") else 2 for row in ROWS}
 INFRASTRUCTURE = {"dpmf S2": ("third_party:0", "dpmf.aggregate"), "dpmf S3": ("third_party:0", "dpmf.aggregate"),
                   "ldp_implicit": ("proxy:0", "ldp.report_batch")}
@@ -134,7 +140,10 @@ def _run(row: str, fault: str) -> fedrecsim.RunResult:
 
 def _model(result: fedrecsim.RunResult) -> np.ndarray:
     state = result.outcome.state
-    return state["sum"] if "sum" in state else state["item_factors"]
+    for name in ("sum", "omega"):
+        if name in state:
+            return state[name]
+    return state["item_factors"]
 
 
 def _violations(result: fedrecsim.RunResult) -> dict[str, int]:
@@ -177,7 +186,7 @@ COLUMNS = (
     "loss", "duplicate", "reorder", "partition", "crash", "crash infrastructure", "restart kept", "restart lost",
     "slow", "slow within the timeout", *(f"byzantine {corruption}" for corruption in CORRUPTIONS),
 )
-_IDENTICAL_REORDER = {"fcf", "dpmf S1", "dpmf S2", "prototypes", "secagg"}  # no outcome follows arrival order
+_IDENTICAL_REORDER = {"fcf", "dpmf S1", "dpmf S2", "prototypes", "secagg", "fedvae"}  # no outcome follows arrival order
 _RING_ONLY = {"dpmf S2", "dpmf S3", "ldp_implicit", "secagg"}  # the stage's message holds no float
 
 
@@ -195,7 +204,7 @@ def outcome(row: str, column: str) -> str:
         corruption = column.split()[1]
         if corruption in ("nan", "huge") and row in _RING_ONLY:
             return "n/a"
-        return "unchanged" if row in ("fcf", "dpmf S1", "ldp_implicit", "prototypes") else "completes"
+        return "unchanged" if row in ("fcf", "dpmf S1", "ldp_implicit", "prototypes", "fedvae") else "completes"
     return "completes"
 
 
@@ -291,6 +300,23 @@ def _no_updates_from_round_2(result: fedrecsim.RunResult) -> None:
     assert updated[0] > 0 and updated[1:] == [0, 0]
 
 
+def _missing_rounds(expected: list[int]) -> Any:
+    """The victim alone is missing in these rounds (1) and answers in the others (0)."""
+
+    def check(result: fedrecsim.RunResult) -> None:
+        assert _column(result, "missing") == expected, _column(result, "missing")
+        assert _column(result, "gradients") == [_column(result, "participants")[0] - gone for gone in expected]
+
+    return check
+
+
+def _fresh_draws_after_restart(result: fedrecsim.RunResult) -> None:
+    """fedvae: a user's only state is its generator; restarted from scratch it draws other dropout and eps
+    than the user that kept it, so the model differs from the kept run's."""
+    kept = _run("fedvae", "restart kept")
+    assert not np.array_equal(_model(result), _model(kept))
+
+
 def _lost_state_restarts_fresh(result: fedrecsim.RunResult) -> None:
     """fcf: the user restarted from its initial profile, so it ends elsewhere than the one that kept it."""
     kept = _run("fcf", "restart kept").outcome.state["user_factors"][0]
@@ -353,6 +379,14 @@ CHECKS: dict[tuple[str, str], Any] = {
     ("ldp_implicit", "slow"): _monitors_hold,
     ("prototypes", "slow"): _warned("1 silo(s) sent no prototypes in time: silo:0"),
     ("secagg", "slow"): _all(_sums_exact, _participants([7, 7, 7])),
+    # fedvae: the server sends ω to every training user it knows to be online (24) each round; who did not
+    # answer is `missing`
+    ("fedvae", "loss"): _all(_monitors_hold, _missing_somewhere("missing")),
+    ("fedvae", "partition"): _all(_monitors_hold, _missing_rounds([0, 1, 1, 0])),
+    ("fedvae", "crash"): _all(_monitors_hold, _missing_rounds([0, 1, 1, 1])),
+    ("fedvae", "restart kept"): _all(_monitors_hold, _missing_rounds([0, 1, 0, 0])),
+    ("fedvae", "restart lost"): _all(_monitors_hold, _missing_rounds([0, 1, 0, 0]), _fresh_draws_after_restart),
+    ("fedvae", "slow"): _all(_monitors_hold, _participants([23, 23, 23, 23]), _missing_rounds([0, 0, 0, 0])),
 }
 for _corruption in ("shape", "dtype", "kind"):
     CHECKS[("dpmf S2", f"byzantine {_corruption}")] = _all(_shortfall_reported, _never_contributes)

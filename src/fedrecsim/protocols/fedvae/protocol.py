@@ -23,7 +23,9 @@ excluded: ``ndcg@K`` and ``recall@K`` for K in ``cutoffs`` (`evaluation`). Value
 MovieLens-1M as the paper prepares it is ``min_rating = 4``, ``binarize``, ``min_user_interactions = 5``.
 With ``baseline = true`` the final metrics add ``ndcg@K_multvae`` / ``recall@K_multvae``: centralized
 Mult-VAE (minibatches of ``baseline_batch`` users, the same Adam) from the same ω_0 on the same
-training users for ``ceil(rounds / M)`` epochs; its per-epoch metrics are in ``state["baseline"]``.
+training users for ``ceil(rounds / M)`` epochs; its metrics after epoch e are also in the row of round
+``min(e M, rounds)`` (the last round of FedVAE's epoch e), as ``ndcg@K_multvae`` / ``recall@K_multvae``
+beside FedVAE's own, and in ``state["baseline"]``.
 
 Choices where the paper is silent or ambiguous, each documented where it is made:
 
@@ -175,6 +177,9 @@ async def run(ctx: RunContext) -> Outcome:
         adam=config.adam(), settings=settings, sparse=config.sparse,
     )
     honest = InvariantMonitor("honest_gradients_accepted", "the server's validation never rejected an honest user's gradient")
+    # Not honest: the protocol's attackers, and users whose messages a [faults.byzantine] rule forges on the wire.
+    forging = {rule.party.index for rule in ctx.network.faults.byzantine if rule.party.role is Role.USER}
+    dishonest = attackers | forging
     per_epoch = epoch_rounds(training.size, config.users_per_round)
     evaluated = bool(len(ctx.test))
     ctx.network.attach(SERVER)
@@ -189,7 +194,7 @@ async def run(ctx: RunContext) -> Outcome:
             gamma_t = config.gamma * config.delta**epoch
             population.begin_round(round_index)
             report = await server.round(round_index, gamma_t, trio.current_time() + timing.round_timeout_s)
-            wronged = [str(fault) for fault in report.rejected if fault.party.index not in attackers]
+            wronged = [str(fault) for fault in report.rejected if fault.party.index not in dishonest]
             honest.check(not wronged, f"round {round_index}: {'; '.join(wronged)}")
             rejected.extend(str(fault) for fault in report.rejected)
             row = _round_row(round_index, epoch, gamma_t, report, attackers, config.secure_filter == "krum")
@@ -216,6 +221,8 @@ async def run(ctx: RunContext) -> Outcome:
             batch_size=config.baseline_batch, cutoffs=config.cutoffs, rng=ctx.rng(Stream.PROTOCOL, _BASELINE),
         )
         state["baseline"] = curve
+        for epoch, metrics in enumerate(curve, start=1):
+            rows[min(epoch * per_epoch, len(rows)) - 1].update({f"{name}_multvae": value for name, value in metrics.items()})
         for name, value in curve[-1].items():
             final[f"{name}_multvae"] = value
             baselines[name] = f"{name}_multvae"

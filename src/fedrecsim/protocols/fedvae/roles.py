@@ -3,12 +3,16 @@
 A user holds its row r_u and nothing else. Each time it is sampled it receives ω, draws its dropout
 flags and eps from its own generator, runs one forward/backward pass of Mult-VAE on r_u (Polato Sec.
 IV-A: a single pass) and returns the gradient of its own loss, dense or with W1 as rows
-(`fedrecsim.models.multvae`). A user that crashes mid-round is silent for the round.
+(`fedrecsim.models.multvae`). A user that crashes mid-round is silent for the round. It answers each
+round once: a request for a round it already answered (a copy the network duplicated, or one a newer
+request overtook) is ignored, so a duplicate costs it no draw.
 
 The server samples ``R`` of the users it knows to be online (uniformly, without replacement; all of
 them if fewer), sends each ω (encoded once), waits for their gradients until the round's deadline,
-validates every one (`validation`), and runs GlobalUpdate on the accepted ones in sorted party order
-(`aggregation`). It never learns which users are attackers.
+validates every one as it arrives (`validation`; a rejected one is recorded in the ledger and its
+sender's reply is spent), and runs GlobalUpdate on the accepted ones in sorted party order
+(`aggregation`). It receives only its run's gradient kind and membership messages; any other kind is
+rejected by the network. It never learns which users are attackers.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
 from ...errors import ProtocolViolation
@@ -41,15 +46,19 @@ class FedVAEUser(User):
         self.layout = layout
         self.hyper = hyper
         self.sparse = sparse
+        self.answered = 0
 
     async def run(self) -> None:
         while await self._answer():
             pass
 
     async def _answer(self) -> bool:
-        """Answer one round's request; False once crashed. Its ω and gradient (18 MB each at ml-1m's size)
-        are dropped when it returns, not kept while the user waits for the next round."""
+        """Answer one round's request (ignore one for a round already answered); False once crashed. Its ω
+        and gradient (18 MB each at ml-1m's size) are dropped when it returns, not kept while the user
+        waits for the next round."""
         request = (await self.recv(Model, deadline=self.horizon_s)).body
+        if request.round <= self.answered:
+            return True
         if self.crashes_in(request.round):
             return False
         if request.weights.shape != (self.layout.size,):
@@ -58,6 +67,7 @@ class FedVAEUser(User):
                 f"in round {request.round}"
             )
         reply = self.contribution(request.round, request.weights)
+        self.answered = request.round
         del request
         await self.compute()
         self.send(self.server, reply)
@@ -118,8 +128,11 @@ class FedVAEServer(Server):
         omega: ω_0; the server owns it from here on.
         users_per_round: R.
         settings: SecureFilter's configuration.
-        sparse: whether users send `SparseGradient` (else `Gradient`).
+        sparse: whether users send `SparseGradient` (else `Gradient`); the server receives only that kind
+            (and membership messages).
     """
+
+    receives = (Gradient, SparseGradient, Join, Leave)
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, layout: Layout, omega: np.ndarray, *, users_per_round: int, adam: AdamHyper,
@@ -133,6 +146,7 @@ class FedVAEServer(Server):
         self.users_per_round = users_per_round
         self.settings = settings
         self.kind = SparseGradient if sparse else Gradient
+        network.expect(party, (kind.KIND for kind in (self.kind, Join, Leave)))
 
     def select(self, candidates: list[Party]) -> list[Party]:
         """``R`` of ``candidates`` (sorted), uniformly without replacement; all of them if there are fewer."""
@@ -145,23 +159,29 @@ class FedVAEServer(Server):
         self.update_membership()
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.omega))
-        replies = await self.gather(self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index)
-        accepted: list[Party] = []
-        rejected: list[InvalidGradient] = []
-        gradients: list[np.ndarray] = []
-        # A reply is dropped once validated: a dense gradient is kept as it arrived, a sparse one expanded.
-        for party in sorted(replies.by_party):
-            body = replies.by_party.pop(party)
+        # Each reply is validated as it arrives: a dense gradient is kept as it came, a sparse one expanded.
+        valid: dict[Party, np.ndarray] = {}
+        faults: dict[Party, InvalidGradient] = {}
+
+        def invalid(party: Party, body: Gradient | SparseGradient) -> str | None:
             try:
-                gradients.append(validated_gradient(party, round_index, body, self.layout))
+                valid[party] = validated_gradient(party, round_index, body, self.layout)
             except InvalidGradient as fault:
-                rejected.append(fault)
-                continue
-            accepted.append(party)
+                faults[party] = fault
+                return fault.problem
+            return None
+
+        replies = await self.gather(
+            self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid
+        )
+        replies.by_party.clear()
+        accepted = sorted(valid)
+        gradients = [valid.pop(party) for party in accepted]
+        rejected = tuple(faults[party] for party in sorted(faults))
         update = global_update(self.omega, gradients, self.adam, self.adam_hyper, self.settings, gamma_t)
         self.omega, self.adam = update.omega, update.adam
         kept = () if update.selection.kept is None else tuple(accepted[int(p)] for p in update.selection.kept)
-        return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), tuple(rejected), kept, update.selection)
+        return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), rejected, kept, update.selection)
 
 
 __all__ = ["ByzantineUser", "FedVAEServer", "FedVAEUser", "RoundReport"]
