@@ -345,6 +345,19 @@ def test_the_resolved_scenario_is_toml() -> None:
     assert unset and all(line.startswith("# unset: ") for line in lines if line.startswith("#"))
 
 
+def test_the_resolved_scenario_with_fault_tables_is_toml_that_parses_back() -> None:
+    import tomllib
+
+    from fedrecsim.inspect import _literal, _toml_lines
+
+    assert _literal({"a": None, "b": 1}) == "{ b = 1 }" and _literal({"a": None}) == "{}"
+    faults = {"crash": [{"party": "user:1", "kind": "fcf.item_gradients"}]}  # round, restart_after_s unset
+    scenario = parse_scenario({**FCF, "faults": faults})
+    text = "\n".join(line for line in _toml_lines(scenario.to_table()) if not line.startswith("#"))
+    assert "None" not in text
+    assert parse_scenario(tomllib.loads(text)) == scenario
+
+
 def test_a_calibration_splits_set_up_rounds_evaluations_and_tail(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake timer read at the start, after each of 3 rounds and at the end: 0, 5, 7, 10, 11.5 s."""
     import types

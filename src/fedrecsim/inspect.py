@@ -435,7 +435,8 @@ def _duration(seconds: float) -> str:
 
 
 def _literal(value: Any) -> str:
-    """``value`` (plain data, as `Scenario.to_table` gives it) as a TOML literal."""
+    """``value`` (plain data, as `Scenario.to_table` gives it) as a TOML literal; a table's unset (None)
+    keys are left out, TOML having no null."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -443,7 +444,8 @@ def _literal(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(_literal, value)) + "]"
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{key} = {_literal(item)}" for key, item in value.items()) + " }" if value else "{}"
+        items = [f"{key} = {_literal(item)}" for key, item in value.items() if item is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
     return repr(value)
 
 
