@@ -17,6 +17,7 @@ from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, lo
 from fedrecsim.network.party import SERVER, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings, global_update
+from fedrecsim.protocols.fedvae.evaluation import centralized_curve
 from fedrecsim.protocols.fedvae.messages import Model
 from fedrecsim.scenario import parse_scenario
 from fedrecsim.seeding import Stream, generator
@@ -155,6 +156,26 @@ def test_held_out_users_are_not_parties_and_the_centralized_baseline_sits_beside
     assert result.result["privacy"]["guarantee"] == "none"
 
 
+def test_the_centralized_baseline_after_each_epoch_is_in_the_row_of_that_epochs_last_round() -> None:
+    """9 rounds of epochs of 4: Mult-VAE trains 3 epochs from the same ω_0 on the same 40 training users, with
+    its own generator; its metrics after epoch e sit in round 4e's row (the last, partial epoch: round 9)."""
+    table = scenario(rounds=9, baseline=True)
+    result = fedrecsim.run(table)
+    config = parse_scenario(table)
+    train, test = prepare_data(config.data, 5)
+    state = result.outcome.state
+    training = np.flatnonzero((train.user_counts() > 0) & (test.user_counts() == 0))
+    expected = centralized_curve(
+        state["initial_omega"], state["layout"], config.protocol.hyper(), config.protocol.adam(), train, test, training,
+        epochs=3, batch_size=500, cutoffs=(20, 100), rng=generator(5, Stream.PROTOCOL, 2),
+    )
+    rows = {row["round"]: row for row in result.rounds}
+    for epoch, last in enumerate((4, 8, 9)):
+        assert {name: rows[last][f"{name}_multvae"] for name in expected[epoch]} == expected[epoch]
+    assert all(not any(name.endswith("_multvae") for name in rows[r]) for r in rows if r not in (4, 8, 9))
+    assert {name: result.metrics[f"{name}_multvae"] for name in expected[-1]} == expected[-1]
+
+
 def test_federated_rounds_lower_the_training_users_loss() -> None:
     """About 18 items a user over 40: the loss cannot fall much below 18 log 18 ~ 52 nats; it starts near 66.6."""
     result = fedrecsim.run(scenario(rounds=24, secure_filter="none", eta=0.01))
@@ -195,3 +216,41 @@ def test_the_plan_is_the_ledger_when_every_training_user_is_sampled_and_close_wi
     measured = fedrecsim.run(sparse).result["ledger"]["kinds"]["fedvae.sparse_gradient"]["bytes"] / 4
     planned = next(flow for flow in estimate.flows if flow.kind == "fedvae.sparse_gradient").bytes
     assert planned == pytest.approx(measured, rel=0.05)
+
+
+def faulty(fault: dict[str, Any], rounds: int = 3, **protocol: Any) -> dict[str, Any]:
+    """`scenario` with every one of the 40 training users sent ω each round and ``fault``'s tables merged in."""
+    table = scenario(rounds=rounds, users_per_round=40, secure_filter="none", **protocol)
+    table["network"] = {"latency": {"model": "constant", "seconds": 0.01}}
+    table["run"]["round_timeout_s"] = 5.0
+    for name, values in fault.items():
+        table.setdefault(name, {}).update(values)
+    return table
+
+
+def test_duplicated_models_and_gradients_count_once_so_the_model_is_the_fault_free_one() -> None:
+    """A user answers each round once (a copy of ω costs it no dropout or eps draw) and the server counts the
+    first gradient of each user: with plain averaging any extra or different gradient would move ω."""
+    clean = fedrecsim.run(faulty({}))
+    copied = fedrecsim.run(faulty({"network": {"duplicate": 0.5}}))
+    assert np.array_equal(copied.outcome.state["omega"], clean.outcome.state["omega"])
+    faults = copied.result["ledger"]["faults"]
+    assert faults["duplicated"] > 0 and faults["rejected"]["duplicate"] > 0
+    assert all(row["gradients"] == 40 for row in copied.rounds)
+
+
+@pytest.mark.parametrize("corrupt, reason", [("nan", "invalid"), ("huge", "invalid"), ("shape", "invalid"),
+                                             ("dtype", "malformed"), ("kind", "unexpected")])
+def test_a_gradient_forged_on_the_wire_is_rejected_and_the_model_is_that_without_its_sender(corrupt: str, reason: str) -> None:
+    victim = "user:0"
+    forged = fedrecsim.run(faulty({"faults": {"byzantine": [{"party": victim, "corrupt": corrupt, "kind": "fedvae.gradient"}]}}))
+    silent = fedrecsim.run(faulty({"faults": {"crash": [{"party": victim, "kind": "fedvae.gradient"}]}}))
+    assert np.array_equal(forged.outcome.state["omega"], silent.outcome.state["omega"])
+    rejections = forged.result["ledger"]["faults"]["rejections"]
+    assert len(rejections) == 3 and {(row["src"], row["dst"], row["reason"]) for row in rejections} == {(victim, "server:0", reason)}
+    assert [row["gradients"] for row in forged.rounds] == [39, 39, 39]
+    # The forging user is not an honest one, so the monitor has nothing to report.
+    assert forged.result["invariants"][0]["violations"] == 0
+    if reason == "invalid":
+        assert [row["rejected"] for row in forged.rounds] == [1, 1, 1]
+        assert all(row["problem"].startswith("server:0 expected a valid fedvae.gradient from user:0: ") for row in rejections)

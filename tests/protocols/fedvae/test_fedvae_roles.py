@@ -1,0 +1,159 @@
+"""FedVAE's roles one at a time on a small hand-built network: what a user answers (and what it ignores or
+refuses), what the server receives, validates and steps on -- each checked against Algorithm 2 computed
+here."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import trio
+
+from fedrecsim.actors.user import User
+from fedrecsim.errors import ProtocolViolation
+from fedrecsim.mechanisms.adam import AdamHyper, adam_init, adam_step
+from fedrecsim.models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, init_params
+from fedrecsim.network.ledger import Ledger
+from fedrecsim.network.links import Constant, LinkSpec, Links
+from fedrecsim.network.network import Network
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.protocols.fedvae.aggregation import FilterSettings
+from fedrecsim.protocols.fedvae.messages import Gradient, Model, SparseGradient
+from fedrecsim.protocols.fedvae.roles import FedVAEServer, FedVAEUser
+
+HYPER = MultVAEHyper(hidden=4, latent=2, dropout=0.5, beta=0.2)
+ITEMS = 6
+
+
+def _network() -> Network:
+    network = Network(Links(0, LinkSpec(Constant(0.01))), Ledger())
+    network.attach(SERVER)
+    return network
+
+
+def _online(nursery: trio.Nursery, network: Network, user: User) -> None:
+    """What the population does for a joining user: attach, announce, run."""
+    network.attach(user.party)
+    user.announce_join()
+    nursery.start_soon(user.run)  # type: ignore[attr-defined]
+
+
+def _user(network: Network, index: int, items: list[int], seed: int, sparse: bool = False) -> FedVAEUser:
+    layout = Layout.of(ITEMS, HYPER)
+    values = np.ones(len(items))
+    return FedVAEUser(Party(Role.USER, index), network, np.random.default_rng(seed), np.array(items), values, layout, HYPER, sparse)
+
+
+def _server(network: Network, omega: np.ndarray, users_per_round: int, sparse: bool = False) -> FedVAEServer:
+    return FedVAEServer(
+        SERVER, network, np.random.default_rng(1), Layout.of(ITEMS, HYPER), omega, users_per_round=users_per_round,
+        adam=AdamHyper(eta=0.01), settings=FilterSettings("none"), sparse=sparse,
+    )
+
+
+def _expected_gradient(omega: np.ndarray, items: list[int], seed: int, draws: int = 1) -> np.ndarray:
+    """The user's gradient at ω from the ``draws``-th noise draw of its generator (seeded ``seed``)."""
+    rng = np.random.default_rng(seed)
+    batch = Batch.single(items, np.ones(len(items)), ITEMS)
+    for _ in range(draws):
+        noise = draw_noise(rng, batch, HYPER)
+    return dense_user_gradients(omega, Layout.of(ITEMS, HYPER), batch, noise, HYPER)[0]
+
+
+async def test_a_round_is_one_adam_step_along_the_mean_of_the_sampled_users_gradients(autojump_clock) -> None:
+    network = _network()
+    omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
+    server = _server(network, omega.copy(), users_per_round=5)
+    rows = {0: [0, 2, 5], 1: [1, 2], 2: [3, 4, 5]}
+    users = [_user(network, index, items, 20 + index) for index, items in rows.items()]
+    async with network.open(), trio.open_nursery() as nursery:
+        for user in users:
+            _online(nursery, network, user)
+        await trio.sleep(1.0)
+        report = await server.round(1, 0.0, trio.current_time() + 10)
+        nursery.cancel_scope.cancel()
+    assert report.selected == report.accepted == report.kept == tuple(user.party for user in users)
+    assert report.missing == () and report.rejected == () and report.applied
+    mean = sum(_expected_gradient(omega, items, 20 + index) for index, items in rows.items()) / np.float32(3)
+    expected, _ = adam_step(omega, mean.astype(np.float32), adam_init(omega), AdamHyper(eta=0.01))
+    np.testing.assert_allclose(server.omega, expected, rtol=0, atol=1e-6)
+    assert server.adam.t == 1
+
+
+class Replayer(User):
+    """Sends user:0 the same ω twice for round 1, then once for round 2, and keeps what user:0 answers."""
+
+    def __init__(self, network: Network, omega: np.ndarray) -> None:
+        super().__init__(Party(Role.USER, 9), network, np.random.default_rng(0))
+        self.omega = omega
+        self.answers: list[Gradient] = []
+
+    async def run(self) -> None:
+        target = Party(Role.USER, 0)
+        for round_index in (1, 1, 2):
+            self.network.send(SERVER, target, Model(round_index, self.omega))
+            await trio.sleep(1.0)
+        self.answers = [envelope.body for envelope in self.network.mailbox(SERVER).take_all(Gradient.KIND)]
+
+
+async def test_a_user_answers_a_round_once_and_a_copy_of_its_request_costs_it_no_draw(autojump_clock) -> None:
+    network = _network()
+    omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
+    user = _user(network, 0, [0, 1, 4], seed=7)
+    replayer = Replayer(network, omega)
+    async with network.open(), trio.open_nursery() as nursery:
+        network.attach(user.party)
+        nursery.start_soon(user.run)
+        await replayer.run()
+        nursery.cancel_scope.cancel()
+    assert [answer.round for answer in replayer.answers] == [1, 2]
+    # float32 sums may round differently in another buffer (BLAS): equal to 1e-6, where another draw differs by ~1e-2.
+    np.testing.assert_allclose(replayer.answers[0].values, _expected_gradient(omega, [0, 1, 4], 7, draws=1), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(replayer.answers[1].values, _expected_gradient(omega, [0, 1, 4], 7, draws=2), rtol=0, atol=1e-6)
+
+
+async def test_a_user_refuses_parameters_of_another_length(autojump_clock) -> None:
+    network = _network()
+    user = _user(network, 0, [1], seed=3)
+    size = Layout.of(ITEMS, HYPER).size
+    network.attach(user.party)
+    async with network.open():
+        network.send(SERVER, user.party, Model(4, np.zeros(size - 1, np.float32)))
+        with pytest.raises(ProtocolViolation, match=re.escape(f"user:0 expected parameters of length {size}, received {size - 1} in round 4")):
+            await user.run()
+
+
+class OtherKind(User):
+    """Answers ω with a well-formed gradient of the other format than the server's."""
+
+    def __init__(self, network: Network, sparse: bool) -> None:
+        super().__init__(Party(Role.USER, 3), network, np.random.default_rng(0))
+        self.sparse = sparse
+
+    async def run(self) -> None:
+        request = (await self.recv(Model, deadline=100.0)).body
+        size = request.weights.size
+        first = ITEMS * HYPER.hidden
+        if self.sparse:
+            self.send(SERVER, SparseGradient(request.round, np.zeros(0, np.int32), np.zeros((0, HYPER.hidden), np.float32),
+                                             np.zeros(size - first, np.float32)))
+        else:
+            self.send(SERVER, Gradient(request.round, np.zeros(size, np.float32)))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+async def test_the_server_receives_only_its_runs_gradient_format(autojump_clock, sparse: bool) -> None:
+    network = _network()
+    omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
+    server = _server(network, omega.copy(), users_per_round=5, sparse=sparse)
+    other = OtherKind(network, sparse=not sparse)
+    async with network.open(), trio.open_nursery() as nursery:
+        _online(nursery, network, other)
+        await trio.sleep(1.0)
+        report = await server.round(1, 0.0, trio.current_time() + 5)
+        nursery.cancel_scope.cancel()
+    assert report.missing == (other.party,) and not report.applied
+    np.testing.assert_array_equal(server.omega, omega)
+    (rejection,) = network.ledger.faults()["rejections"]
+    assert rejection["reason"] == "unexpected" and rejection["kind"] == ("fedvae.gradient" if sparse else "fedvae.sparse_gradient")
