@@ -1,7 +1,8 @@
 """The ``fedrecsim`` command.
 
 ``fedrecsim run FILE [--set key.path=value ...] [--seed N] [--out DIR [--overwrite]] [--transcript]
-[--quiet | --progress]`` runs a scenario and prints its summary; ``fedrecsim protocols`` lists the
+[--quiet | --progress] [--transport sim|tcp [--processes GROUPS]]`` runs a scenario and prints its summary
+(``--transport tcp``: over loopback TCP with the parties in several processes, `fedrecsim.launcher`); ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
 --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
@@ -64,6 +65,17 @@ def _parser() -> argparse.ArgumentParser:
         help="let --out replace an existing fedrecsim result folder (never anything else)",
     )
     run_cmd.add_argument("--transcript", action="store_true", help="also write transcript.csv")
+    run_cmd.add_argument(
+        "--transport", choices=("sim", "tcp"), default="sim",
+        help="sim: the simulated network in virtual time (default); tcp: real loopback TCP on the real clock, "
+        "the parties split across OS processes (fcf, dpmf S2; zero-latency, fault-free scenarios)",
+    )
+    run_cmd.add_argument(
+        "--processes", metavar="GROUP,GROUP,...",
+        help="with --transport tcp: one process per group, each a role or roles joined by + (users may repeat: "
+        "the users are split between those processes), e.g. server,third_party,users or server,users,users "
+        "(default: one process per role)",
+    )
     shown = run_cmd.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="no progress bar")
     shown.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
@@ -154,6 +166,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     scenario = parse_scenario(apply_overrides(read_tables(args.scenario), overrides))
+    if args.transport == "tcp" and args.transcript:
+        raise ConfigError("--transcript", "not available with --transport tcp: each process sees only its own deliveries")
+    if args.processes is not None and args.transport != "tcp":
+        raise ConfigError("--processes", "places parties in processes only with --transport tcp")
     if args.out is not None:
         target = prepare_output(args.out, overwrite=args.overwrite)
     else:
@@ -161,7 +177,12 @@ def _run(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr) if args.progress or (not args.quiet and sys.stderr.isatty()) else None
     with _sigterm_as_interrupt() as terminated:
         try:
-            run_result = run(scenario, out=target, transcript=args.transcript, progress=bar)
+            if args.transport == "tcp":
+                from .launcher import run_tcp
+
+                run_result = run_tcp(scenario, processes=args.processes, out=target, progress=bar)
+            else:
+                run_result = run(scenario, out=target, transcript=args.transcript, progress=bar)
         except Interrupted as exc:
             if bar is not None:
                 bar.break_line()

@@ -23,6 +23,7 @@ fedrecsim's waits all carry virtual deadlines.
 from __future__ import annotations
 
 import math
+import time
 from typing import Protocol
 
 import trio
@@ -81,10 +82,32 @@ class VirtualClock(trio.abc.Clock):
         return 0.0
 
 
+class SharedClock(trio.abc.Clock):
+    """The real clock, read as seconds since a shared ``epoch`` of `time.monotonic` (`run_tcp`).
+
+    Every process of a run over TCP runs on this clock with the same epoch: the system's monotonic clock
+    is one for all processes of the machine, so a deadline one party computes and sends (a roster's
+    ``collect_until``) means the same instant to the party that receives it -- trio's own clock starts each
+    process at a random offset. Time follows the wall clock; sleeps are real.
+    """
+
+    def __init__(self, epoch: float) -> None:
+        self.epoch = epoch
+
+    def start_clock(self) -> None:
+        """Nothing to start: the monotonic clock runs anyway."""
+
+    def current_time(self) -> float:
+        return time.monotonic() - self.epoch
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        return max(0.0, deadline - self.current_time())
+
+
 def _someone_waits_for_idle() -> bool:
     """Whether a task of the running loop waits in `trio.testing.wait_all_tasks_blocked` (trio keeps no
     public record of it; `MockClock` reads the same runner state)."""
     return bool(GLOBAL_RUN_CONTEXT.runner.waiting_for_idle)
 
 
-__all__ = ["VirtualClock", "WakeSource"]
+__all__ = ["SharedClock", "VirtualClock", "WakeSource"]

@@ -123,6 +123,18 @@ class Actor:
                 source = f" from {sender}" if sender is not None else ""
                 raise PartyTimeout(f"{self.party} waited for {tag}{source} until t={deadline:.3f}s; none came")
 
+    async def wait_until(self, condition: Callable[[], bool], *, deadline: float, what: str) -> None:
+        """Wait until ``condition()`` holds -- checked now and after each delivery to this party -- or until
+        the virtual ``deadline``. ``condition`` reads what was delivered (e.g. applies joins) itself.
+
+        Raises:
+            PartyTimeout: ``condition()`` still did not hold at ``deadline``; the message names ``what``.
+        """
+        mailbox = self.mailbox
+        while not condition():
+            if not await mailbox.wait(deadline) and not condition():
+                raise PartyTimeout(f"{self.party} waited for {what} until t={deadline:.3f}s; it did not come")
+
     async def gather(
         self,
         kind: type[M],

@@ -185,6 +185,53 @@ class Ledger:
         key = f"{items} {fate}"
         per_party[key] = per_party.get(key, 0) + count
 
+    # ------------------------------------------------------------------ across processes
+
+    def export(self) -> dict[str, Any]:
+        """The counters as plain, picklable values, and the transcript's digest so far (`combined`)."""
+        return {
+            "parties": {party: list(counters) for party, counters in self._parties.items()},
+            "kinds": {kind: list(counts) for kind, counts in self._kinds.items()},
+            "rounds": {index: list(counts) for index, counts in self._rounds.items()},
+            "online": dict(self._online),
+            "dropped": dict(self._dropped_by_reason),
+            "rejected": dict(self._rejected_by_reason),
+            "rejections": list(self.rejections),
+            "duplicated": self.duplicated,
+            "withheld": {party: dict(counts) for party, counts in self._withheld.items()},
+            "digest": self._hash.digest(),
+        }
+
+    @classmethod
+    def combined(cls, exports: list[dict[str, Any]]) -> Ledger:
+        """One ledger whose counters are the sums of those of ``exports`` (`export`): the ledgers of the
+        processes of a run over TCP, each counting its own parties (`fedrecsim.launcher`). Its transcript
+        hash is XXH3-128 over their digests in the order given: a fingerprint of that run, not a
+        reproducible one -- delivery times on the real clock differ from run to run."""
+        ledger = cls()
+        for part in exports:
+            for party, counters in part["parties"].items():
+                _add(ledger._counters(party), counters)
+            for kind, counts in part["kinds"].items():
+                _add(ledger._kinds.setdefault(kind, [0, 0]), counts)
+            for index, counts in part["rounds"].items():
+                _add(ledger._rounds.setdefault(index, [0, 0]), counts)
+            for index, online in part["online"].items():
+                ledger._online[index] = ledger._online.get(index, 0) + online
+            for reason, count in part["dropped"].items():
+                ledger._dropped_by_reason[reason] += count
+            for reason, count in part["rejected"].items():
+                ledger._rejected_by_reason[reason] += count
+            ledger.rejections.extend(part["rejections"][:MAX_REJECTIONS - len(ledger.rejections)])
+            ledger.duplicated += part["duplicated"]
+            for party, counts in part["withheld"].items():
+                for key, count in counts.items():
+                    per_party = ledger._withheld.setdefault(party, {})
+                    per_party[key] = per_party.get(key, 0) + count
+            ledger._hash.update(part["digest"])
+        ledger.round = max(ledger._rounds)
+        return ledger
+
     # ------------------------------------------------------------------ read-outs
 
     @property
@@ -270,6 +317,11 @@ class Ledger:
             writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status"))
             for row in self.transcript:
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status))
+
+
+def _add(into: list[int], counts: list[int]) -> None:
+    for position, count in enumerate(counts):
+        into[position] += count
 
 
 __all__ = ["DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]

@@ -447,16 +447,19 @@ class Network:
                     continue
                 ledger.record_delivered(arrival, src, dst, kind, data)
                 envelope = self._decode_forged(arrival, src, dst, kind, data) if strict else decode_trusted(data)
-                if envelope is None:
-                    continue
-                mailbox = mailboxes[dst]
-                receives = mailbox.receives
-                if receives is not None and envelope.kind not in receives:
-                    problem = f"{dst} expected one of {', '.join(sorted(receives))}; received {envelope.kind} from {src}"
-                    ledger.record_rejected(arrival, src, dst, envelope.kind, RejectReason.UNEXPECTED, problem)
-                    continue
-                mailbox.put(envelope)
+                if envelope is not None:
+                    self._accept(arrival, src, dst, mailboxes[dst], envelope)
         self._timers.expire_due(now)
+
+    def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
+        """Put ``envelope``, delivered from ``src`` to ``dst``, in ``dst``'s ``mailbox``, or reject it: a kind
+        ``dst``'s role never receives."""
+        receives = mailbox.receives
+        if receives is not None and envelope.kind not in receives:
+            problem = f"{dst} expected one of {', '.join(sorted(receives))}; received {envelope.kind} from {src}"
+            self.ledger.record_rejected(arrival, src, dst, envelope.kind, RejectReason.UNEXPECTED, problem)
+            return
+        mailbox.put(envelope)
 
     def _decode_forged(self, arrival: float, src: Party, dst: Party, kind: str, data: bytes) -> Envelope | None:
         """A forged message through the strict decoder; None (and a rejection) when it does not decode."""

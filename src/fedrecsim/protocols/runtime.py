@@ -3,6 +3,10 @@
 A protocol is an async function ``run(ctx) -> Outcome`` executed inside an open network in virtual time.
 It builds its actors, drives its rounds and measures its metrics; the runner owns everything around it
 (data, network, ledger, clock, result folder).
+
+A protocol that can also run over real TCP with its parties in several OS processes (``fedrecsim run
+--transport tcp``, `fedrecsim.launcher`) says how in `Distributed`: the same actors, one entry per role
+for the process that hosts that role's parties, and how the parts the processes return make its `Outcome`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import trio
 
 from ..actors.membership import Join, Leave
 from ..actors.population import Population
@@ -22,6 +27,7 @@ from ..invariants import InvariantMonitor
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
 from ..network.party import SERVER, Party, Role
+from ..network.tcp import Group
 from ..network.wire import encode, kind_of
 from ..seeding import Stream, generator
 
@@ -241,6 +247,59 @@ class TrafficPlan:
     assumptions: tuple[str, ...] = ()
 
 
+class Cue:
+    """What one entry of a process (`Distributed`) waits for: the start of the run, and its end.
+
+    ``await cue.ready()`` says the entry has built its actors and attached the parties that must be
+    reachable from the start (the server, the third party), and returns when every process has said so:
+    no party sends before every process listens. ``await cue.stopped()`` returns when the run is over
+    (the server's entry returned).
+    """
+
+    def __init__(self, go: trio.Event, stop: trio.Event) -> None:
+        self.set_up = trio.Event()
+        self._go = go
+        self._stop = stop
+
+    async def ready(self) -> None:
+        self.set_up.set()
+        await self._go.wait()
+
+    async def stopped(self) -> None:
+        await self._stop.wait()
+
+
+#: One process's entry for the parties of one role it hosts: ``entry(ctx, group, cue) -> part``.
+Entry = Callable[[RunContext, Group, Cue], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """How a protocol runs over TCP with its parties split across OS processes (`fedrecsim.launcher`).
+
+    The actors and their messages are the simulated run's; only the orchestration is split. Every process
+    builds the run's `RunContext` itself -- the same data and seed, so each actor gets the generator it
+    gets in the simulation (spawned from the seed by party id) -- with a network that reaches the other
+    processes' parties over TCP.
+
+    Attributes:
+        roles: the roles of the protocol's parties, in launch order (by default one process each).
+        entries: per role, the entry a process runs for the parties of that role it hosts (a user process:
+            for its block of users, ``group.users``). Each calls ``await cue.ready()`` once set up. The
+            server's entry drives the rounds, and its return ends the run; every other entry returns its
+            part after ``await cue.stopped()``.
+        outcome: the run's `Outcome` from the parts every process returned, per role in process order:
+            ``outcome(ctx, parts)``, where ``ctx`` has no network (the launching process hosts no party).
+        check: raises `ConfigError` for a configuration the entries cannot run (``check(ctx)``, again
+            without a network), before any process starts.
+    """
+
+    roles: tuple[Role, ...]
+    entries: Mapping[Role, Entry]
+    outcome: Callable[[RunContext, Mapping[Role, list[dict[str, Any]]]], Outcome]
+    check: Callable[[RunContext], None] = lambda ctx: None
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     """A registered protocol: its name, its ``[protocol]`` config class and its run function.
@@ -248,6 +307,9 @@ class ProtocolSpec:
     ``plan``, optional, returns the protocol's `TrafficPlan` for a scenario without running it:
     ``fedrecsim inspect`` estimates messages and bytes per round and role from it. Without one,
     inspect reports the traffic it measures in a short calibration run.
+
+    ``distributed``, optional, lets the protocol run over TCP across processes (`Distributed`); without
+    it, ``--transport tcp`` refuses the protocol before anything starts.
     """
 
     name: str
@@ -255,3 +317,4 @@ class ProtocolSpec:
     run: Callable[[RunContext], Awaitable[Outcome]]
     description: str = ""
     plan: Callable[[PlanContext], TrafficPlan] | None = None
+    distributed: Distributed | None = None

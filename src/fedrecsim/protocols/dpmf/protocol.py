@@ -82,7 +82,7 @@ what the difference attack works on), ``rated_items_seen`` (the recommender's kn
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -92,8 +92,9 @@ from ...actors.population import Population
 from ...errors import ConfigError
 from ...mechanisms.laplace import laplace_scale
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
+from ...network.tcp import Group
 from ...seeding import Stream
-from ..runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
+from ..runtime import Cue, Distributed, Outcome, PaperFigure, ProtocolSpec, RunContext
 from .central import accuracy, error_distribution, refit_items, replay, train_baseline, train_error
 from .config import DPMFConfig
 from .headroom import ITEM_NORM_BOUND, Headroom, aggregate_headroom, check_ring
@@ -410,6 +411,23 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
     return _private_outcome(ctx, config, public, users, recommender, verifier, population, rounds, contributed, initial_u, initial_v, timing_s)
 
 
+def _compared(
+    ctx: RunContext, config: DPMFConfig, public: PublicParameters, rounds: list[dict[str, float]],
+    contributed: list[np.ndarray], initial_u: np.ndarray, initial_v: np.ndarray,
+) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+    """The final metrics -- the last round's, beside the baseline's and (``replay``) the noiseless run's --
+    and the baseline's U and V."""
+    final = {name: value for name, value in rounds[-1].items() if name != "round"}
+    base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, config.baseline_rounds or ctx.rounds)
+    final["baseline_err_mean"] = train_error(base_u, base_v, ctx.train)
+    final["err_increase"] = final["err_mean"] - final["baseline_err_mean"]
+    if config.replay:
+        replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
+        final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
+        final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
+    return final, base_u, base_v
+
+
 def _private_outcome(
     ctx: RunContext,
     config: DPMFConfig,
@@ -424,14 +442,7 @@ def _private_outcome(
     initial_v: np.ndarray,
     timing_s: dict[str, Any],
 ) -> Outcome:
-    final = {name: value for name, value in rounds[-1].items() if name != "round"}
-    base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, config.baseline_rounds or ctx.rounds)
-    final["baseline_err_mean"] = train_error(base_u, base_v, ctx.train)
-    final["err_increase"] = final["err_mean"] - final["baseline_err_mean"]
-    if config.replay:
-        replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
-        final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
-        final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
+    final, base_u, base_v = _compared(ctx, config, public, rounds, contributed, initial_u, initial_v)
     privacy = _privacy(config, public, ctx.rounds)
     noised = recommender.eta_whole
     privacy["eta"] = {
@@ -500,6 +511,149 @@ def _communication_figures(config: DPMFConfig, public: PublicParameters, rounds:
     ]
 
 
+# --------------------------------------------------------------------------- S2 over TCP (`Distributed`)
+
+
+def _check_distributed(ctx: RunContext) -> None:
+    """Over TCP: S2's protected variant only; the rest of `run`'s checks (rating range, ring) as usual."""
+    config: DPMFConfig = ctx.config
+    if config.scenario != "S2":
+        raise ConfigError("protocol.scenario", f"over TCP dpmf runs S2 only yet; got {config.scenario}")
+    if config.variant != "protected":
+        raise ConfigError("protocol.variant", "over TCP dpmf runs the protected variant (with the third party) only")
+    _headroom(ctx, config, _public(ctx, config))
+
+
+def _refreshed(recommender: Recommender, condition: Callable[[Recommender], bool]) -> Callable[[], bool]:
+    """``condition`` of the recommender after it applied the joins, leaves and item requests delivered."""
+
+    def check() -> bool:
+        recommender.refresh()
+        return condition(recommender)
+
+    return check
+
+
+async def _recommend(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
+    """The recommender's process: `_run_private`'s set-up and iterations, each started once what the
+    simulation's round gap guarantees is in -- every user's join, and every set-up user's next request."""
+    config: DPMFConfig = ctx.config
+    public = _public(ctx, config)
+    recommender = Recommender(
+        SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, config.max_users, config.k_presharing, config.sharers
+    )
+    initial_v = recommender.item_factors.copy()
+    ctx.network.attach(SERVER)
+    await cue.ready()
+    timing = ctx.scenario.run
+    everyone = frozenset(Party(Role.USER, index) for index in range(ctx.train.n_users))
+    await recommender.wait_until(
+        _refreshed(recommender, lambda r: r.members >= everyone), deadline=trio.current_time() + timing.round_timeout_s,
+        what="every user's join",
+    )
+    await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
+    await ctx.network.sleep(timing.round_gap_s)
+    rounds: list[dict[str, float]] = []
+    contributed: list[np.ndarray] = []
+    for round_index in range(1, ctx.rounds + 1):
+        ctx.network.ledger.begin_round(round_index, len(recommender.members))
+        await recommender.wait_until(
+            _refreshed(recommender, lambda r: r.set_up is not None and r.set_up.issubset(r.requests)),
+            deadline=trio.current_time() + timing.round_timeout_s, what=f"every set-up user's item request for round {round_index}",
+        )
+        served = recommender.serve(round_index, timing.round_timeout_s)
+        update = await recommender.collect(trio.current_time() + timing.round_timeout_s)
+        rounds.append(_round_row(round_index, served, update))
+        contributed.append(np.array([party.index for party in update.contributors] if update is not None else [], dtype=np.int64))
+        ctx.progress(round_index)
+        await ctx.network.sleep(timing.round_gap_s)
+    return {
+        "rounds": rounds, "contributed": contributed, "item_factors": recommender.item_factors, "initial_item_factors": initial_v,
+        "eta_whole": recommender.eta_whole, "eta_pieces": recommender.eta_pieces, "eta_skipped": recommender.eta_skipped,
+        "recent": list(recommender.recent), "rated_items": dict(recommender.rated_items),
+    }
+
+
+async def _aggregate(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
+    """The third party's process: its `Aggregator` until the run stops."""
+    aggregator = Aggregator(THIRD_PARTY, ctx.network, ctx.rng(Stream.ACTOR, Role.THIRD_PARTY.code, 0), _public(ctx, ctx.config))
+    aggregator.horizon_s = ctx.horizon_s
+    ctx.network.attach(THIRD_PARTY)
+    await cue.ready()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(aggregator.run)
+        await cue.stopped()
+        nursery.cancel_scope.cancel()
+    return {}
+
+
+async def _contribute(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
+    """A users' process: its block of users online until the run stops; their profiles are its part."""
+    public = _public(ctx, ctx.config)
+    users = {
+        party: PrivateUser(party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, party.index), items, values, public)
+        for party, items, values in _user_data(ctx)
+        if party.index in group.users
+    }
+    initial_u = _user_factors(users) if users else np.empty((0, public.d))
+    population = ctx.population(users)
+    await cue.ready()
+    async with population.open():
+        await cue.stopped()
+    return {"users": group.users, "user_factors": _user_factors(users) if users else initial_u, "initial_user_factors": initial_u}
+
+
+def _users_rows(parts: list[dict[str, Any]], name: str) -> np.ndarray:
+    """The users' rows of ``name`` from every users' process, in user order."""
+    return np.concatenate([part[name] for part in sorted(parts, key=lambda part: part["users"].start)])
+
+
+def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, Any]]]) -> Outcome:
+    """`_private_outcome` from the processes' parts: metrics after the last round only, and without the
+    invariant monitors and the noise measurements, which read every party's state."""
+    config: DPMFConfig = ctx.config
+    public = _public(ctx, config)
+    served = parts[Role.SERVER][0]
+    user_factors, initial_u = _users_rows(parts[Role.USER], "user_factors"), _users_rows(parts[Role.USER], "initial_user_factors")
+    rounds = served["rounds"]
+    rounds[-1].update(accuracy(user_factors, served["item_factors"], ctx.train, ctx.test))
+    final, base_u, base_v = _compared(ctx, config, public, rounds, served["contributed"], initial_u, served["initial_item_factors"])
+    privacy = _privacy(config, public, ctx.rounds)
+    noised = served["eta_whole"]
+    privacy["eta"] = {
+        "items_noised": int(noised.sum()),
+        "items_without_eta": 0,
+        "pieces_min": int(served["eta_pieces"][noised].min()) if noised.any() else 0,
+        "skipped_updates": served["eta_skipped"],
+    }
+    privacy["ring"] = _ring_report(public, _headroom(ctx, config, public))
+    state = {
+        "item_factors": served["item_factors"],
+        "user_factors": user_factors,
+        "initial_user_factors": initial_u,
+        "initial_item_factors": served["initial_item_factors"],
+        "contributors": served["contributed"],
+        "recent_aggregates": served["recent"],
+        "rated_items_seen": served["rated_items"],
+    }
+    warnings = (
+        ["over TCP the invariant monitors did not run: they read every party's state, which lives in its own process"]
+        if config.check_invariants else []
+    )
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
+        warnings=warnings, distributions=_error_distributions(user_factors, served["item_factors"], base_u, base_v, ctx),
+    )
+
+
+DISTRIBUTED = Distributed(
+    (Role.SERVER, Role.THIRD_PARTY, Role.USER),
+    {Role.SERVER: _recommend, Role.THIRD_PARTY: _aggregate, Role.USER: _contribute},
+    _distributed_outcome,
+    check=_check_distributed,
+)
+
 PROTOCOL = ProtocolSpec(
-    "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan
+    "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan,
+    distributed=DISTRIBUTED,
 )

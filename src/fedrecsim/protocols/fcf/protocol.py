@@ -20,6 +20,7 @@ Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` (e
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,8 +34,9 @@ from ...data.ratings import Ratings
 from ...models.implicit_mf import ImplicitHyper
 from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
+from ...network.tcp import Group
 from ...seeding import Stream
-from ..runtime import Outcome, ProtocolSpec, RunContext
+from ..runtime import Cue, Distributed, Outcome, ProtocolSpec, RunContext
 from .traffic import plan as traffic_plan
 from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
 
@@ -61,32 +63,44 @@ class FCFConfig:
     )
 
 
-def _parties(ctx: RunContext, config: FCFConfig) -> tuple[dict[Party, Any], Any]:
-    """One user actor per user of the training data (with its own ratings), and the server."""
+def _roles(config: FCFConfig) -> tuple[Any, type, type]:
+    """The hyperparameters, user class and server class of ``config.feedback``."""
     if config.feedback == "explicit":
         hyper: Any = MFHyper(d=config.d, gamma=config.gamma, lam=config.lam, mu=config.mu, normalize=config.normalize)
-        user_cls, server_cls = ExplicitUser, ExplicitServer
-    else:
-        hyper = ImplicitHyper(d=config.d, gamma=config.gamma, lam=config.lam, alpha=config.alpha, normalize=config.normalize)
-        user_cls, server_cls = ImplicitUser, ImplicitServer
+        return hyper, ExplicitUser, ExplicitServer
+    hyper = ImplicitHyper(d=config.d, gamma=config.gamma, lam=config.lam, alpha=config.alpha, normalize=config.normalize)
+    return hyper, ImplicitUser, ImplicitServer
+
+
+def _users(ctx: RunContext, config: FCFConfig, indices: range) -> dict[Party, Any]:
+    """One user actor per user of ``indices`` (with its own ratings)."""
+    hyper, user_cls, _ = _roles(config)
     index = ctx.train.by_user()
     users = {}
-    for user_index in range(ctx.train.n_users):
+    for user_index in indices:
         party = Party(Role.USER, user_index)
         start, stop = index.indptr[user_index], index.indptr[user_index + 1]
         users[party] = user_cls(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, user_index),
             index.items[start:stop], index.values[start:stop], hyper,
         )
-    server = server_cls(
+    return users
+
+
+def _server(ctx: RunContext, config: FCFConfig) -> Any:
+    hyper, _, server_cls = _roles(config)
+    return server_cls(
         SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), ctx.train.n_items, hyper, config.max_users,
         config.max_abs_gradient,
     )
-    return users, server
 
 
-def _explicit_metrics(users: dict[Party, ExplicitUser], item_factors: np.ndarray, train: Ratings, test: Ratings) -> dict[str, float]:
-    user_factors = np.stack([user.u for user in users.values()])
+def _profiles(config: FCFConfig, users: Iterable[Any]) -> np.ndarray:
+    """The users' profiles, one row each: u (explicit) or x (implicit)."""
+    return np.stack([user.u if config.feedback == "explicit" else user.x for user in users])
+
+
+def _explicit_metrics(user_factors: np.ndarray, item_factors: np.ndarray, train: Ratings, test: Ratings) -> dict[str, float]:
     metrics = {}
     for name, ratings in (("train", train), ("test", test)):
         if len(ratings):
@@ -96,11 +110,17 @@ def _explicit_metrics(users: dict[Party, ExplicitUser], item_factors: np.ndarray
     return metrics
 
 
-def _implicit_metrics(ctx: RunContext, users: dict[Party, ImplicitUser], item_factors: np.ndarray) -> dict[str, float]:
+def _implicit_metrics(ctx: RunContext, user_factors: np.ndarray, item_factors: np.ndarray) -> dict[str, float]:
     if not len(ctx.test):
         return {}
-    scores = np.stack([user.x for user in users.values()]) @ item_factors.T
+    scores = user_factors @ item_factors.T
     return hit_rate_at_k(scores, ctx.test, ctx.train, (2, 5, 10), n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
+
+
+def _metrics(ctx: RunContext, config: FCFConfig, user_factors: np.ndarray, item_factors: np.ndarray) -> dict[str, float]:
+    if config.feedback == "explicit":
+        return _explicit_metrics(user_factors, item_factors, ctx.train, ctx.test)
+    return _implicit_metrics(ctx, user_factors, item_factors)
 
 
 def _check_evaluable(ctx: RunContext) -> None:
@@ -114,13 +134,21 @@ def _check_evaluable(ctx: RunContext) -> None:
         )
 
 
+def _check(ctx: RunContext) -> None:
+    if ctx.config.feedback == "implicit":
+        _check_evaluable(ctx)
+
+
+def _row(round_index: int, report: RoundReport) -> dict[str, float]:
+    return {"round": round_index, "participants": report.replied, "missing": report.missing, "rejected": report.rejected}
+
+
 async def run(ctx: RunContext) -> Outcome:
     config: FCFConfig = ctx.config
-    if config.feedback == "implicit":
-        _check_evaluable(ctx)
-    users, server = _parties(ctx, config)
+    _check(ctx)
+    users, server = _users(ctx, config, range(ctx.train.n_users)), _server(ctx, config)
     initial_item_factors = server.item_factors.copy()
-    initial_user_factors = np.stack([user.u for user in users.values()]) if config.feedback == "explicit" else None
+    initial_user_factors = _profiles(config, users.values()) if config.feedback == "explicit" else None
     ctx.network.attach(SERVER)
     population = ctx.population(users)
     timing = ctx.scenario.run
@@ -130,14 +158,9 @@ async def run(ctx: RunContext) -> Outcome:
         for round_index in range(1, ctx.rounds + 1):
             population.begin_round(round_index)
             report: RoundReport = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
-            row: dict[str, float] = {
-                "round": round_index, "participants": report.replied, "missing": report.missing, "rejected": report.rejected
-            }
+            row = _row(round_index, report)
             if round_index % config.eval_every == 0 or round_index == ctx.rounds:
-                if config.feedback == "explicit":
-                    row.update(_explicit_metrics(users, server.item_factors, ctx.train, ctx.test))
-                else:
-                    row.update(_implicit_metrics(ctx, users, server.item_factors))
+                row.update(_metrics(ctx, config, _profiles(config, users.values()), server.item_factors))
             rounds.append(row)
             population.end_round(round_index)
             ctx.progress(round_index)
@@ -145,12 +168,77 @@ async def run(ctx: RunContext) -> Outcome:
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
     state = {"item_factors": server.item_factors, "initial_item_factors": initial_item_factors}
     if config.feedback == "explicit":
-        state["user_factors"] = np.stack([user.u for user in users.values()])
+        state["user_factors"] = _profiles(config, users.values())
         state["initial_user_factors"] = initial_user_factors
     state["population"] = {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes}
     return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
 
 
+# --------------------------------------------------------------------------- over TCP (`Distributed`)
+
+
+async def _serve(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
+    """The server's process: once every user has joined and registered, the rounds of `run`."""
+    config: FCFConfig = ctx.config
+    server = _server(ctx, config)
+    initial_item_factors = server.item_factors.copy()
+    ctx.network.attach(SERVER)
+    await cue.ready()
+    timing = ctx.scenario.run
+    everyone = [Party(Role.USER, index) for index in range(ctx.train.n_users)]
+    await server.wait_until(
+        lambda: server.knows(everyone), deadline=trio.current_time() + timing.round_timeout_s, what="every user's join"
+    )
+    rounds = []
+    for round_index in range(1, ctx.rounds + 1):
+        ctx.network.ledger.begin_round(round_index, len(server.members))
+        rounds.append(_row(round_index, await server.round(round_index, trio.current_time() + timing.round_timeout_s)))
+        ctx.progress(round_index)
+        await ctx.network.sleep(timing.round_gap_s)
+    return {"rounds": rounds, "item_factors": server.item_factors, "initial_item_factors": initial_item_factors}
+
+
+async def _live(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
+    """A users' process: its block of users online until the run stops; their profiles are its part."""
+    config: FCFConfig = ctx.config
+    users = _users(ctx, config, group.users)
+    initial = _profiles(config, users.values()) if users else np.empty((0, config.d))
+    population = ctx.population(users)
+    await cue.ready()
+    async with population.open():
+        await cue.stopped()
+    final = _profiles(config, users.values()) if users else initial
+    return {"users": group.users, "user_factors": final, "initial_user_factors": initial}
+
+
+def _assembled(parts: list[dict[str, Any]], name: str) -> np.ndarray:
+    """The users' rows of ``name`` from every users' process, in user order."""
+    ordered = sorted(parts, key=lambda part: part["users"].start)
+    return np.concatenate([part[name] for part in ordered])
+
+
+def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, Any]]]) -> Outcome:
+    """The outcome of a run over TCP: `run`'s, with the metrics measured after the last round only (the
+    users' profiles stay in their processes until the run is over)."""
+    config: FCFConfig = ctx.config
+    served = parts[Role.SERVER][0]
+    user_factors = _assembled(parts[Role.USER], "user_factors")
+    rounds = served["rounds"]
+    rounds[-1].update(_metrics(ctx, config, user_factors, served["item_factors"]))
+    final = {name: value for name, value in rounds[-1].items() if name != "round"}
+    state = {"item_factors": served["item_factors"], "initial_item_factors": served["initial_item_factors"]}
+    if config.feedback == "explicit":
+        state["user_factors"] = user_factors
+        state["initial_user_factors"] = _assembled(parts[Role.USER], "initial_user_factors")
+    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
+
+
+DISTRIBUTED = Distributed(
+    (Role.SERVER, Role.USER), {Role.SERVER: _serve, Role.USER: _live}, _distributed_outcome, check=_check
+)
+
+
 PROTOCOL = ProtocolSpec(
-    "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan
+    "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan,
+    distributed=DISTRIBUTED,
 )

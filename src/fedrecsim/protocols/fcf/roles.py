@@ -19,6 +19,7 @@ round) is ignored, so its profile takes one step per round.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,6 +143,12 @@ class ExplicitServer(FCFServer):
         self.hyper = hyper
         self.registered: dict[Party, np.ndarray] = {}
 
+    def knows(self, users: Iterable[Party]) -> bool:
+        """Whether every one of ``users`` has joined and registered, by the messages delivered so far."""
+        self.update_membership()
+        self._update_registrations()
+        return all(party in self.members and party in self.registered for party in users)
+
     def _update_registrations(self) -> None:
         n_items = self.item_factors.shape[0]
         for envelope in self.drain(Register):
@@ -186,6 +193,11 @@ class ImplicitServer(FCFServer):
     def __init__(self, party, network, rng, n_items: int, hyper: ImplicitHyper, max_users: int, max_abs: float = MAX_ABS_GRADIENT) -> None:  # type: ignore[no-untyped-def]
         super().__init__(party, network, rng, n_items, hyper.d, max_users, max_abs)
         self.hyper = hyper
+
+    def knows(self, users: Iterable[Party]) -> bool:
+        """Whether every one of ``users`` has joined, by the messages delivered so far."""
+        self.update_membership()
+        return self.members.issuperset(users)
 
     async def round(self, round_index: int, deadline: float) -> RoundReport:
         self.update_membership()
