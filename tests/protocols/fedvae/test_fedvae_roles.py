@@ -14,29 +14,18 @@ from fedrecsim.actors.user import User
 from fedrecsim.errors import ProtocolViolation
 from fedrecsim.mechanisms.adam import AdamHyper, adam_init, adam_step
 from fedrecsim.models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, init_params
-from fedrecsim.network.ledger import Ledger
-from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings
 from fedrecsim.protocols.fedvae.messages import Gradient, Model, SparseGradient
 from fedrecsim.protocols.fedvae.roles import FedVAEServer, FedVAEUser
+from fedrecsim.testing import Constant, LinkSpec, open_network
 
 HYPER = MultVAEHyper(hidden=4, latent=2, dropout=0.5, beta=0.2)
 ITEMS = 6
 
 
-def _network() -> Network:
-    network = Network(Links(0, LinkSpec(Constant(0.01))), Ledger())
-    network.attach(SERVER)
-    return network
-
-
-def _online(nursery: trio.Nursery, network: Network, user: User) -> None:
-    """What the population does for a joining user: attach, announce, run."""
-    network.attach(user.party)
-    user.announce_join()
-    nursery.start_soon(user.run)  # type: ignore[attr-defined]
+LINKS = LinkSpec(Constant(0.01))
 
 
 def _user(network: Network, index: int, items: list[int], seed: int, sparse: bool = False) -> FedVAEUser:
@@ -62,17 +51,15 @@ def _expected_gradient(omega: np.ndarray, items: list[int], seed: int, draws: in
 
 
 async def test_a_round_is_one_adam_step_along_the_mean_of_the_sampled_users_gradients(autojump_clock) -> None:
-    network = _network()
     omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
-    server = _server(network, omega.copy(), users_per_round=5)
     rows = {0: [0, 2, 5], 1: [1, 2], 2: [3, 4, 5]}
-    users = [_user(network, index, items, 20 + index) for index, items in rows.items()]
-    async with network.open(), trio.open_nursery() as nursery:
-        for user in users:
-            _online(nursery, network, user)
-        await trio.sleep(1.0)
-        report = await server.round(1, 0.0, trio.current_time() + 10)
-        nursery.cancel_scope.cancel()
+    async with open_network(links=LINKS) as sim:
+        server = _server(sim.network, omega.copy(), users_per_round=5)
+        users = [_user(sim.network, index, items, 20 + index) for index, items in rows.items()]
+        sim.attach(SERVER)
+        async with sim.population(users).open():
+            await trio.sleep(1.0)
+            report = await server.round(1, 0.0, trio.current_time() + 10)
     assert report.selected == report.accepted == report.kept == tuple(user.party for user in users)
     assert report.missing == () and report.rejected == () and report.applied
     mean = sum(_expected_gradient(omega, items, 20 + index) for index, items in rows.items()) / np.float32(3)
@@ -98,28 +85,25 @@ class Replayer(User):
 
 
 async def test_a_user_answers_a_round_once_and_a_copy_of_its_request_costs_it_no_draw(autojump_clock) -> None:
-    network = _network()
     omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
-    user = _user(network, 0, [0, 1, 4], seed=7)
-    replayer = Replayer(network, omega)
-    async with network.open(), trio.open_nursery() as nursery:
-        network.attach(user.party)
-        nursery.start_soon(user.run)
-        await replayer.run()
-        nursery.cancel_scope.cancel()
+    async with open_network(links=LINKS) as sim:
+        user = _user(sim.network, 0, [0, 1, 4], seed=7)
+        replayer = Replayer(sim.network, omega)
+        sim.attach(SERVER)
+        async with sim.start(user):
+            await replayer.run()
     assert [answer.round for answer in replayer.answers] == [1, 2]
-    # float32 sums may round differently in another buffer (BLAS): equal to 1e-6, where another draw differs by ~1e-2.
+    # float32 sums may round differently in another buffer (BLAS): equal to 1e-6, where another draw differs by ~1.
     np.testing.assert_allclose(replayer.answers[0].values, _expected_gradient(omega, [0, 1, 4], 7, draws=1), rtol=0, atol=1e-6)
     np.testing.assert_allclose(replayer.answers[1].values, _expected_gradient(omega, [0, 1, 4], 7, draws=2), rtol=0, atol=1e-6)
 
 
 async def test_a_user_refuses_parameters_of_another_length(autojump_clock) -> None:
-    network = _network()
-    user = _user(network, 0, [1], seed=3)
     size = Layout.of(ITEMS, HYPER).size
-    network.attach(user.party)
-    async with network.open():
-        network.send(SERVER, user.party, Model(4, np.zeros(size - 1, np.float32)))
+    async with open_network(links=LINKS) as sim:
+        user = _user(sim.network, 0, [1], seed=3)
+        sim.attach(SERVER, user.party)
+        sim.network.send(SERVER, user.party, Model(4, np.zeros(size - 1, np.float32)))
         with pytest.raises(ProtocolViolation, match=re.escape(f"user:0 expected parameters of length {size}, received {size - 1} in round 4")):
             await user.run()
 
@@ -144,16 +128,15 @@ class OtherKind(User):
 
 @pytest.mark.parametrize("sparse", [False, True])
 async def test_the_server_receives_only_its_runs_gradient_format(autojump_clock, sparse: bool) -> None:
-    network = _network()
     omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
-    server = _server(network, omega.copy(), users_per_round=5, sparse=sparse)
-    other = OtherKind(network, sparse=not sparse)
-    async with network.open(), trio.open_nursery() as nursery:
-        _online(nursery, network, other)
-        await trio.sleep(1.0)
-        report = await server.round(1, 0.0, trio.current_time() + 5)
-        nursery.cancel_scope.cancel()
+    async with open_network(links=LINKS) as sim:
+        server = _server(sim.network, omega.copy(), users_per_round=5, sparse=sparse)
+        other = OtherKind(sim.network, sparse=not sparse)
+        sim.attach(SERVER)
+        async with sim.population([other]).open():
+            await trio.sleep(1.0)
+            report = await server.round(1, 0.0, trio.current_time() + 5)
     assert report.missing == (other.party,) and not report.applied
     np.testing.assert_array_equal(server.omega, omega)
-    (rejection,) = network.ledger.faults()["rejections"]
+    (rejection,) = sim.ledger.faults()["rejections"]
     assert rejection["reason"] == "unexpected" and rejection["kind"] == ("fedvae.gradient" if sparse else "fedvae.sparse_gradient")
