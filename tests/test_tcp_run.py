@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,17 +30,7 @@ _TIMING = {"rounds": 3, "round_gap_s": 0.01, "round_timeout_s": 30.0, "max_virtu
 
 def _children() -> list[int]:
     """The processes whose parent is this one (Linux /proc)."""
-    me = str(os.getpid())
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[1] == me:
-                children.append(int(entry.name))
-    return children
+    return [pid for pid in _pids() if _parent(pid) == os.getpid()]
 
 
 def _fcf() -> dict:
@@ -141,6 +135,7 @@ def test_the_cli_runs_over_tcp_and_writes_the_transport_section(tmp_path: Path, 
     assert [process["group"] for process in result["transport"]["processes"]] == ["server", "users"]
     assert result["transport"]["host"] == "127.0.0.1"
     _assert_sockets_carry_the_ledger_bytes(result)
+    assert "s on the real clock over TCP (2 processes)" in capsys.readouterr().out
     assert _children() == []
 
 
@@ -160,3 +155,57 @@ def test_the_cli_refuses_transport_flags_that_do_not_fit(tmp_path: Path, capsys:
     assert problem in capsys.readouterr().err
     assert not out.exists()
     assert _children() == []
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter (Z: exited, not yet reaped), or None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_children_stop_when_their_launcher_is_killed(tmp_path: Path) -> None:
+    tables = _fcf()
+    tables["run"].update(rounds=100_000, round_gap_s=0.01)
+    script = (
+        "from fedrecsim.launcher import run_tcp\n"
+        f"run_tcp({tables!r}, processes='server,users', progress=lambda done, total: print(done, flush=True))\n"
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    children: list[int] = []
+    try:
+        # Well into the run: the rounds go on, every child past its start-up.
+        assert launcher.stdout is not None and int(launcher.stdout.readline() or 0) == 1
+        children = [pid for pid in _pids() if _parent(pid) == launcher.pid and "fedrecsim.launcher" in _cmdline(pid)]
+        assert len(children) == 2
+        launcher.kill()
+        launcher.wait(10.0)
+        deadline = time.monotonic() + 30.0
+        while any(_state(pid) not in (None, "Z") for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [_state(pid) for pid in children if _state(pid) not in (None, "Z")] == []
+    finally:
+        launcher.kill()
+        launcher.wait(10.0)
+        for pid in children:
+            if _state(pid) not in (None, "Z"):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

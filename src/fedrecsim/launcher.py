@@ -36,7 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ from .errors import ConfigError, Interrupted, PartyTimeout, ProtocolViolation, S
 from .network.availability import AlwaysOnline, NoComputeDelay
 from .network.ledger import Ledger
 from .network.party import Role
-from .network.tcp import LOOPBACK, CLOSE_TIMEOUT_S, Placement, TcpNetwork, connect_mesh
+from .network.tcp import CLOSE_TIMEOUT_S, LOOPBACK, Group, Placement, TcpNetwork, connect_mesh
 from .output import OutputTarget
 from .protocols import RunContext, built_in_protocols, protocol_spec
 from .protocols.runtime import Cue, Distributed
@@ -173,11 +174,12 @@ def _check_scenario(scenario: Scenario) -> None:
         raise ConfigError("faults", "over TCP no fault is simulated; leave [faults] empty")
 
 
-def _context(scenario: Scenario, network: Any = None, progress: Callable[[int], None] = lambda completed: None) -> RunContext:
-    """The run's context as every process builds it: the data from the scenario and seed, everyone online."""
+def _context(scenario: Scenario, progress: Callable[[int], None] = lambda completed: None) -> RunContext:
+    """The run's context as every process builds it: the data from the scenario and seed, everyone online;
+    no network yet (a child sets its `TcpNetwork` once connected; the launcher hosts no party)."""
     seen = _with_data_path(scenario)
     train, test = prepare_data(seen.data, scenario.run.seed)
-    return RunContext(seen, train, test, network, AlwaysOnline(), None, NoComputeDelay(), progress=progress)
+    return RunContext(seen, train, test, None, AlwaysOnline(), None, NoComputeDelay(), progress=progress)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the launcher
@@ -418,7 +420,7 @@ async def _child(launch: Launch, workdir: Path, position: int, control: _Control
         nursery.cancel_scope.cancel()
 
 
-async def _host(launch: Launch, group: Any, position: int, control: _Control) -> dict[str, Any]:
+async def _host(launch: Launch, group: Group, position: int, control: _Control) -> dict[str, Any]:
     """Prepare, connect, run this process's entries, close; returns the part the launcher collects."""
     scenario = launch.scenario
     distributed: Distributed = protocol_spec(scenario.run.protocol).distributed  # type: ignore[assignment]
@@ -474,7 +476,8 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # reported to the launcher, which raises it naming this process
         error = _sole_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
         error = error if error is not None else exc
-        control.send({"error": type(error).__name__, "message": str(error)})
+        with suppress(BrokenPipeError):  # the launcher is gone: nobody is left to tell
+            control.send({"error": type(error).__name__, "message": str(error)})
         raise
     return 0
 

@@ -32,9 +32,13 @@ def number(value: Any) -> str:
 def summary_text(run_result: RunResult) -> str:
     """The summary of one run as printed by ``fedrecsim run``."""
     result = run_result.result
+    transport = result.get("transport")
+    clock = (
+        f"s on the real clock over TCP ({len(transport['processes'])} processes)" if transport is not None else "s virtual time"
+    )
     lines = [
         f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
-        f"{result['rounds_completed']:,} rounds, {result['virtual_time_s']:,.1f} s virtual time in "
+        f"{result['rounds_completed']:,} rounds, {result['virtual_time_s']:,.1f} {clock} in "
         f"{result['wall_time_s']:,.2f} s wall time",
         f"transcript xxh3_128 {result['transcript_xxh3_128']}",
     ]
