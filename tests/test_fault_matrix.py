@@ -30,6 +30,8 @@ import pytest
 
 import fedrecsim
 from fedrecsim.errors import ConfigError, PartyTimeout
+from fedrecsim.protocols.privirec import local as privirec_local
+from fedrecsim.protocols.privirec.roles import DEGREES_SESSION, ITEM_ITEM_SESSION, POWER
 
 FAULTS_DOC = Path(__file__).resolve().parents[1] / "docs" / "faults.md"
 _CONSTANT = {"model": "constant", "seconds": 0.01}
@@ -64,6 +66,12 @@ ROWS: dict[str, dict[str, Any]] = {
                         "test_fraction": 0.2},
                "network": {"latency": _CONSTANT},
                "protocol": {"users_per_round": 100, "hidden": 8, "latent": 4, "krum_m": 0, "baseline": False}},
+    # Each secure-aggregation sum (two in the set-up, one per power iteration) has the round timeout.
+    "privirec": {"run": {"protocol": "privirec", "seed": 4, "rounds": 2, "round_timeout_s": 20.0},
+                 "data": {"feedback": "implicit", "users": 20, "items": 30, "ratings": 300, "split": "per_user",
+                          "test_fraction": 0.2},
+                 "network": {"latency": _CONSTANT},
+                 "protocol": {"k": 4, "secagg": "real", "stage_timeout_s": 2.0}},
 }
 
 # The victim of each row's party faults, the kind it sends when it answers (its stage), the round it
@@ -71,13 +79,16 @@ ROWS: dict[str, dict[str, Any]] = {
 VICTIM = {row: "silo:0" if row == "prototypes" else "user:0" for row in ROWS}
 STAGE = {"fcf": "fcf.item_gradients", "dpmf S1": "dpmf.ratings", "dpmf S2": "dpmf.contribution",
          "dpmf S3": "dpmf.contribution", "ldp_implicit": "ldp.reports", "prototypes": "prototypes.prototypes",
-         "secagg": "secagg.shares", "fedvae": "fedvae.gradient"}
+         "secagg": "secagg.shares", "fedvae": "fedvae.gradient", "privirec": "secagg.shares"}
 CRASH_ROUND = {row: None if row in ("dpmf S1", "prototypes") else 2 for row in ROWS}
 INFRASTRUCTURE = {"dpmf S2": ("third_party:0", "dpmf.aggregate"), "dpmf S3": ("third_party:0", "dpmf.aggregate"),
                   "ldp_implicit": ("proxy:0", "ldp.report_batch")}
 # A partition from here until 9 s cuts every link of the victim (S1 and prototypes send at the start).
 PARTITION_FROM = {row: 0.0 if row in ("dpmf S1", "prototypes") else 2.0 for row in ROWS}
 CORRUPTIONS = ("nan", "huge", "shape", "dtype", "kind")
+# PriviRec's sums are SecAgg+ sessions of 20 users and threshold 6, each user sending and receiving four
+# messages per sum: from 2% loss on, a neighbourhood falls below t and the sum aborts (the run ends there).
+LOSS = {"prototypes": 0.5, "privirec": 0.01}
 
 
 def _crash(row: str, **more: Any) -> dict[str, Any]:
@@ -92,7 +103,7 @@ def _fault(row: str, fault: str) -> dict[str, Any]:
     if fault == "none":
         return {}
     if fault == "loss":
-        return {"network": {"loss": 0.5 if row == "prototypes" else 0.1}}
+        return {"network": {"loss": LOSS.get(row, 0.1)}}
     if fault == "duplicate":
         return {"network": {"duplicate": 0.5}}
     if fault == "reorder":
@@ -143,6 +154,8 @@ def _model(result: fedrecsim.RunResult) -> np.ndarray:
     for name in ("sum", "omega"):
         if name in state:
             return state[name]
+    if "server" in state:
+        return state["server"].basis  # privirec: X_L, the basis the filters come from
     return state["item_factors"]
 
 
@@ -186,8 +199,8 @@ COLUMNS = (
     "loss", "duplicate", "reorder", "partition", "crash", "crash infrastructure", "restart kept", "restart lost",
     "slow", "slow within the timeout", *(f"byzantine {corruption}" for corruption in CORRUPTIONS),
 )
-_IDENTICAL_REORDER = {"fcf", "dpmf S1", "dpmf S2", "prototypes", "secagg", "fedvae"}  # no outcome follows arrival order
-_RING_ONLY = {"dpmf S2", "dpmf S3", "ldp_implicit", "secagg"}  # the stage's message holds no float
+_IDENTICAL_REORDER = {"fcf", "dpmf S1", "dpmf S2", "prototypes", "secagg", "fedvae", "privirec"}  # no outcome follows arrival order
+_RING_ONLY = {"dpmf S2", "dpmf S3", "ldp_implicit", "secagg", "privirec"}  # the stage's message holds no float
 
 
 def outcome(row: str, column: str) -> str:
@@ -317,6 +330,27 @@ def _fresh_draws_after_restart(result: fedrecsim.RunResult) -> None:
     assert not np.array_equal(_model(result), _model(kept))
 
 
+def _privirec_sums_exact(result: fedrecsim.RunResult) -> None:
+    """privirec: every sum is exactly the sum of its survivors' inputs, computed here from their items and
+    what the server broadcast (the degrees, then X_(l-1) for power iteration l)."""
+    state = result.outcome.state
+    server, users, ring = state["server"], state["users"], state["params"].ring
+    assert [seen.session for seen in server.sums] == [DEGREES_SESSION, ITEM_ITEM_SESSION, POWER + 1, POWER + 2]
+    for seen in server.sums:
+        if seen.session == DEGREES_SESSION:
+            inputs = [privirec_local.degree_input(users[party].items, 30) for party in seen.result.survivors]
+        elif seen.session == ITEM_ITEM_SESSION:
+            inputs = [privirec_local.item_item_input(users[party].items, 30) for party in seen.result.survivors]
+        else:
+            basis = server.bases[seen.session - POWER - 1]
+            inputs = [privirec_local.power_input(users[party].items, server.degrees, basis).ravel() for party in seen.result.survivors]
+        np.testing.assert_allclose(ring.decode(seen.result.total), sum(inputs), atol=1e-6, err_msg=f"session {seen.session}")
+
+
+def _column_is(name: str, expected: list[float]) -> Any:
+    return lambda result: _column(result, name) == expected or pytest.fail(f"{name} {_column(result, name)}, expected {expected}")
+
+
 def _lost_state_restarts_fresh(result: fedrecsim.RunResult) -> None:
     """fcf: the user restarted from its initial profile, so it ends elsewhere than the one that kept it."""
     kept = _run("fcf", "restart kept").outcome.state["user_factors"][0]
@@ -387,11 +421,25 @@ CHECKS: dict[tuple[str, str], Any] = {
     ("fedvae", "restart kept"): _all(_monitors_hold, _missing_rounds([0, 1, 0, 0])),
     ("fedvae", "restart lost"): _all(_monitors_hold, _missing_rounds([0, 1, 0, 0]), _fresh_draws_after_restart),
     ("fedvae", "slow"): _all(_monitors_hold, _participants([23, 23, 23, 23]), _missing_rounds([0, 0, 0, 0])),
+    # privirec: a user missing from a power iteration's sum but counted in P~ is exposed (PriviRec's leak)
+    ("privirec", "loss"): _all(_privirec_sums_exact, _missing_somewhere("dropped"), _missing_somewhere("exposed_users")),
+    ("privirec", "partition"): _all(_privirec_sums_exact, _column_is("dropped", [0, 1]), _column_is("exposed_users", [0, 1])),
+    ("privirec", "crash"): _all(_privirec_sums_exact, _column_is("dropped", [0, 1]), _column_is("exposed_users", [0, 1]),
+                                _warned("1 users did not receive the filters")),
+    ("privirec", "restart kept"): _all(_privirec_sums_exact, _column_is("dropped", [0, 1]),
+                                       lambda result: result.result["warnings"] == [] or pytest.fail(str(result.result["warnings"]))),
+    ("privirec", "restart lost"): _all(_privirec_sums_exact, _column_is("dropped", [0, 1]), _warned("1 users did not receive the filters")),
+    ("privirec", "slow"): _all(_privirec_sums_exact, _participants([19, 19]), _column_is("dropped", [0, 0]),
+                               _warned("1 users did not receive the filters")),
 }
 for _corruption in ("shape", "dtype", "kind"):
     CHECKS[("dpmf S2", f"byzantine {_corruption}")] = _all(_shortfall_reported, _never_contributes)
     CHECKS[("dpmf S3", f"byzantine {_corruption}")] = _all(_monitors_hold, _never_contributes)
     CHECKS[("secagg", f"byzantine {_corruption}")] = _all(_sums_exact, _participants([7, 7, 7]))
+    # In no sum, not even P': nothing of the victim is in P~, so nothing is exposed.
+    CHECKS[("privirec", f"byzantine {_corruption}")] = _all(
+        _privirec_sums_exact, _column_is("dropped", [1, 1]), _column_is("exposed_users", [0, 0])
+    )
 
 
 def test_every_completing_cell_has_its_own_checks() -> None:

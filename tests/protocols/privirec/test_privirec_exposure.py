@@ -13,7 +13,7 @@ from fedrecsim.mechanisms.ring import Ring
 from fedrecsim.network.party import Party, Role
 from fedrecsim.protocols.privirec import local
 from fedrecsim.protocols.privirec.protocol import _exposure
-from fedrecsim.protocols.privirec.roles import POWER, Iteration, ServerState, members_missing
+from fedrecsim.protocols.privirec.roles import ITEM_ITEM_SESSION, POWER, Iteration, ServerState, members_missing
 from fedrecsim.protocols.secagg import Aggregate, Stage
 from privirec_harness import table as _table
 
@@ -42,10 +42,10 @@ def test_a_group_of_at_most_exposure_group_dropped_users_exposes_the_union_of_th
     assert revealed == set(np.concatenate([users[party].items for party in dropped]).tolist())
 
 
-def _seen(total: np.ndarray, members: list[Party], survivors: list[Party], ring: Ring) -> Iteration:
+def _seen(total: np.ndarray, members: list[Party], survivors: list[Party], ring: Ring, session: int = POWER + 1) -> Iteration:
     encoded, _ = ring.encode(total.ravel())
     stages = {Stage.MASKED_INPUT: tuple(survivors)}
-    return Iteration(POWER + 1, tuple(members), Aggregate(POWER + 1, encoded, 2, 2, {}, stages))
+    return Iteration(session, tuple(members), Aggregate(session, encoded, 2, 2, {}, stages))
 
 
 def test_a_leaked_profile_is_counted_only_when_the_rows_the_server_learns_are_the_dropped_items() -> None:
@@ -60,7 +60,8 @@ def test_a_leaked_profile_is_counted_only_when_the_rows_the_server_learns_are_th
     p_tilde = local.normalize_item_item(local.symmetric_from_upper(sum(local.item_item_input(row, 5) for row in items.values()), 5), degrees)
     parties = [Party(Role.USER, index) for index in items]
     users = {party: SimpleNamespace(items=items[party.index]) for party in parties}
-    server = SimpleNamespace(state=ServerState(item_item=p_tilde, bases=[X]), params=SimpleNamespace(ring=ring))
+    in_p_prime = _seen(np.zeros(1), parties, parties, ring, ITEM_ITEM_SESSION)  # every user is in P'
+    server = SimpleNamespace(state=ServerState(item_item=p_tilde, bases=[X], sums=[in_p_prime]), params=SimpleNamespace(ring=ring))
 
     def exposure(survivors: list[int], total: np.ndarray | None = None, group: int = 10) -> tuple[int, int]:
         total = sum(inputs[index] for index in survivors) if total is None else total
@@ -73,6 +74,15 @@ def test_a_leaked_profile_is_counted_only_when_the_rows_the_server_learns_are_th
     assert exposure([2], group=1) == (0, 0)  # two missing, more than a group of one
     # A sum that is off elsewhere too: the rows the server sees are not the dropped user's items.
     assert exposure([1, 2], total=inputs[1] + inputs[2] + 0.5) == (1, 0)
+    # User 0 missing from P' as well: P~ is P' without it, so P~ X - Y_1 is zero -- nothing isolated.
+    without_0 = [parties[1], parties[2]]
+    p_tilde_without_0 = local.normalize_item_item(
+        local.symmetric_from_upper(sum(local.item_item_input(items[i], 5) for i in (1, 2)), 5), degrees
+    )
+    inputs_without_0 = {i: local.power_input(items[i], degrees, X) for i in (1, 2)}
+    server.state = ServerState(item_item=p_tilde_without_0, bases=[X], sums=[_seen(np.zeros(1), parties, without_0, ring, ITEM_ITEM_SESSION)])
+    seen = _seen(inputs_without_0[1] + inputs_without_0[2], parties, without_0, ring)
+    assert _exposure(server, seen, users, 10, 1e-6) == (0, 0)
     no_item_item = SimpleNamespace(state=ServerState(item_item=None, bases=[X]), params=SimpleNamespace(ring=ring))
     seen = _seen(inputs[1] + inputs[2], parties, parties[1:], ring)
     assert _exposure(no_item_item, seen, users, 10, 1e-6) == (0, 0)  # PriviRec-k: no P~ at the server

@@ -67,3 +67,16 @@ def test_a_user_whose_setup_was_lost_misses_that_session_and_takes_part_in_the_n
             assert party not in survivors[session]
             later = [s for s, how in users[party].sessions.items() if s > session and how == "done"]
             assert later and party in survivors[later[0]]
+
+
+def test_each_sum_of_the_set_up_has_the_round_timeout() -> None:
+    """With 1 s links a sum takes about 7 virtual seconds: an 8 s round timeout fits each of the set-up's two
+    sums (the degrees, P'), not both together."""
+    scenario = table()
+    scenario["network"]["latency"] = {"model": "constant", "seconds": 1.0}
+    scenario["run"]["round_timeout_s"] = 8.0
+    scenario["protocol"]["stage_timeout_s"] = 3.0
+    result = fedrecsim.run(scenario)
+    assert result.result["warnings"] == [] and result.result["rounds_completed"] == 2
+    sessions = [seen.session for seen in result.outcome.state["server"].sums]
+    assert sessions == [DEGREES_SESSION, ITEM_ITEM_SESSION, POWER + 1, POWER + 2]

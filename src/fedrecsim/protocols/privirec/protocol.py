@@ -19,7 +19,11 @@ Secure aggregation: `fedrecsim.protocols.secagg` in a ring Z_2^bits with ``frac_
 (the default 64/40 keeps the fixed-point rounding of a sum of n inputs below n 2^-41), real mode while m <=
 ``real_max_items`` (``secagg = "auto"``), the ideal mode -- the same messages and bytes, no cryptography --
 beyond it; ``result.json``'s ``privacy.secure_aggregation.mode`` says which ran. The sums are complete:
-users with no interactions send zeros.
+users with no interactions send zeros. Timing: every sum has ``run.round_timeout_s`` from its start (the
+set-up holds one or two), each of its four stages at most ``stage_timeout_s``.
+
+Faults (docs/faults.md). A user is asked for its part in one session at a time (the one its input is
+for): a setup it never received means the sum went on without it, and it takes part in the next.
 
 Evaluation: LightGCN's Recall@20 and NDCG@20 (`evaluation`) over the users with test items. A user's
 scores depend only on its own row and the broadcast filters, which every user received byte for byte
@@ -41,7 +45,7 @@ the exact sum over U3, the users that sent their masked input -- and that is wha
    users' sum a_u^T (a_u X_(l-1)): with one crash in a round it is that user's own contribution, whose
    nonzero rows are its items -- its whole interaction profile; with g crashes, the union of their g
    profiles. ``exposed_users`` counts, per round, the crashed users the server so isolates in a group of
-   ``exposure_group`` or fewer, and ``profiles_leaked`` the rounds in which the rows it learns are
+   ``exposure_group`` or fewer (of those P~ counts), and ``profiles_leaked`` the rounds in which the rows it learns are
    exactly the union of their items (checked by the simulator against their rows). PriviRec-k never
    reveals P~, so there the difference is not available to the server.
 
@@ -69,7 +73,7 @@ from ...seeding import Stream, generator
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from ..secagg import IdealSum, SecAggParams, Stage
 from .evaluation import evaluate
-from .roles import POWER, PriviRecServer, PriviRecUser, members_missing
+from .roles import ITEM_ITEM_SESSION, POWER, PriviRecServer, PriviRecUser, members_missing
 from .traffic import plan as traffic_plan
 
 #: ``Stream.PROTOCOL`` ids: the power method's Gaussian start, and each user's crash-stage draws.
@@ -186,9 +190,13 @@ def _parties(ctx: RunContext, config: PriviRecConfig, params: SecAggParams, idea
 
 def _exposure(server: PriviRecServer, seen, users, group: int, tolerance: float) -> tuple[int, int]:  # type: ignore[no-untyped-def]
     """(users the server isolates as a group of at most ``group``, 1 if the rows it so learns are exactly the
-    union of their items) of one power iteration -- PriviRec only (module docstring, Dropout 2.)."""
-    missing = members_missing(seen.members, seen)
-    if server.state.item_item is None or not missing or len(missing) > group:
+    union of their items) of one power iteration -- PriviRec only (module docstring, Dropout 2.). Only a
+    user whose input is in P~ is isolated: P~ X - Y_l holds nothing of one that was missing from P' too."""
+    if server.state.item_item is None:
+        return 0, 0
+    in_item_item = next(sum_.result.survivors for sum_ in server.state.sums if sum_.session == ITEM_ITEM_SESSION)
+    missing = [party for party in members_missing(seen.members, seen) if party in in_item_item]
+    if not missing or len(missing) > group:
         return 0, 0
     basis = server.state.bases[seen.session - POWER - 1]
     total = server.params.ring.decode(seen.result.total).reshape(basis.shape)
@@ -214,7 +222,7 @@ async def run(ctx: RunContext) -> Outcome:
     async with ctx.population(users).open() as population:
         await ctx.network.sleep(timing.round_gap_s)
         try:
-            await server.setup(trio.current_time() + timing.round_timeout_s)
+            await server.setup(timing.round_timeout_s)
         except SecAggAborted as error:
             warnings.append(f"set-up: {error}")
             aborted = True

@@ -185,16 +185,17 @@ class PriviRecServer(Server):
     def _broadcast(self, message: object) -> None:
         self.send_many(sorted(self.members), message)
 
-    async def setup(self, deadline: float) -> None:
-        """The item degrees and, for PriviRec, P~ (Fig. 4 / 5, before the power method)."""
+    async def setup(self, session_s: float) -> None:
+        """The item degrees and, for PriviRec, P~ (Fig. 4 / 5, before the power method); each sum has
+        ``session_s`` virtual seconds from its start."""
         self.update_membership()
-        total, _ = await self._sum(DEGREES_SESSION, self.n_items, deadline)
+        total, _ = await self._sum(DEGREES_SESSION, self.n_items, trio.current_time() + session_s)
         degrees = np.rint(total)
         self.state.degrees = degrees
         self.update_membership()
         self._broadcast(Degrees(degrees))
         if self.exact_item_item:
-            upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), deadline)
+            upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), trio.current_time() + session_s)
             p_prime = local.symmetric_from_upper(upper, self.n_items)
             item_item = local.normalize_item_item(p_prime, degrees)
             self.state.item_item = item_item
