@@ -47,7 +47,7 @@ import trio
 from . import errors
 from .clock import SharedClock
 from .data import prepare_data
-from .errors import ConfigError, Interrupted, PartyTimeout, ProtocolViolation, SimulationError
+from .errors import ConfigError, PartyTimeout, ProtocolViolation, SimulationError
 from .network.availability import AlwaysOnline, NoComputeDelay
 from .network.ledger import Ledger
 from .network.party import Role
@@ -62,12 +62,11 @@ from .runner import (
     _output_target,
     _progress_callback,
     _result_document,
-    _is_interrupt,
     _RoundCounter,
-    _sole_error,
+    sole_errors,
     _with_data_path,
     coerce_scenario,
-    write_result_folder,
+    finish_run,
 )
 from .scenario import AvailabilityConfig, FaultsConfig, NetworkConfig, Scenario
 
@@ -111,34 +110,28 @@ def run_tcp(
             process has been stopped.
     """
     scenario = coerce_scenario(scenario)
-    target = out if isinstance(out, OutputTarget) else None
+    target = _output_target(out, overwrite)
     rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
-    try:
-        spec = protocol_spec(scenario.run.protocol)
-        distributed = _distributed(spec.name, spec.distributed)
-        _check_scenario(scenario)
-        wall_start = time.perf_counter()
-        ctx = _context(scenario)
-        distributed.check(ctx)
-        n_users = ctx.train.n_users
-        placement = Placement.parse(processes, distributed.roles, n_users) if processes else Placement.default(distributed.roles, n_users)
-        target = _output_target(out, overwrite)
-        with tempfile.TemporaryDirectory(prefix="fedrecsim-tcp-") as workdir:
-            budget_s = scenario.run.max_virtual_s or ctx.horizon_s - BUDGET_MARGIN_S
-            launch = Launch(scenario, placement, time.monotonic(), budget_s)
-            (Path(workdir) / "launch.pkl").write_bytes(pickle.dumps(launch))
-            finished = trio.run(_coordinate, launch, Path(workdir), rounds)
-            parts = [pickle.loads((Path(workdir) / f"part-{position}.pkl").read_bytes()) for position in range(len(placement.groups))]
-        run_result = _run_result(scenario, ctx, distributed, placement, parts, finished, time.perf_counter() - wall_start)
-        if target is not None:
-            run_result.path = write_result_folder(target, run_result)
-    except BaseException as exc:
-        if target is not None:
-            target.abandon()
-        if _is_interrupt(exc):
-            raise Interrupted(rounds.completed, rounds.total) from None
-        raise
-    return run_result
+    return finish_run(lambda: _launched(scenario, processes, rounds), target, rounds)
+
+
+def _launched(scenario: Scenario, processes: str | None, rounds: _RoundCounter) -> RunResult:
+    """Check the run, launch its processes, and make its result from their parts."""
+    spec = protocol_spec(scenario.run.protocol)
+    distributed = _distributed(spec.name, spec.distributed)
+    _check_scenario(scenario)
+    wall_start = time.perf_counter()
+    ctx = _context(scenario)
+    distributed.check(ctx)
+    n_users = ctx.train.n_users
+    placement = Placement.parse(processes, distributed.roles, n_users) if processes else Placement.default(distributed.roles, n_users)
+    with tempfile.TemporaryDirectory(prefix="fedrecsim-tcp-") as workdir:
+        budget_s = scenario.run.max_virtual_s or ctx.horizon_s - BUDGET_MARGIN_S
+        launch = Launch(scenario, placement, time.monotonic(), budget_s)
+        (Path(workdir) / "launch.pkl").write_bytes(pickle.dumps(launch))
+        finished = trio.run(_coordinate, launch, Path(workdir), rounds)
+        parts = [pickle.loads((Path(workdir) / f"part-{position}.pkl").read_bytes()) for position in range(len(placement.groups))]
+    return _run_result(scenario, ctx, distributed, placement, parts, finished, time.perf_counter() - wall_start)
 
 
 def _distributed(name: str, distributed: Distributed | None) -> Distributed:
@@ -234,40 +227,42 @@ async def _coordinate(launch: Launch, workdir: Path, rounds: _RoundCounter) -> _
     """Start the children, steer them through the stages, and kill whatever still runs when leaving."""
     children: list[_Child] = []
     try:
-        async with trio.open_nursery() as nursery:
-            events_in, events = trio.open_memory_channel[tuple[int, dict[str, Any]]](math.inf)
-            for position, group in enumerate(launch.placement.groups):
-                child = await _spawn(position, group.name, workdir)
-                children.append(child)
-                nursery.start_soon(child.listen, events_in)
-            stages = _Stages(children, events, rounds)
-            ports = await stages.await_all("port", STAGE_TIMEOUT_S)
-            for child in children:
-                await child.send({"ports": [ports[position]["port"] for position in range(len(children))]})
-            await stages.await_all("ready", STAGE_TIMEOUT_S)
-            for child in children:
-                await child.send({"go": True})
-            driver = next(position for position, group in enumerate(launch.placement.groups) if Role.SERVER in group.roles)
-            finished = await stages.await_one(driver, "finished", launch.budget_s)
-            for child in children:
-                await child.send({"stop": True})
-            await stages.await_all("done", CLOSE_TIMEOUT_S + STAGE_TIMEOUT_S)
-            for child in children:
-                with trio.move_on_after(STAGE_TIMEOUT_S):
-                    await child.process.wait()
-            nursery.cancel_scope.cancel()
-        return _Finished(finished["finished"])
-    except BaseExceptionGroup as group:
-        single = _sole_error(group)
-        if single is None:
-            raise
-        raise single from None
+        with sole_errors():
+            async with trio.open_nursery() as nursery:
+                events_in, events = trio.open_memory_channel[tuple[int, dict[str, Any]]](math.inf)
+                for position, group in enumerate(launch.placement.groups):
+                    child = await _spawn(position, group.name, workdir)
+                    children.append(child)
+                    nursery.start_soon(child.listen, events_in)
+                finished = await _steer(launch, _Stages(children, events, rounds))
+                nursery.cancel_scope.cancel()
+        return finished
     finally:
         with trio.CancelScope(shield=True):
             for child in children:
                 if child.process.returncode is None:
                     child.process.kill()
                 await child.process.wait()
+
+
+async def _steer(launch: Launch, stages: _Stages) -> _Finished:
+    """Take the children through the stages of the module docstring; wait until every one exited."""
+    children = stages.children
+    ports = await stages.await_all("port", STAGE_TIMEOUT_S)
+    for child in children:
+        await child.send({"ports": [ports[position]["port"] for position in range(len(children))]})
+    await stages.await_all("ready", STAGE_TIMEOUT_S)
+    for child in children:
+        await child.send({"go": True})
+    driver = next(position for position, group in enumerate(launch.placement.groups) if Role.SERVER in group.roles)
+    finished = await stages.await_one(driver, "finished", launch.budget_s)
+    for child in children:
+        await child.send({"stop": True})
+    await stages.await_all("done", CLOSE_TIMEOUT_S + STAGE_TIMEOUT_S)
+    for child in children:
+        with trio.move_on_after(STAGE_TIMEOUT_S):
+            await child.process.wait()
+    return _Finished(finished["finished"])
 
 
 async def _spawn(position: int, name: str, workdir: Path) -> _Child:
@@ -471,13 +466,12 @@ def main(argv: list[str]) -> int:
     workdir, position = Path(argv[0]), int(argv[1])
     control = _Control()
     try:
-        launch: Launch = pickle.loads((workdir / "launch.pkl").read_bytes())
-        trio.run(_child, launch, workdir, position, control, clock=SharedClock(launch.epoch))
+        with sole_errors():
+            launch: Launch = pickle.loads((workdir / "launch.pkl").read_bytes())
+            trio.run(_child, launch, workdir, position, control, clock=SharedClock(launch.epoch))
     except BaseException as exc:  # reported to the launcher, which raises it naming this process
-        error = _sole_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
-        error = error if error is not None else exc
         with suppress(BrokenPipeError):  # the launcher is gone: nobody is left to tell
-            control.send({"error": type(error).__name__, "message": str(error)})
+            control.send({"error": type(exc).__name__, "message": str(exc)})
         raise
     return 0
 

@@ -174,9 +174,20 @@ def run(
     scenario = coerce_scenario(scenario)
     target = _output_target(out, overwrite)
     rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
-    try:
+
+    def simulate() -> RunResult:
         with relaxed_garbage_collection():
-            run_result = trio.run(_simulate, scenario, transcript, tuple(record_views), rounds, clock=VirtualClock())
+            return trio.run(_simulate, scenario, transcript, tuple(record_views), rounds, clock=VirtualClock())
+
+    return finish_run(simulate, target, rounds)
+
+
+def finish_run(make: Callable[[], RunResult], target: OutputTarget | None, rounds: _RoundCounter) -> RunResult:
+    """``make()`` a run's result and write its folder to ``target`` (if any). On any failure ``target`` is
+    abandoned -- nothing is written -- and an interrupt (SIGINT, or a SIGTERM turned into one) becomes
+    `Interrupted` with the rounds completed."""
+    try:
+        run_result = make()
         if target is not None:
             run_result.path = write_result_folder(target, run_result)
     except BaseException as exc:
@@ -287,14 +298,10 @@ async def _simulate(
         trio.lowlevel.add_instrument(ticker)
     budget_s = scenario.run.max_virtual_s or context.horizon_s - BUDGET_MARGIN_S
     try:
-        async with network.open():
-            with trio.move_on_at(start + budget_s) as budget:
-                outcome = await spec.run(context)
-    except BaseExceptionGroup as group:
-        single = _sole_error(group)
-        if single is None:
-            raise
-        raise single from None
+        with sole_errors():
+            async with network.open():
+                with trio.move_on_at(start + budget_s) as budget:
+                    outcome = await spec.run(context)
     finally:
         if ticker is not None:
             with suppress(KeyError):  # trio removes an instrument that raised
@@ -356,6 +363,19 @@ def relaxed_garbage_collection() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*previous)
+
+
+@contextmanager
+def sole_errors() -> Iterator[None]:
+    """Let the single error of a failed block out as itself, unwrapped from trio's exception groups
+    (`_sole_error`); a group of several errors goes out as it is."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        single = _sole_error(group)
+        if single is None:
+            raise
+        raise single from None
 
 
 def _sole_error(group: BaseExceptionGroup) -> BaseException | None:
@@ -453,4 +473,4 @@ def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
         writer.writerows(rounds)
 
 
-__all__ = ["RunResult", "coerce_scenario", "relaxed_garbage_collection", "run", "run_async", "write_result_folder"]
+__all__ = ["RunResult", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "run", "run_async", "sole_errors", "write_result_folder"]
