@@ -6,6 +6,9 @@ server's algebra on the sums -- PriviRec's maths without the network.
 - `power_input`: A^(u)T A^(u) X with A^(u) = d_u^{-1/2} R^(u) V^{-1/2}, the row of R~ the user holds
   (Alg. 1, step 2): nonzero only on the rows I_u.
 
+Each is the dense form of a `RowBlock` (``degree_rows``, ``item_item_rows``, ``power_rows``), which is what
+a user hands secure aggregation: in ideal mode the sum takes the nonzero rows only.
+
 A user without interactions sends zeros: it still takes part in every sum, so that the server does not
 learn who has none.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...models.gfcf import inverse_sqrt
+from ..secagg import RowBlock
 
 
 def upper_length(n_items: int) -> int:
@@ -29,28 +33,36 @@ def upper_positions(rows: np.ndarray, columns: np.ndarray, n_items: int) -> np.n
     return rows * n_items - rows * (rows - 1) // 2 + (columns - rows)
 
 
+def degree_rows(items: np.ndarray, n_items: int) -> RowBlock:
+    """R^(u) by its nonzero entries: 1 at each of the user's items, in an m x 1 view."""
+    return RowBlock(np.asarray(items, dtype=np.int64), np.ones((items.size, 1)), n_items)
+
+
 def degree_input(items: np.ndarray, n_items: int) -> np.ndarray:
-    row = np.zeros(n_items)
-    row[items] = 1.0
-    return row
+    return degree_rows(items, n_items).dense()
+
+
+def item_item_rows(items: np.ndarray, n_items: int) -> RowBlock:
+    """The upper triangle of (1/d_u) R^(u)T R^(u) by its nonzero entries: 1/d_u at every pair of the
+    user's items (``items`` ascending)."""
+    first, second = np.triu_indices(items.size)
+    positions = upper_positions(items[first], items[second], n_items)
+    return RowBlock(positions, np.full((positions.size, 1), 1.0 / max(items.size, 1)), upper_length(n_items))
 
 
 def item_item_input(items: np.ndarray, n_items: int) -> np.ndarray:
-    """The upper triangle of (1/d_u) R^(u)T R^(u): 1/d_u at every pair of the user's items."""
-    upper = np.zeros(upper_length(n_items))
-    if items.size:
-        first, second = np.triu_indices(items.size)
-        upper[upper_positions(items[first], items[second], n_items)] = 1.0 / items.size
-    return upper
+    return item_item_rows(items, n_items).dense()
+
+
+def power_rows(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray) -> RowBlock:
+    """A^(u)T (A^(u) X) by its nonzero rows, the user's items, of the m x p matrix."""
+    a = inverse_sqrt(degrees[items]) / np.sqrt(max(items.size, 1))
+    return RowBlock(np.asarray(items, dtype=np.int64), np.outer(a, a @ basis[items]), basis.shape[0])
 
 
 def power_input(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """A^(u)T (A^(u) X) as a dense m x p matrix."""
-    y = np.zeros(basis.shape)
-    if items.size:
-        a = inverse_sqrt(degrees[items]) / np.sqrt(items.size)
-        y[items] = np.outer(a, a @ basis[items])
-    return y
+    return power_rows(items, degrees, basis).dense().reshape(basis.shape)
 
 
 def symmetric_from_upper(upper: np.ndarray, n_items: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from ...actors.user import User
 from ...errors import PartyTimeout, ProtocolViolation
 from ...models.gfcf import GraphFilters, qr_positive
 from ...network.party import Party
-from ..secagg import STAGE_WAITS, Aggregate, IdealSum, SecAggParams, Stage, aggregate, participate
+from ..secagg import STAGE_WAITS, Aggregate, IdealSum, RowBlock, SecAggParams, Stage, aggregate, participate
 from ..secagg.messages import Setup
 from . import local
 from .messages import Basis, Degrees, Filters, ItemItem
@@ -84,9 +84,9 @@ class PriviRecUser(User):
             self._drawn = self.crash_stage or drawn
         return stage is self._drawn and self.crashes_in(session_round(session))
 
-    async def _sum(self, session: int, values: np.ndarray) -> bool:
+    async def _sum(self, session: int, values: RowBlock) -> bool:
         """Take part in ``session`` with ``values`` (reals); False if this user crashed in it."""
-        encoded, _ = self.params.ring.encode(values.ravel())
+        encoded = RowBlock(values.rows, self.params.ring.encode(values.block)[0], values.n_rows)
         contribution = await participate(
             self, encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
             stage_s=STAGE_WAITS * self.params.stage_timeout_s, session=session, held=self.held,
@@ -99,12 +99,12 @@ class PriviRecUser(User):
         deadline = self.horizon_s
         try:
             if self.phase == "degrees":
-                if not await self._sum(DEGREES_SESSION, local.degree_input(self.items, self.n_items)):
+                if not await self._sum(DEGREES_SESSION, local.degree_rows(self.items, self.n_items)):
                     return
                 self.degrees = (await self.recv(Degrees, deadline=deadline, sender=self.server)).body.degrees
                 self.phase = "item_item" if self.exact_item_item else "power"
             if self.phase == "item_item":
-                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_input(self.items, self.n_items)):
+                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items)):
                     return
                 upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
                 self.item_item = local.symmetric_from_upper(upper, self.n_items)
@@ -116,7 +116,7 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                y = local.power_input(self.items, self.degrees, basis.basis)  # type: ignore[arg-type]
+                y = local.power_rows(self.items, self.degrees, basis.basis)  # type: ignore[arg-type]
                 await self.compute()
                 if not await self._sum(POWER + basis.iteration, y):
                     return

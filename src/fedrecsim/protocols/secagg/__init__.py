@@ -13,10 +13,11 @@ with an `IdealSum` handed to both sides sends the same bytes without the cryptog
 """
 
 from ...errors import SecAggAborted
-from .ideal import IdealSum
+from .ideal import IdealSum, RowBlock
 from .params import SecAggParams, Stage
 from .roles import STAGE_WAITS, Aggregate, Contribution, aggregate, participate
 
 __all__ = [
-    "STAGE_WAITS", "Aggregate", "Contribution", "IdealSum", "SecAggAborted", "SecAggParams", "Stage", "aggregate", "participate"
+    "STAGE_WAITS", "Aggregate", "Contribution", "IdealSum", "RowBlock", "SecAggAborted", "SecAggParams", "Stage", "aggregate",
+    "participate",
 ]

@@ -13,11 +13,16 @@ AEAD, no PRG expansion.
 
 Honesty note: the zeros on the wire are not what a real party would send, so a view recorded in ideal
 mode is not an attack surface; record views in real mode.
+
+Sparse inputs: a user whose input is zero but for a few rows of its matrix view (PriviRec's
+A^(u)T A^(u) X is nonzero on the user's items only) may deposit it as a `RowBlock`; the sum is the same,
+ring element for ring element, as the dense inputs' -- without a dense vector per user.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,15 +31,46 @@ from ...mechanisms.ring import Ring
 from . import crypto, shamir
 
 
+@dataclass(frozen=True)
+class RowBlock:
+    """A vector of ``n_rows * width`` elements given by its nonzero rows: the row-major (n_rows, width)
+    matrix that is ``block`` on ``rows`` and zero elsewhere.
+
+    Invariants: ``rows`` are distinct indices in [0, n_rows); ``block`` has shape (len(rows), width).
+    """
+
+    rows: np.ndarray
+    block: np.ndarray
+    n_rows: int
+
+    @property
+    def size(self) -> int:
+        """The dense vector's length."""
+        return self.n_rows * self.block.shape[1]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.block.dtype
+
+    def dense(self) -> np.ndarray:
+        """The vector itself."""
+        matrix = np.zeros((self.n_rows, self.block.shape[1]), dtype=self.block.dtype)
+        matrix[self.rows] = self.block
+        return matrix.ravel()
+
+
 class IdealSum:
     """The ideal functionality: holds each user's input per session, gives the server only sums."""
 
     def __init__(self) -> None:
-        self._inputs: dict[tuple[int, int], np.ndarray] = {}
+        self._inputs: dict[tuple[int, int], np.ndarray | RowBlock] = {}
 
-    def deposit(self, session: int, index: int, x: np.ndarray) -> None:
+    def deposit(self, session: int, index: int, x: np.ndarray | RowBlock) -> None:
         """User ``index`` commits its input to ``session`` (what sending y_u does in real mode)."""
-        self._inputs[(session, index)] = np.array(x, copy=True)
+        if isinstance(x, RowBlock):
+            self._inputs[(session, index)] = RowBlock(x.rows.copy(), x.block.copy(), x.n_rows)
+        else:
+            self._inputs[(session, index)] = np.array(x, copy=True)
 
     def total(self, session: int, indices: Sequence[int], ring: Ring, length: int) -> np.ndarray:
         """The sum of the deposited inputs of ``indices`` in ``session``, in sorted order.
@@ -47,7 +83,11 @@ class IdealSum:
             x = self._inputs.get((session, index))
             if x is None:
                 raise ProtocolViolation(f"user:{index} sent no masked input in session {session}")
-            total = ring.add(total, x)
+            if isinstance(x, RowBlock):
+                view = total.reshape(x.n_rows, -1)
+                view[x.rows] = ring.add(view[x.rows], x.block)
+            else:
+                total = ring.add(total, x)
         return total
 
     def forget(self, session: int) -> None:
@@ -74,7 +114,7 @@ class IdealUser:
     def receive(self, sealed: Mapping[int, bytes]) -> None:
         """Nothing to open."""
 
-    def mask(self, x: np.ndarray, partners: Sequence[int]) -> np.ndarray:
+    def mask(self, x: np.ndarray | RowBlock, partners: Sequence[int]) -> np.ndarray:
         self.functionality.deposit(self.session, self.index, x)
         return np.zeros(x.size, dtype=self.ring.dtype)
 
@@ -106,4 +146,4 @@ class IdealServer:
         return result
 
 
-__all__ = ["IdealServer", "IdealSum", "IdealUser"]
+__all__ = ["IdealServer", "IdealSum", "IdealUser", "RowBlock"]

@@ -43,7 +43,7 @@ from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
 from ...network.party import SERVER, Party, Role
 from . import graph as graphs
 from .crypto import CIPHERTEXT_BYTES, KEY_BYTES
-from .ideal import IdealServer, IdealSum, IdealUser
+from .ideal import IdealServer, IdealSum, IdealUser, RowBlock
 from .messages import Advertise, Ciphertexts, Keys, Masked, Reveal, Setup, Shares, Unmask
 from .params import SecAggParams, Stage
 from .real import RealServer, RealUser, x_of
@@ -127,7 +127,7 @@ STAGE_WAITS = 2.0
 
 async def participate(
     actor: Actor,
-    x: np.ndarray,
+    x: np.ndarray | RowBlock,
     params: SecAggParams,
     *,
     deadline: float,
@@ -142,7 +142,8 @@ async def participate(
 
     Args:
         actor: the calling protocol's user actor (its ``rng`` draws the keys, seeds and polynomials).
-        x: the input, ``length`` ring elements of ``params.ring`` (encode reals with ``ring.encode``).
+        x: the input, ``length`` ring elements of ``params.ring`` (encode reals with ``ring.encode``), or
+            the same as a `RowBlock` of ring elements: deposited as it is in ideal mode, made dense in real.
         params: the session's parameters, as the server's (``ideal`` must agree with it).
         deadline: the virtual time after which the user stops waiting for the server.
         ideal: the ideal functionality, in ideal mode (``params.ideal``).
@@ -196,6 +197,8 @@ async def participate(
     neighbours = {int(index) for index in setup.neighbours}
     t = setup.threshold
     backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
+    if ideal is None and isinstance(x, RowBlock):
+        x = x.dense()
 
     def outcome(result: str) -> Contribution:
         return Contribution(session, tuple(completed), result, later)
