@@ -20,7 +20,8 @@ PROMISED = {
     "fedrecsim.network.wire": ["message", "Array", "ArraySpec", "Envelope", "kind_of"],
     "fedrecsim.network.party": ["Party", "Role", "SERVER", "THIRD_PARTY"],
     "fedrecsim.config": ["param"],
-    "fedrecsim.protocols.runtime": ["ProtocolSpec", "RunContext", "Outcome", "PaperFigure"],
+    "fedrecsim.protocols.runtime": ["ProtocolSpec", "RunContext", "Outcome", "PaperFigure", "Distributed", "Cue"],
+    "fedrecsim.network.tcp": ["Group"],
     "fedrecsim.seeding": ["Stream", "generator"],
     "fedrecsim.invariants": ["InvariantMonitor"],
     "fedrecsim.errors": ["SimulationError", "ConfigError", "DatasetError", "WireError", "ProtocolViolation", "PartyTimeout"],
@@ -48,3 +49,9 @@ def test_run_async_is_exported_from_the_top_level() -> None:
     from fedrecsim.runner import run_async
 
     assert fedrecsim.run_async is run_async and "run_async" in fedrecsim.__all__
+
+
+def test_run_tcp_is_exported_from_the_top_level() -> None:
+    from fedrecsim.launcher import run_tcp
+
+    assert fedrecsim.run_tcp is run_tcp and "run_tcp" in fedrecsim.__all__

@@ -29,8 +29,9 @@ _TIMING = {"rounds": 3, "round_gap_s": 0.01, "round_timeout_s": 30.0, "max_virtu
 
 
 def _children() -> list[int]:
-    """The processes whose parent is this one (Linux /proc)."""
-    return [pid for pid in _pids() if _parent(pid) == os.getpid()]
+    """The launcher's children this process started and that still run (Linux /proc); other tests' pool
+    workers do not count."""
+    return [pid for pid in _pids() if _parent(pid) == os.getpid() and "fedrecsim.launcher" in _cmdline(pid) and _state(pid) != "Z"]
 
 
 def _fcf() -> dict:

@@ -4,8 +4,8 @@ Three modules are public; everything else (``fedrecsim.network``, ``fedrecsim.ac
 ``fedrecsim.protocols``, ...) is internal and may change between releases:
 
 - ``fedrecsim`` (this module): load and run scenarios -- `run`, `run_async` (inside a running trio loop,
-  e.g. a pytest-trio test), `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols` --
-  and the errors they raise.
+  e.g. a pytest-trio test), `run_tcp` (over real loopback TCP, the parties in several processes),
+  `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols` -- and the errors they raise.
 - ``fedrecsim.sim``: what a protocol author imports to write a protocol of their own (actors, messages,
   config, `ProtocolSpec`, seeding, invariant monitors); see ``docs/writing-a-protocol.md``.
 - ``fedrecsim.testing``: the pytest plugin (fixtures for an open network in virtual time, ledger
@@ -25,6 +25,7 @@ from .errors import (  # noqa: E402 -- the version must exist before the runner 
 from .network.party import Party, Role  # noqa: E402
 from .protocols import available_protocols  # noqa: E402
 from .runner import RunResult, run, run_async  # noqa: E402
+from .launcher import run_tcp  # noqa: E402
 from .scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "parse_scenario",
     "run",
     "run_async",
+    "run_tcp",
 ]

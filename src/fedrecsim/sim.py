@@ -20,7 +20,10 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    scenario as ``run.protocol = "package.module:PROTOCOL"``, or register it under the entry-point group
    ``fedrecsim.protocols`` and name it by its entry-point name. Optionally ``plan=``: a function of a
    `PlanContext` returning the protocol's `TrafficPlan` (its `Flow`s per round), from which
-   ``fedrecsim inspect`` estimates messages and bytes per round and role without running it.
+   ``fedrecsim inspect`` estimates messages and bytes per round and role without running it. Optionally
+   ``distributed=``: a `Distributed` -- per role an entry ``async (ctx, group, cue)`` that builds the
+   actors of the parties its process hosts (a `Group`), ``await cue.ready()``, runs them, and returns
+   its part -- and the run can go over real TCP across processes (``fedrecsim run --transport tcp``).
 
 Determinism: draw randomness only from an actor's ``rng``, ``ctx.rng(Stream.PROTOCOL, ...)`` or
 ``generator(seed, stream, *ids)`` -- never from ``random`` or the global ``np.random`` -- and aggregate
@@ -52,7 +55,8 @@ from .network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
 from .network.network import Network
 from .network.party import SERVER, THIRD_PARTY, Party, Role
 from .network.wire import Array, ArraySpec, Envelope, kind_of, message
-from .protocols.runtime import Flow, Outcome, PaperFigure, PlanContext, ProtocolSpec, RunContext, TrafficPlan
+from .network.tcp import Group
+from .protocols.runtime import Cue, Distributed, Flow, Outcome, PaperFigure, PlanContext, ProtocolSpec, RunContext, TrafficPlan
 from .seeding import Stream, generator
 
 __all__ = [
@@ -64,9 +68,12 @@ __all__ = [
     "ArraySpec",
     "BernoulliChurn",
     "ConfigError",
+    "Cue",
     "DatasetError",
+    "Distributed",
     "Envelope",
     "Flow",
+    "Group",
     "InvariantMonitor",
     "Join",
     "Leave",
