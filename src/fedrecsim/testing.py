@@ -103,8 +103,8 @@ class _RecordingLedger(Ledger):
         super().__init__(record_transcript=True)
         self.recorded: dict[Party, Received] = {}
 
-    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes) -> None:
-        super().record_delivered(time, src, dst, kind, data)
+    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes, padding: int = 0) -> None:
+        super().record_delivered(time, src, dst, kind, data, padding)
         received = self.recorded.get(dst)
         if received is not None:
             received.envelopes.append(decode(data))

@@ -306,3 +306,13 @@ async def test_a_hello_from_an_unexpected_process_is_refused() -> None:
             await connect_mesh(0, [port, 0], listener, 5.0)
     assert info.group_contains(ProtocolViolation, match="expected a hello from one of processes 1..1, received 0")
     await listener.aclose()
+
+
+async def test_padding_never_crosses_a_socket() -> None:
+    """A padded message (an ideal functionality's booked bytes) stands for bytes it does not hold: a
+    socket carries real bytes only, so sending one to another process is refused before it leaves."""
+    network, _ = _network_fed_by_a_peer()
+    network.attach(SERVER)
+    with pytest.raises(ProtocolViolation, match="^server:0 sent test.tcp_payload to user:0 with 8 bytes of padding: a socket carries real bytes only$"):
+        network.send(SERVER, ALICE, Payload(0, np.ones(2)), padding=8)
+    assert network.ledger.party(SERVER)["sent_msgs"] == 0

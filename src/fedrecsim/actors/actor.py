@@ -89,9 +89,10 @@ class Actor:
     def online(self) -> bool:
         return self.network.is_attached(self.party)
 
-    def send(self, dst: Party, message: Any) -> int:
-        """Put ``message`` on the wire to ``dst``; returns the encoded size in bytes."""
-        return self.network.send(self.party, dst, message)
+    def send(self, dst: Party, message: Any, *, padding: int = 0) -> int:
+        """Put ``message`` on the wire to ``dst``; returns the encoded size in bytes (with ``padding``, the
+        bytes it stands for beyond its encoding: `Network.send`)."""
+        return self.network.send(self.party, dst, message, padding=padding)
 
     def send_many(self, dsts: Iterable[Party], message: Any) -> int:
         """Send the same ``message`` to each of ``dsts`` (encoded once); returns the total bytes."""

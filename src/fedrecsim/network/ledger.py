@@ -146,15 +146,17 @@ class Ledger:
         per_round[0] += nbytes
         per_round[1] += 1
 
-    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes) -> None:
+    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes, padding: int = 0) -> None:
+        """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`)."""
+        nbytes = len(data) + padding
         counters = self._counters(dst)
-        counters[_RECV_BYTES] += len(data)
+        counters[_RECV_BYTES] += nbytes
         counters[_RECV_MSGS] += 1
         # The encoded envelope already names src, dst and kind; the prefix adds time and length.
-        self._hash.update(_HASH_PREFIX.pack(time, len(data)))
+        self._hash.update(_HASH_PREFIX.pack(time, nbytes))
         self._hash.update(data)
         if self.transcript is not None:
-            self.transcript.append(TranscriptRow(time, src, dst, kind, len(data), "delivered"))
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered"))
 
     def record_dropped(self, time: float, src: Party, dst: Party, kind: str, nbytes: int, reason: DropReason) -> None:
         self._counters(src)[_DROPPED_MSGS] += 1

@@ -253,7 +253,7 @@ class Network:
         self._attached: set[Party] = set()
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes]]] = {}
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes, int]]] = {}
         self._in_flight = 0
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
@@ -324,13 +324,27 @@ class Network:
 
     # ------------------------------------------------------------------ sending and delivery
 
-    def send(self, src: Party, dst: Party, body: Any) -> int:
+    def send(self, src: Party, dst: Party, body: Any, *, padding: int = 0) -> int:
         """Encode ``body`` and put it on the wire from ``src`` to ``dst``; returns its size in bytes (0 when
-        ``src`` has crashed: nothing is sent)."""
+        ``src`` has crashed: nothing is sent).
+
+        ``padding``: bytes the message stands for beyond its encoding, which this run leaves out -- an
+        ideal functionality's payload (`fedrecsim.protocols.secagg.ideal`). The ledger, the size limit and
+        the links' bandwidth count them as if carried; the transcript hashes the size with the bytes.
+        """
         if not self._may_send(src, body):
             return 0
         now = trio.current_time()
-        return self._transmit(src, dst, body.KIND, encode(src, dst, now, body, self.max_message_bytes), now)
+        data = encode(src, dst, now, body, self.max_message_bytes)
+        if padding:
+            if padding < 0:
+                raise ValueError(f"padding must be >= 0, got {padding}")
+            if len(data) + padding > self.max_message_bytes:
+                raise WireError(
+                    f"{body.KIND}: message of {len(data) + padding} bytes with its padding exceeds the limit of "
+                    f"{self.max_message_bytes}"
+                )
+        return self._transmit(src, dst, body.KIND, data, now, padding)
 
     def send_many(self, src: Party, dsts: Iterable[Party], body: Any) -> int:
         """Send the same ``body`` to each of ``dsts`` (one message each); returns the total bytes.
@@ -363,12 +377,12 @@ class Network:
                 return False
         return True
 
-    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float) -> int:
+    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float, padding: int = 0) -> int:
         forgery = self.faults.forge(src, kind, data) if self._forging else None
         if forgery is not None:
             data = forgery
         forged = forgery is not None
-        nbytes = len(data)
+        nbytes = len(data) + padding
         self.ledger.record_sent(src, kind, nbytes)
         links = self.links
         arrival = links.transit(src, dst, nbytes, now)
@@ -376,15 +390,17 @@ class Network:
             reason = DropReason.PARTITIONED if links.is_down(src, dst, now) else DropReason.LOST
             self.ledger.record_dropped(now, src, dst, kind, nbytes, reason)
             return nbytes
-        self._schedule(src, dst, kind, data, now, arrival, forged)
+        self._schedule(src, dst, kind, data, padding, now, arrival, forged)
         copy = links.copy_at
         if copy is not None:
             links.copy_at = None
             self.ledger.record_duplicated(now, src, dst, kind, nbytes)
-            self._schedule(src, dst, kind, data, now, copy, forged)
+            self._schedule(src, dst, kind, data, padding, now, copy, forged)
         return nbytes
 
-    def _schedule(self, src: Party, dst: Party, kind: str, data: bytes, now: float, arrival: float, forged: bool) -> None:
+    def _schedule(
+        self, src: Party, dst: Party, kind: str, data: bytes, padding: int, now: float, arrival: float, forged: bool
+    ) -> None:
         """File one delivery of ``data`` under ``arrival`` rounded up to the resolution (never at ``now``)."""
         if self.resolution_s > 0:
             arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
@@ -398,11 +414,11 @@ class Network:
             self._forged.add(seq)
         bucket = self._buckets.get(arrival)
         if bucket is None:
-            self._buckets[arrival] = [(src, dst, seq, kind, data)]
+            self._buckets[arrival] = [(src, dst, seq, kind, data, padding)]
             heapq.heappush(self._arrivals, arrival)
             self._wake_by(arrival)
         else:
-            bucket.append((src, dst, seq, kind, data))
+            bucket.append((src, dst, seq, kind, data, padding))
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -438,14 +454,14 @@ class Network:
             bucket = self._buckets.pop(arrival)
             bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
             self._in_flight -= len(bucket)
-            for src, dst, seq, kind, data in bucket:
+            for src, dst, seq, kind, data, padding in bucket:
                 strict = bool(forged) and seq in forged
                 if strict:
                     forged.discard(seq)
                 if dst not in attached:
-                    ledger.record_dropped(arrival, src, dst, kind, len(data), DropReason.OFFLINE)
+                    ledger.record_dropped(arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE)
                     continue
-                ledger.record_delivered(arrival, src, dst, kind, data)
+                ledger.record_delivered(arrival, src, dst, kind, data, padding)
                 envelope = self._decode_forged(arrival, src, dst, kind, data) if strict else decode_trusted(data)
                 if envelope is not None:
                     self._accept(arrival, src, dst, mailboxes[dst], envelope)
@@ -538,8 +554,8 @@ class Network:
             self._sleep = None
             now = trio.current_time()
             for arrival in sorted(self._buckets):
-                for src, dst, _, kind, data in sorted(self._buckets[arrival]):
-                    self.ledger.record_dropped(now, src, dst, kind, len(data), DropReason.UNFINISHED)
+                for src, dst, _, kind, data, padding in sorted(self._buckets[arrival]):
+                    self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED)
             self._buckets.clear()
             self._arrivals.clear()
             self._forged.clear()

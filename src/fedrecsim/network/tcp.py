@@ -292,10 +292,12 @@ class TcpNetwork(Network):
             home = self._home[party] = self.placement.home(party)
         return home
 
-    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float) -> int:
+    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float, padding: int = 0) -> int:
         home = self._where(dst)
         if home == self.position:
-            return super()._transmit(src, dst, kind, data, now)
+            return super()._transmit(src, dst, kind, data, now, padding)
+        if padding:
+            raise ProtocolViolation(f"{src} sent {kind} to {dst} with {padding} bytes of padding: a socket carries real bytes only")
         self.ledger.record_sent(src, kind, len(data))
         self._connections[home].outgoing.send_nowait(data)
         return len(data)

@@ -299,6 +299,11 @@ def _pack_str(value: Any) -> str:
     return value
 
 
+def bytes_field_size(n: int) -> int:
+    """The encoded size of a ``bytes`` message field of ``n`` bytes: msgpack's bin header and the bytes."""
+    return n + (2 if n < 1 << 8 else 3 if n < 1 << 16 else 5)
+
+
 def _pack_bytes(value: Any) -> bytes:
     if not isinstance(value, (bytes, bytearray)):
         raise WireError(f"expected bytes, got {type(value).__name__}")
@@ -764,6 +769,7 @@ __all__ = [
     "ArraySpec",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Envelope",
+    "bytes_field_size",
     "decode",
     "decode_trusted",
     "encode",

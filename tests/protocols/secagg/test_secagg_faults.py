@@ -48,8 +48,8 @@ class Cheater(SummingUser):
         super().__init__(*args, **kwargs)
         self.cheat = cheat
 
-    def send(self, dst: Party, message: object) -> int:
-        return super().send(dst, _tampered(message) if isinstance(message, self.cheat) else message)
+    def send(self, dst: Party, message: object, *, padding: int = 0) -> int:
+        return super().send(dst, _tampered(message) if isinstance(message, self.cheat) else message, padding=padding)
 
 
 async def _session(make_user, link: LinkSpec, linger_s: float = 0.0) -> tuple[Aggregate, dict, list]:  # type: ignore[no-untyped-def, type-arg]

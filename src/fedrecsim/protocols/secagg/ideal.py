@@ -6,10 +6,12 @@ wiring hands to the server and the users -- the one thing parties share besides 
 stands for the cryptography. Users deposit their input with it; the server asks it for the sum over U3.
 
 Every message of the real session is still sent, by the same state machines (`roles`), with payloads of
-exactly the real sizes filled with zeros: public keys, sealed share pairs, masked inputs and revealed
-shares are fixed-width, so the ledger counts the same bytes, message by message, as in real mode, and the
-same users drop and the same aborts happen. What is skipped is the work: no key agreement, no Shamir, no
-AEAD, no PRG expansion.
+exactly the real sizes filled with zeros: public keys, sealed share pairs and revealed shares are
+fixed-width. The masked input, the one payload that grows with the input (m p words per user in
+PriviRec), is sent empty and booked as padding (`Network.send`): the ledger, the size limit and the
+links' bandwidth count its real bytes. So the ledger counts the same bytes, message by message, as in
+real mode, and the same users drop and the same aborts happen. What is skipped is the work: no key
+agreement, no Shamir, no AEAD, no PRG expansion, and no masked vector built, sent or summed.
 
 Honesty note: the zeros on the wire are not what a real party would send, so a view recorded in ideal
 mode is not an attack surface; record views in real mode.
@@ -115,8 +117,9 @@ class IdealUser:
         """Nothing to open."""
 
     def mask(self, x: np.ndarray | RowBlock, partners: Sequence[int]) -> np.ndarray:
+        """Deposits ``x``; nothing to send (the masked input's bytes are booked as padding)."""
         self.functionality.deposit(self.session, self.index, x)
-        return np.zeros(x.size, dtype=self.ring.dtype)
+        return np.zeros(0, dtype=self.ring.dtype)
 
     def reveal(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[list[bytes], list[bytes]]:
         zero = bytes(shamir.SHARE_BYTES)

@@ -41,6 +41,7 @@ import trio
 from ...actors.actor import Actor
 from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
 from ...network.party import SERVER, Party, Role
+from ...network.wire import bytes_field_size
 from . import graph as graphs
 from .crypto import CIPHERTEXT_BYTES, KEY_BYTES
 from .ideal import IdealServer, IdealSum, IdealUser, RowBlock
@@ -232,8 +233,10 @@ async def participate(
             return outcome("refused")
         if crashed(Stage.MASKED_INPUT):
             return outcome("crashed")
-        y = backend.mask(x, senders)
-        actor.send(server, Masked(session, y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()))
+        y = backend.mask(x, senders)  # ideal mode: nothing (the functionality holds x), booked as padding
+        masked = y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()
+        padding = bytes_field_size(x.size * np.dtype(ring.dtype).itemsize) - bytes_field_size(len(masked))
+        actor.send(server, Masked(session, masked), padding=padding)
         completed.append(Stage.MASKED_INPUT)
 
         unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
@@ -381,16 +384,18 @@ async def aggregate(
     # MaskedInputCollection
     word = np.dtype(ring.dtype).newbyteorder("<")
 
+    expected_bytes = 0 if ideal is not None else length * word.itemsize  # ideal: the functionality holds y
+
     def masked_problem(party: Party, body: Masked) -> str | None:
         size = len(body.masked)
-        return None if size == length * word.itemsize else f"{length} words, received {size} bytes"
+        return None if size == expected_bytes else f"{length} words, received {size} bytes"
 
     masked: dict[Party, Masked] = await state.collect(Masked, u2, masked_problem)  # type: ignore[assignment]
     u3 = tuple(sorted(masked))
     state.stages[Stage.MASKED_INPUT] = u3
     _check(Stage.MASKED_INPUT, u3, graph, t)
     total = np.zeros(length, dtype=ring.dtype)
-    for party in u3:
+    for party in u3 if ideal is None else ():
         total = ring.add(total, np.frombuffer(masked[party].masked, dtype=word).astype(ring.dtype))
     in_u2, in_u3 = set(u2), set(u3)
     for party in u3:
