@@ -9,11 +9,12 @@ Gaussian start) and the same evaluation. Both report NDCG@20, which must agree.
 
 The shape is Gowalla's (29,858 users x 40,981 items, 1,027,370 interactions: an item/user ratio of 1.37
 and 34.4 interactions per user), scaled down: at full size with k = 256 the protocol moves every X to
-every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB, which no simulator that
-materializes its messages carries in twice a centralized computation's time; ``full_traffic_tb`` prints
-that figure. The standard size keeps the shape's ratios at n = 1,000 (m = 1,373, k = 64); ``--quick``
-runs n = 60. What the full size needs is listed in the line (``needs=``): ledger bookings of a message's
-bytes without its payload (network), and sparse deposits in secure aggregation's ideal mode.
+every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB; ``full_traffic_tb`` prints that
+figure. Ideal mode no longer materializes the masked inputs (each is booked as padding, `Network.send`)
+nor builds a dense input per user (`RowBlock` deposits). What the full size still needs is in the line
+(``needs=``): broadcasts whose receivers share one encoded body -- today `wire.encode_many` copies X once
+per user (87 MB x 29,858 per iteration) and the ledger hashes every copy. The standard size keeps the
+shape's ratios at n = 1,000 (m = 1,373, k = 64); ``--quick`` runs n = 60.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def run(options: Options) -> Iterator[str]:
     yield (
         f"W8 privirec_k sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.1f} users={users} items={items} "
         f"interactions={interactions} k={k} ndcg@20={sim['ndcg']:.4f} user_bytes={sim['user_bytes']:.0f} "
-        f"full_traffic_tb={full_traffic_tb():.1f} needs=network-byte-booking,secagg-sparse-ideal-deposits"
+        f"full_traffic_tb={full_traffic_tb():.1f} needs=shared-broadcast-bodies"
     )
 
 
