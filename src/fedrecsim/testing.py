@@ -49,7 +49,7 @@ from .network.ledger import Ledger
 from .network.links import Constant, Empirical, LinkSpec, Links, LogNormal, Uniform
 from .network.network import Network
 from .network.party import Party, Role
-from .network.wire import Envelope, decode, encode
+from .network.wire import Broadcast, Envelope, decode, encode
 from .seeding import Stream, generator
 
 M = TypeVar("M")
@@ -103,11 +103,11 @@ class _RecordingLedger(Ledger):
         super().__init__(record_transcript=True)
         self.recorded: dict[Party, Received] = {}
 
-    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes, padding: int = 0) -> None:
+    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0) -> None:
         super().record_delivered(time, src, dst, kind, data, padding)
         received = self.recorded.get(dst)
         if received is not None:
-            received.envelopes.append(decode(data))
+            received.envelopes.append(decode(bytes(data)))
             received.times.append(time)
 
 

@@ -109,7 +109,7 @@ def _check_twice(body: object, src: Party = USER, dst: Party = SERVER) -> bytes:
     want = _reference(src, dst, 0.5, body)
     for _ in range(2):
         assert encode(src, dst, 0.5, body) == want
-        assert encode_many(src, [dst, dst], 0.5, body) == [want, want]
+        assert [bytes(data) for data in encode_many(src, [dst, dst], 0.5, body)] == [want, want]
         for decoder in (decode, decode_trusted):
             envelope = decoder(want)
             assert (envelope.src, envelope.dst) == (src, dst)

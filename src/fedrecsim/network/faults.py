@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import ConfigError, WireError
 from .party import Party
-from .wire import _DTYPE_CODES, _DTYPES, _HEADER, _SHAPE_STRUCTS, _unpack_array, decode, registered_kinds
+from .wire import _DTYPE_CODES, _DTYPES, _HEADER, _SHAPE_STRUCTS, Broadcast, _unpack_array, decode, registered_kinds
 
 _NDARRAY_EXT = 1
 _ENVELOPE_HEADER_LEN = 6
@@ -154,11 +154,12 @@ class PartyFaults:
                 return rule
         return None
 
-    def forge(self, party: Party, kind: str, data: bytes) -> bytes | None:
+    def forge(self, party: Party, kind: str, data: bytes | Broadcast) -> bytes | None:
         """The forged bytes ``party`` sends instead of ``data`` (a message of ``kind``), or None when no
         rule applies or the corruption leaves the message unchanged (e.g. NaN in a message of integers)."""
         for rule in self._byzantine.get(party, ()):
             if not rule.kind or rule.kind == kind:
+                data = bytes(data)
                 forged = forge(data, rule.corrupt)
                 if forged == data:
                     return None

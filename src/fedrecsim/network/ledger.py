@@ -18,7 +18,10 @@ first `MAX_REJECTIONS` are kept with the `ProtocolViolation` text that says what
 The transcript hash is XXH3-128 over ``(deliver time, length, bytes)`` of every delivered message in
 delivery order, where the bytes are the encoded envelope and so name src, dst and kind. Delivery order
 is itself deterministic (delay-line ties break by sender, then receiver, then the message's sequence
-number on its link; `fedrecsim.network.network`), so the hash identifies a run bit for bit.
+number on its link; `fedrecsim.network.network`), so the hash identifies a run bit for bit. A broadcast
+copy with a shared body (`wire.Broadcast`) enters as its own envelope head and the body's XXH3-128
+digest, computed once for all its copies: hashing each copy's bytes again would cost a PriviRec run at
+Gowalla's size terabytes of hashing.
 
 Why XXH3-128 and not SHA-256: the hash is a fingerprint for reproducibility, never a security
 primitive, and it covers every delivered byte -- each copy of a broadcast, every gradient. XXH3 is a
@@ -40,6 +43,7 @@ from typing import Any
 import xxhash
 
 from .party import Party
+from .wire import Broadcast
 
 #: The transcript hash; the result key is ``transcript_<HASH_NAME>``.
 HASH_NAME = "xxh3_128"
@@ -146,7 +150,9 @@ class Ledger:
         per_round[0] += nbytes
         per_round[1] += 1
 
-    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes, padding: int = 0) -> None:
+    def record_delivered(
+        self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0
+    ) -> None:
         """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`)."""
         nbytes = len(data) + padding
         counters = self._counters(dst)
@@ -154,7 +160,11 @@ class Ledger:
         counters[_RECV_MSGS] += 1
         # The encoded envelope already names src, dst and kind; the prefix adds time and length.
         self._hash.update(_HASH_PREFIX.pack(time, nbytes))
-        self._hash.update(data)
+        if type(data) is Broadcast:
+            self._hash.update(data.head)
+            self._hash.update(data.shared.digest())
+        else:
+            self._hash.update(data)
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered"))
 

@@ -53,7 +53,7 @@ from .faults import Crash, PartyFaults
 from .ledger import DropReason, Ledger, RejectReason
 from .links import Links
 from .party import Party
-from .wire import DEFAULT_MAX_MESSAGE_BYTES, Envelope, decode, decode_trusted, encode, encode_many
+from .wire import DEFAULT_MAX_MESSAGE_BYTES, Broadcast, Envelope, decode, decode_broadcast, decode_trusted, encode, encode_many
 
 
 class Mailbox:
@@ -253,7 +253,7 @@ class Network:
         self._attached: set[Party] = set()
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes, int]]] = {}
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int]]] = {}
         self._in_flight = 0
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
@@ -377,7 +377,7 @@ class Network:
                 return False
         return True
 
-    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float, padding: int = 0) -> int:
+    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0) -> int:
         forgery = self.faults.forge(src, kind, data) if self._forging else None
         if forgery is not None:
             data = forgery
@@ -399,7 +399,8 @@ class Network:
         return nbytes
 
     def _schedule(
-        self, src: Party, dst: Party, kind: str, data: bytes, padding: int, now: float, arrival: float, forged: bool
+        self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int, now: float, arrival: float,
+        forged: bool,
     ) -> None:
         """File one delivery of ``data`` under ``arrival`` rounded up to the resolution (never at ``now``)."""
         if self.resolution_s > 0:
@@ -462,7 +463,12 @@ class Network:
                     ledger.record_dropped(arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE)
                     continue
                 ledger.record_delivered(arrival, src, dst, kind, data, padding)
-                envelope = self._decode_forged(arrival, src, dst, kind, data) if strict else decode_trusted(data)
+                if strict:
+                    envelope = self._decode_forged(arrival, src, dst, kind, data)
+                elif type(data) is Broadcast:
+                    envelope = decode_broadcast(kind, src, dst, data)
+                else:
+                    envelope = decode_trusted(data)
                 if envelope is not None:
                     self._accept(arrival, src, dst, mailboxes[dst], envelope)
         self._timers.expire_due(now)

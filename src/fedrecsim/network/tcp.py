@@ -40,7 +40,7 @@ from .ledger import DropReason, Ledger
 from .links import Links
 from .network import Network
 from .party import Party, Role
-from .wire import decode
+from .wire import Broadcast, decode
 
 #: A frame's header: the payload's length, 4 bytes big-endian.
 FRAME_HEADER = struct.Struct(">I")
@@ -292,14 +292,14 @@ class TcpNetwork(Network):
             home = self._home[party] = self.placement.home(party)
         return home
 
-    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes, now: float, padding: int = 0) -> int:
+    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0) -> int:
         home = self._where(dst)
         if home == self.position:
             return super()._transmit(src, dst, kind, data, now, padding)
         if padding:
             raise ProtocolViolation(f"{src} sent {kind} to {dst} with {padding} bytes of padding: a socket carries real bytes only")
         self.ledger.record_sent(src, kind, len(data))
-        self._connections[home].outgoing.send_nowait(data)
+        self._connections[home].outgoing.send_nowait(bytes(data))
         return len(data)
 
     def _receive(self, data: bytes, peer: int) -> None:

@@ -18,6 +18,12 @@ once; the bytes are exactly those msgpack's packer gives for the same array of v
 Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
 The byte count of a message is ``len(encode(...))``: the ledger counts exactly what this module emits.
+
+Broadcasts. `encode_many` gives each destination its own bytes, except when the encoded body (``sent_at``
+and the fields) is `SHARED_BODY_BYTES` or more: then each destination's message is a `Broadcast`, its own
+envelope head and one `SharedBody` that every copy holds -- the same bytes, counted in full for each
+copy, but never copied per destination. The body is decoded once, on its first delivery, and every
+receiver gets that one body, whose arrays are read-only (so no receiver can change another's).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgpack
 import numpy as np
+import xxhash
 
 from ..errors import WireError
 from .party import Party, Role
@@ -60,6 +67,9 @@ _NATIVE_LE = tuple(np.dtype(dtype.name) if sys.byteorder == "little" else None f
 _SHAPE_STRUCTS = tuple(struct.Struct(f"<{ndim}I") for ndim in range(33))
 _DTYPE_BY_NAME = {dtype.name: dtype for dtype in _DTYPES}
 _ENVELOPE_HEADER_LEN = 6
+
+#: A broadcast whose encoded body is at least this many bytes shares it between its copies (`Broadcast`).
+SHARED_BODY_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -657,19 +667,85 @@ def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = D
 
 def encode_many(
     src: Party, dsts: list[Party], sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-) -> list[bytes]:
+) -> list[bytes | Broadcast]:
     """Encode the same body to many destinations: ``[encode(src, dst, sent_at, body) for dst in dsts]``.
 
     The result is byte for byte what ``encode`` gives each destination, but the body is validated and
-    packed once: only the envelope's destination differs between them.
+    packed once: only the envelope's destination differs between them. A body of `SHARED_BODY_BYTES` or
+    more is not copied: each destination gets a `Broadcast` holding it (module docstring).
     """
     codec = _codec_of(body)
     head = codec.head + _party_bytes(src)
     tail = b"".join((_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)))
-    encoded = [b"".join((head, _party_bytes(dst), tail)) for dst in dsts]
+    encoded: list[bytes | Broadcast]
+    if len(tail) >= SHARED_BODY_BYTES:
+        shared = SharedBody(codec, tail)
+        encoded = [Broadcast(head + _party_bytes(dst), shared) for dst in dsts]
+    else:
+        encoded = [b"".join((head, _party_bytes(dst), tail)) for dst in dsts]
     if encoded:
         _check_size(codec.kind, max(map(len, encoded)), max_bytes)
     return encoded
+
+
+class SharedBody:
+    """The encoded body -- ``sent_at`` and the fields -- of one broadcast, held by every copy.
+
+    `decoded` decodes it once, on the first delivery, with every array read-only; `digest`, its XXH3-128,
+    stands for the bytes in the transcript hash (`fedrecsim.network.ledger`).
+    """
+
+    __slots__ = ("_codec", "data", "_decoded", "_digest")
+
+    def __init__(self, codec: _Codec, data: bytes) -> None:
+        self._codec = codec
+        self.data = data
+        self._decoded: tuple[float, Any] | None = None
+        self._digest: bytes | None = None
+
+    def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = xxhash.xxh3_128_digest(self.data)
+        return self._digest
+
+    def decoded(self) -> tuple[float, Any]:
+        """``(sent_at, body)``, the same objects for every caller."""
+        if self._decoded is None:
+            unpacker = msgpack.Unpacker(raw=False, use_list=True, ext_hook=_trusted_ext_hook, max_buffer_size=len(self.data))
+            unpacker.feed(self.data)
+            sent_at, *values = unpacker
+            for position, convert in self._codec.converters:
+                values[position] = convert(values[position])
+            for value in values:
+                _freeze(value)
+            self._decoded = (sent_at, self._codec.build(values))
+        return self._decoded
+
+
+def _freeze(value: Any) -> None:
+    """Make the arrays of a decoded field value read-only."""
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _freeze(item)
+
+
+class Broadcast:
+    """One destination's copy of a broadcast with a shared body: ``bytes(copy)`` is exactly the message
+    `encode` gives that destination, ``len(copy)`` its size."""
+
+    __slots__ = ("head", "shared")
+
+    def __init__(self, head: bytes, shared: SharedBody) -> None:
+        self.head = head
+        self.shared = shared
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.shared.data)
+
+    def __bytes__(self) -> bytes:
+        return self.head + self.shared.data
 
 
 def _party_bytes(party: Party) -> bytes:
@@ -746,6 +822,12 @@ def decode_trusted(data: bytes) -> Envelope:
     return _envelope(codec.kind, src, dst, frame[5], codec.build(values))
 
 
+def decode_broadcast(kind: str, src: Party, dst: Party, copy: Broadcast) -> Envelope:
+    """The envelope of one destination's copy of a shared-body broadcast (its body shared, read-only)."""
+    sent_at, body = copy.shared.decoded()
+    return _envelope(kind, src, dst, sent_at, body)
+
+
 def _envelope(kind: str, src: Party, dst: Party, sent_at: float, body: Any) -> Envelope:
     """``Envelope(kind, src, dst, sent_at, body)``, setting the slots directly: the frozen dataclass's
     ``__init__`` goes through ``object.__setattr__`` per field, twice the cost, once per delivery."""
@@ -767,10 +849,14 @@ _SET_KIND, _SET_SRC, _SET_DST, _SET_SENT_AT, _SET_BODY = (
 __all__ = [
     "Array",
     "ArraySpec",
+    "Broadcast",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Envelope",
+    "SHARED_BODY_BYTES",
+    "SharedBody",
     "bytes_field_size",
     "decode",
+    "decode_broadcast",
     "decode_trusted",
     "encode",
     "encode_many",
