@@ -44,14 +44,13 @@ from typing import Any
 
 import trio
 
-from . import errors
 from .clock import SharedClock
 from .data import prepare_data
-from .errors import ConfigError, PartyTimeout, ProtocolViolation, SimulationError
+from .errors import ConfigError, PartyTimeout, ProtocolViolation, SimulationError, WireError
 from .network.availability import AlwaysOnline, NoComputeDelay
 from .network.ledger import Ledger
 from .network.party import Role
-from .network.tcp import CLOSE_TIMEOUT_S, LOOPBACK, Group, Placement, TcpNetwork, connect_mesh
+from .network.tcp import CLOSE_TIMEOUT_S, LOOPBACK, Group, PeerGone, Placement, TcpNetwork, connect_mesh
 from .output import OutputTarget
 from .protocols import RunContext, built_in_protocols, protocol_spec
 from .protocols.runtime import Cue, Distributed
@@ -72,6 +71,8 @@ from .scenario import AvailabilityConfig, FaultsConfig, NetworkConfig, Scenario
 
 #: Wall seconds a child has to start, prepare the data and connect; and to finish once told to stop.
 STAGE_TIMEOUT_S = 60.0
+#: How long the launcher waits, after a child reported that a peer is gone, for the error of that peer.
+PEER_GONE_GRACE_S = 5.0
 #: The network keys that stay free over TCP: everything else describes a simulated link.
 _FREE_NETWORK_KEYS = frozenset({"resolution_s", "max_message_mb"})
 
@@ -298,17 +299,27 @@ class _Stages:
         return (await self._await(stage, {position}, timeout_s))[position]
 
     async def _await(self, stage: str, positions: set[int], timeout_s: float) -> dict[int, dict[str, Any]]:
+        """Wait until every one of ``positions`` reported ``stage``; raise the first error a child reports
+        -- but a `PeerGone` only if no child reports the error it is the consequence of within
+        `PEER_GONE_GRACE_S`."""
         got: dict[int, dict[str, Any]] = {}
-        with trio.move_on_after(timeout_s):
+        consequence: SimulationError | None = None
+        with trio.move_on_after(timeout_s) as scope:
             while not positions.issubset(got):
                 position, message = await self.events.receive()
                 if "progress" in message:
                     self.rounds(message["progress"])
                 elif "error" in message:
-                    raise _child_error(self.children[position], message)
+                    self.seen[position]["error"] = message
+                    error = _child_error(self.children[position], message)
+                    if not isinstance(error, PeerGone):
+                        raise error
+                    if consequence is None:
+                        consequence = error
+                        scope.deadline = min(scope.deadline, trio.current_time() + PEER_GONE_GRACE_S)
                 elif "eof" in message:
-                    if "done" in self.seen[position]:
-                        continue  # a child that is done exits
+                    if "done" in self.seen[position] or "error" in self.seen[position]:
+                        continue  # a child that is done, or told why it failed, exits
                     child = self.children[position]
                     raise ProtocolViolation(
                         f"{child.describe()} ended before it reported {stage!r}; its stderr: {child.stderr_tail() or '(empty)'}"
@@ -317,18 +328,25 @@ class _Stages:
                     self.seen[position].update(message)
                     if stage in message:
                         got[position] = message
+        if consequence is not None:
+            raise consequence
         if not positions.issubset(got):
             late = ", ".join(self.children[position].describe() for position in sorted(positions - got.keys()))
             raise PartyTimeout(f"{late} did not report {stage!r} within {timeout_s:g} s (wall clock); every process was stopped")
         return got
 
 
+#: The errors a child reports that the launcher raises as they are (naming the child); any other is a
+#: `SimulationError` naming its type.
+_REPORTED = {kind.__name__: kind for kind in (PartyTimeout, ProtocolViolation, WireError, PeerGone)}
+
+
 def _child_error(child: _Child, message: dict[str, Any]) -> SimulationError:
     """The typed error a child reported, naming the child."""
-    kind = getattr(errors, message["error"], None)
+    kind = _REPORTED.get(message["error"])
     text = f"{child.describe()}: {message['message']}"
-    if kind in (PartyTimeout, ProtocolViolation, errors.WireError):
-        return kind(text)  # type: ignore[no-any-return]
+    if kind is not None:
+        return kind(text)
     return SimulationError(f"{text} ({message['error']})")
 
 

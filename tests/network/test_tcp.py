@@ -15,7 +15,7 @@ from fedrecsim.errors import ConfigError, PartyTimeout, ProtocolViolation, WireE
 from fedrecsim.network.ledger import DropReason, Ledger, RejectReason
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
-from fedrecsim.network.tcp import FRAME_HEADER, LOOPBACK, Placement, TcpNetwork, connect_mesh
+from fedrecsim.network.tcp import FRAME_HEADER, LOOPBACK, PeerGone, Placement, TcpNetwork, connect_mesh
 from fedrecsim.network.wire import Array, encode, message
 
 ALICE = Party(Role.USER, 0)
@@ -316,3 +316,18 @@ async def test_padding_never_crosses_a_socket() -> None:
     with pytest.raises(ProtocolViolation, match="^server:0 sent test.tcp_payload to user:0 with 8 bytes of padding: a socket carries real bytes only$"):
         network.send(SERVER, ALICE, Payload(0, np.ones(2)), padding=8)
     assert network.ledger.party(SERVER)["sent_msgs"] == 0
+
+
+async def test_a_connection_that_breaks_says_its_peer_is_gone() -> None:
+    ours, theirs = trio.socket.socketpair()
+    placement = Placement.default((Role.SERVER, Role.USER), n_users=1)
+    network = TcpNetwork(_links(), Ledger(), placement, 1, {0: trio.SocketStream(ours)})
+    network.attach(ALICE)
+    theirs.close()
+    with pytest.raises(ExceptionGroup) as info:
+        async with network.open():
+            for seq in range(100):
+                network.send(ALICE, SERVER, Payload(seq, np.ones(1000)))
+                await trio.sleep(0.01)
+    assert info.group_contains(PeerGone, match="the connection to process 0 broke .*: that process is gone")
+    assert issubclass(PeerGone, ProtocolViolation)

@@ -171,6 +171,11 @@ class SocketCounts:
         }
 
 
+class PeerGone(ProtocolViolation):
+    """The connection to another process broke: that process is gone. Its own error, if it reported one,
+    says why, and `fedrecsim.launcher` reports that one rather than this consequence."""
+
+
 class _Connection:
     """One TCP connection to another process: a queue of outgoing frames, its writer and its reader."""
 
@@ -183,23 +188,33 @@ class _Connection:
     async def write(self) -> None:
         """Send the queued frames in order; after the queue closes, end-of-file."""
         counts = self.counts
-        async with self._queued:
-            async for data in self._queued:
-                await self.stream.send_all(FRAME_HEADER.pack(len(data)) + data)
-                counts.sent_frames += 1
-                counts.sent_payload_bytes += len(data)
-        await self.stream.send_eof()
+        try:
+            async with self._queued:
+                async for data in self._queued:
+                    await self.stream.send_all(FRAME_HEADER.pack(len(data)) + data)
+                    counts.sent_frames += 1
+                    counts.sent_payload_bytes += len(data)
+            await self.stream.send_eof()
+        except trio.BrokenResourceError as err:
+            raise self._gone(err) from err
+
+    def _gone(self, err: trio.BrokenResourceError) -> PeerGone:
+        return PeerGone(f"the connection to process {self.peer} broke ({err.__cause__ or err}): that process is gone")
 
     async def read(self, deliver: Callable[[bytes, int], None], max_bytes: int) -> None:
         """Deliver every frame until the peer's end-of-file.
 
         Raises:
             WireError: a frame longer than ``max_bytes``, or the stream ends inside a frame.
+            PeerGone: the connection broke.
         """
         buffer = bytearray()
         counts = self.counts
         while True:
-            chunk = await self.stream.receive_some(_RECEIVE_BYTES)
+            try:
+                chunk = await self.stream.receive_some(_RECEIVE_BYTES)
+            except trio.BrokenResourceError as err:
+                raise self._gone(err) from err
             if not chunk:
                 if buffer:
                     raise WireError(f"the connection from process {self.peer} ended inside a frame ({len(buffer)} bytes left)")
@@ -350,4 +365,6 @@ class TcpNetwork(Network):
                 raise PartyTimeout(f"process {self.position}: a peer did not close its connection within {CLOSE_TIMEOUT_S:g} s")
 
 
-__all__ = ["CLOSE_TIMEOUT_S", "FRAME_HEADER", "LOOPBACK", "Group", "Placement", "SocketCounts", "TcpNetwork", "connect_mesh"]
+__all__ = [
+    "CLOSE_TIMEOUT_S", "FRAME_HEADER", "LOOPBACK", "Group", "PeerGone", "Placement", "SocketCounts", "TcpNetwork", "connect_mesh",
+]
