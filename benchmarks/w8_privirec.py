@@ -2,19 +2,18 @@
 
 ``sim_s`` is the wall time of `fedrecsim.run` of PriviRec-k (ideal-mode SecAgg+, L = 2, every user online,
 zero latency): the data, every user's actor, the degree sum, two power iterations -- X broadcast to
-every user, each user's A^(u)T A^(u) X encoded and sent as a masked input of m p ring words -- the QR
-factorizations, the filters' broadcast and the LightGCN evaluation. ``floor_s`` is the same data's
-centralized computation of the same result: `fedrecsim.models.gfcf.fit_gfcf` (low rank, the same
-Gaussian start) and the same evaluation. Both report NDCG@20, which must agree.
+every user, each user's A^(u)T A^(u) X deposited with the ideal functionality and its masked input sent,
+booked at its real m p ring words -- the QR factorizations, the filters' broadcast and the LightGCN
+evaluation. ``floor_s`` is the same data's centralized computation of the same result:
+`fedrecsim.models.gfcf.fit_gfcf` (low rank, the same Gaussian start) and the same evaluation. Both report
+NDCG@20, which must agree.
 
-The shape is Gowalla's (29,858 users x 40,981 items, 1,027,370 interactions: an item/user ratio of 1.37
-and 34.4 interactions per user), scaled down: at full size with k = 256 the protocol moves every X to
-every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB; ``full_traffic_tb`` prints that
-figure. Ideal mode no longer materializes the masked inputs (each is booked as padding, `Network.send`)
-nor builds a dense input per user (`RowBlock` deposits). What the full size still needs is in the line
-(``needs=``): broadcasts whose receivers share one encoded body -- today `wire.encode_many` copies X once
-per user (87 MB x 29,858 per iteration) and the ledger hashes every copy. The standard size keeps the
-shape's ratios at n = 1,000 (m = 1,373, k = 64); ``--quick`` runs n = 60.
+The standard size is Gowalla's (29,858 users x 40,981 items, 1,027,370 interactions, k = 256): the
+protocol moves every X to every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB in
+the ledger (``full_traffic_tb``). The simulator carries it because ideal mode books each masked input
+as padding instead of sending it (`Network.send`), users deposit their nonzero rows only (`RowBlock`),
+and a broadcast's copies share one encoded body (`wire.Broadcast`). Both sides take minutes and about
+7 GB; ``--quick`` runs n = 60 with the same ratios.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from fedrecsim.scenario import parse_scenario
 from .common import Options, timed
 
 GOWALLA_USERS, GOWALLA_ITEMS, GOWALLA_INTERACTIONS = 29_858, 40_981, 1_027_370
-STANDARD_USERS, STANDARD_K = 1_000, 64
+STANDARD_USERS, STANDARD_K = GOWALLA_USERS, 256
 QUICK_USERS, QUICK_K = 60, 8
 ITERATIONS, SEED = 2, 8
 
@@ -94,7 +93,7 @@ def run(options: Options) -> Iterator[str]:
     yield (
         f"W8 privirec_k sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.1f} users={users} items={items} "
         f"interactions={interactions} k={k} ndcg@20={sim['ndcg']:.4f} user_bytes={sim['user_bytes']:.0f} "
-        f"full_traffic_tb={full_traffic_tb():.1f} needs=shared-broadcast-bodies"
+        f"full_traffic_tb={full_traffic_tb():.1f}"
     )
 
 
