@@ -1,4 +1,4 @@
-"""The virtual clock: time jumps exactly to the next deadline when every task is blocked."""
+"""The clocks: virtual time jumps to the next deadline when every task is blocked; SharedClock is real time."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import trio
 import trio.testing
 
-from fedrecsim.clock import VirtualClock
+from fedrecsim.clock import SharedClock, VirtualClock
 
 
 async def _sleepers(log: list[tuple[str, float]]) -> None:
@@ -266,3 +266,23 @@ def test_jumps_cost_no_wall_time_trio_is_never_told_to_sleep() -> None:
 
     trio.run(main, clock=VirtualClock(), instruments=[waits])
     assert len(during) >= 2 and set(during) == {0.0}
+
+
+def test_the_shared_clock_reads_monotonic_seconds_since_its_epoch() -> None:
+    epoch = time.monotonic() - 100.0
+    clock = SharedClock(epoch)
+    before = time.monotonic() - epoch
+    now = clock.current_time()
+    assert before <= now <= time.monotonic() - epoch
+    assert clock.deadline_to_sleep_time(now - 1.0) == 0.0
+    assert 0.0 < clock.deadline_to_sleep_time(now + 5.0) <= 5.0
+
+
+def test_two_processes_on_one_epoch_share_deadlines() -> None:
+    epoch = time.monotonic()
+    deadline = trio.run(lambda: _now_plus(1.0), clock=SharedClock(epoch))
+    assert abs(SharedClock(epoch).deadline_to_sleep_time(deadline) - 1.0) < 0.5
+
+
+async def _now_plus(seconds: float) -> float:
+    return trio.current_time() + seconds

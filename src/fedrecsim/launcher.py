@@ -53,7 +53,7 @@ from .network.party import Role
 from .network.tcp import CLOSE_TIMEOUT_S, LOOPBACK, Group, PeerGone, Placement, TcpNetwork, connect_mesh
 from .output import OutputTarget
 from .protocols import RunContext, built_in_protocols, protocol_spec
-from .protocols.runtime import Cue, Distributed
+from .protocols.runtime import Distributed
 from .runner import (
     BUDGET_MARGIN_S,
     ProgressCallback,
@@ -449,33 +449,20 @@ async def _host(launch: Launch, group: Group, position: int, control: _Control) 
         scenario.network.link_policy(scenario.run.seed), ledger, launch.placement, position, streams,
         resolution_s=scenario.network.resolution_s, max_message_bytes=int(scenario.network.max_message_mb * 1024 * 1024),
     )
-    go, stop = trio.Event(), trio.Event()
-    entries: dict[Role, dict[str, Any]] = {}
-    server_done = trio.Event()
+    started = []
 
-    async def enter(role: Role, cue: Cue) -> None:
-        entries[role] = await distributed.entries[role](ctx, group, cue)
-        if role is Role.SERVER:
-            server_done.set()
+    async def ready() -> None:
+        control.send({"ready": True})
+        await control.receive("go")
+        started.append(trio.current_time())
+
+    async def finished() -> None:
+        if driver:
+            control.send({"finished": trio.current_time() - started[0]})
+        await control.receive("stop")
 
     async with ctx.network.open():
-        async with trio.open_nursery() as nursery:
-            cues = []
-            for role in (role for role in distributed.roles if role in group.roles):
-                cue = Cue(go, stop)
-                cues.append(cue)
-                nursery.start_soon(enter, role, cue)
-            for cue in cues:
-                await cue.set_up.wait()
-            control.send({"ready": True})
-            await control.receive("go")
-            started = trio.current_time()
-            go.set()
-            if driver:
-                await server_done.wait()
-                control.send({"finished": trio.current_time() - started})
-            await control.receive("stop")
-            stop.set()
+        entries = await distributed.run_group(ctx, group, ready=ready, finished=finished)
     return {"entries": entries, "ledger": ledger.export(), "sockets": ctx.network.counts.as_dict()}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,7 +9,6 @@ import pytest
 import trio
 import trio.testing
 
-from fedrecsim.clock import SharedClock
 from fedrecsim.errors import ConfigError, PartyTimeout, ProtocolViolation, WireError
 from fedrecsim.network.ledger import DropReason, Ledger, RejectReason
 from fedrecsim.network.links import Constant, LinkSpec, Links
@@ -73,29 +71,6 @@ def test_a_party_no_process_hosts_is_a_protocol_violation() -> None:
         placement.home(Party(Role.USER, 2))
     with pytest.raises(ProtocolViolation, match="no process hosts third_party:0"):
         placement.home(THIRD_PARTY)
-
-
-# --------------------------------------------------------------------------- the shared clock
-
-
-def test_the_shared_clock_reads_monotonic_seconds_since_its_epoch() -> None:
-    epoch = time.monotonic() - 100.0
-    clock = SharedClock(epoch)
-    before = time.monotonic() - epoch
-    now = clock.current_time()
-    assert before <= now <= time.monotonic() - epoch
-    assert clock.deadline_to_sleep_time(now - 1.0) == 0.0
-    assert 0.0 < clock.deadline_to_sleep_time(now + 5.0) <= 5.0
-
-
-def test_two_processes_on_one_epoch_share_deadlines() -> None:
-    epoch = time.monotonic()
-    deadline = trio.run(lambda: _now_plus(1.0), clock=SharedClock(epoch))
-    assert abs(SharedClock(epoch).deadline_to_sleep_time(deadline) - 1.0) < 0.5
-
-
-async def _now_plus(seconds: float) -> float:
-    return trio.current_time() + seconds
 
 
 # --------------------------------------------------------------------------- two networks over loopback

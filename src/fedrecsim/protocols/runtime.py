@@ -299,6 +299,48 @@ class Distributed:
     outcome: Callable[[RunContext, Mapping[Role, list[dict[str, Any]]]], Outcome]
     check: Callable[[RunContext], None] = lambda ctx: None
 
+    async def run_group(
+        self, ctx: RunContext, group: Group, *, ready: Callable[[], Awaitable[None]], finished: Callable[[], Awaitable[None]]
+    ) -> dict[Role, dict[str, Any]]:
+        """Run the entries of ``group``'s roles on ``ctx.network`` (open); returns their parts by role.
+
+        Once every entry is set up, ``await ready()`` returns when the run may start; once the server's
+        entry returned (at once if the group has no server), ``await finished()`` returns when the run
+        is to stop, and the other entries are told to.
+        """
+        go, stop, server_done = trio.Event(), trio.Event(), trio.Event()
+        parts: dict[Role, dict[str, Any]] = {}
+        if Role.SERVER not in group.roles:
+            server_done.set()
+
+        async def enter(role: Role, cue: Cue) -> None:
+            parts[role] = await self.entries[role](ctx, group, cue)
+            if role is Role.SERVER:
+                server_done.set()
+
+        async with trio.open_nursery() as nursery:
+            cues = []
+            for role in (role for role in self.roles if role in group.roles):
+                cue = Cue(go, stop)
+                cues.append(cue)
+                nursery.start_soon(enter, role, cue)
+            for cue in cues:
+                await cue.set_up.wait()
+            await ready()
+            go.set()
+            await server_done.wait()
+            await finished()
+            stop.set()
+        return parts
+
+    async def run_here(self, ctx: RunContext) -> Outcome:
+        """Every role's entry in this one process on ``ctx.network`` (open), then the outcome: what the
+        processes of a TCP run do, without processes or sockets -- e.g. on the simulated network in
+        virtual time, to test a protocol's entries against its `ProtocolSpec.run`."""
+        everyone = Group("every party", frozenset(self.roles), range(ctx.train.n_users))
+        parts = await self.run_group(ctx, everyone, ready=trio.lowlevel.checkpoint, finished=trio.lowlevel.checkpoint)
+        return self.outcome(ctx, {role: [part] for role, part in parts.items()})
+
 
 @dataclass(frozen=True)
 class ProtocolSpec:
