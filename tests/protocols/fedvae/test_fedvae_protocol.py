@@ -13,7 +13,7 @@ from fedrecsim.data import prepare_data
 from fedrecsim.errors import ConfigError
 from fedrecsim.inspect import inspect_scenario
 from fedrecsim.mechanisms.adam import adam_init
-from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, losses
+from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, init_params, losses
 from fedrecsim.network.party import SERVER, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings, global_update
@@ -254,3 +254,10 @@ def test_a_gradient_forged_on_the_wire_is_rejected_and_the_model_is_that_without
     if reason == "invalid":
         assert [row["rejected"] for row in forged.rounds] == [1, 1, 1]
         assert all(row["problem"].startswith("server:0 expected a valid fedvae.gradient from user:0: ") for row in rejections)
+
+
+def test_omega_0_is_drawn_from_the_servers_own_generator() -> None:
+    result = fedrecsim.run(scenario(rounds=1))
+    state = result.outcome.state
+    expected = init_params(generator(5, Stream.ACTOR, Role.SERVER.code, 0), state["layout"])
+    assert np.array_equal(state["initial_omega"], expected)

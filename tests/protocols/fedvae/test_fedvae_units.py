@@ -143,3 +143,80 @@ def test_attackers_are_a_rounded_share_of_the_users_drawn_from_the_generator() -
     assert len(chosen) == 3 and chosen <= set(users.tolist())
     assert chosen == choose_attackers(np.random.default_rng(5), users, 0.1)
     assert choose_attackers(np.random.default_rng(5), users, 0.0) == frozenset()
+
+
+def test_the_held_out_users_are_ranked_in_passes_that_together_score_every_one_of_them() -> None:
+    """1,100 held-out users (three passes of 512) and 20 training users over 8 items: the metrics are those
+    of one pass over all of them, fold-in items excluded (`fedrecsim.data.metrics`)."""
+    from fedrecsim.data.metrics import ndcg_at_k, recall_at_k
+    from fedrecsim.data.ratings import Ratings
+    from fedrecsim.models.multvae import Batch, MultVAEHyper, init_params, scores
+    from fedrecsim.protocols.fedvae.evaluation import ranking_metrics
+
+    n_users, n_items, held = 1_120, 8, np.arange(20, 1_120)
+    users = np.concatenate([np.repeat(np.arange(n_users), 2)])
+    items = np.stack([users[::2] % n_items, (users[::2] + 1 + users[::2] // n_items % 3) % n_items], axis=1).ravel()
+    train = Ratings(users, items, np.ones(users.size), n_users, n_items, (0.0, 1.0))
+    test = Ratings(held, (held + 4) % n_items, np.ones(held.size), n_users, n_items, (0.0, 1.0))
+    hyper = MultVAEHyper(hidden=5, latent=3)
+    layout = Layout.of(n_items, hyper)
+    omega = init_params(np.random.default_rng(8), layout, dtype=np.float64)
+    table = np.zeros((n_users, n_items))
+    table[held] = scores(omega, layout, Batch.of_users(train.by_user(), held, n_items), hyper)
+    expected = {**ndcg_at_k(table, test, train, (2, 5)), **recall_at_k(table, test, train, (2, 5))}
+    assert ranking_metrics(omega, layout, hyper, train, test, (2, 5)) == pytest.approx(expected, rel=1e-12)
+    assert 0.0 < expected["ndcg@5"] < 1.0
+
+
+def _context(split: str = "heldout_users", test_path: str = "", train=None, test=None):  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    return SimpleNamespace(scenario=SimpleNamespace(data=SimpleNamespace(split=split, test_path=test_path)), train=train, test=test)
+
+
+def test_training_users_are_those_with_training_entries_and_no_test_entries() -> None:
+    from fedrecsim.data.ratings import Ratings
+    from fedrecsim.protocols.fedvae.protocol import training_users
+
+    # users 0..4 hold 0, 1, 2, 3, 1 training entries; user 3 also has a test entry, user 4 only a test one.
+    users, items = np.array([1, 2, 2, 3, 3, 3, 4]), np.array([0, 0, 1, 0, 1, 2, 0])
+    train = Ratings(users, items, np.ones(7), 6, 4, (0.0, 1.0))
+    test = Ratings(np.array([3, 5]), np.array([3, 3]), np.ones(2), 6, 4, (0.0, 1.0))
+    assert training_users(_context(train=train, test=test)).tolist() == [1, 2, 4]
+
+
+def test_an_epoch_is_ceil_of_training_users_over_r_and_at_least_one_round() -> None:
+    from fedrecsim.protocols.fedvae.protocol import epoch_rounds
+
+    assert [epoch_rounds(n, 5) for n in (0, 1, 5, 6, 10, 11)] == [1, 1, 1, 2, 2, 3]
+
+
+def test_a_split_that_holds_no_user_out_or_leaves_none_to_train_is_refused_naming_the_key() -> None:
+    from fedrecsim.errors import ConfigError
+    from fedrecsim.protocols.fedvae.protocol import _check
+
+    some = np.arange(3)
+    with pytest.raises(ConfigError) as caught:
+        _check(_context(split="per_user"), some)
+    assert caught.value.key_path == "data.split" and "data.split = 'per_user' does not hold users out" in str(caught.value)
+    with pytest.raises(ConfigError) as caught:
+        _check(_context(test_path="test.csv"), some)
+    assert "data.test_path = 'test.csv' does not hold users out" in str(caught.value)
+    assert str(caught.value).endswith('use split = "heldout_users" (or "users") and no test_path')
+    _check(_context(split="users"), some)
+    with pytest.raises(ConfigError) as caught:
+        _check(_context(), np.arange(0))
+    assert caught.value.key_path == "data.test_fraction"
+    assert str(caught.value) == "data.test_fraction: no user is left to train: every user with data is held out"
+
+
+def test_the_warnings_count_idle_rounds_and_name_the_first_rejection() -> None:
+    from fedrecsim.protocols.fedvae.protocol import _warnings
+
+    rows = [{"updated": 1}, {"updated": 0}, {"updated": 0}]
+    assert _warnings(rows, ["first fault", "second fault"], evaluated=True) == [
+        "2 of 3 rounds applied no update: no gradient was accepted, or Krum had fewer than 3 to choose from "
+        "(see the gradients and missing metrics)",
+        "2 gradients were rejected by the server's validation; the first: first fault",
+    ]
+    assert _warnings(rows[:1], [], evaluated=True) == []

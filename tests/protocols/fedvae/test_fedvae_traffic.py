@@ -1,0 +1,99 @@
+"""FedVAE's traffic plan against the ledger of the run it plans, in the cases where the plan is exact, and
+against the expectation computed here where it is not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import fedrecsim
+from fedrecsim.inspect import inspect_scenario
+from fedrecsim.scenario import parse_scenario
+
+
+def tables(users: int = 50, **protocol: Any) -> dict[str, Any]:
+    """``users`` users (20 % held out) over 30 items, a tiny Mult-VAE, R above every training user, 2 rounds."""
+    return {
+        "run": {"name": "fedvae-plan", "protocol": "fedvae", "rounds": 2, "seed": 5},
+        "data": {"source": "synthetic", "feedback": "implicit", "users": users, "items": 30, "ratings": users * 12,
+                 "split": "heldout_users", "test_fraction": 0.2},
+        "availability": {"model": "always"},
+        "protocol": {"users_per_round": 1000, "hidden": 6, "latent": 2, "baseline": False, "secure_filter": "none",
+                     **protocol},
+    }
+
+
+def planned(table: dict[str, Any]) -> dict[str, tuple[float, float, bool]]:
+    """The plan's (messages, bytes, exact) of each kind in a round."""
+    estimate = inspect_scenario(parse_scenario(table), calibration_rounds=0).estimate
+    return {flow.kind: (flow.messages, flow.bytes, flow.exact) for flow in estimate.flows}
+
+
+def measured(table: dict[str, Any]) -> tuple[dict[str, tuple[float, float]], Any]:
+    """The ledger's (messages, bytes) of each kind per round, and the run."""
+    result = fedrecsim.run(table)
+    rounds = table["run"]["rounds"]
+    kinds = result.result["ledger"]["kinds"]
+    return {kind: (row["msgs"] / rounds, row["bytes"] / rounds) for kind, row in kinds.items()}, result
+
+
+@pytest.mark.parametrize("users", [50, 400])
+def test_the_dense_plan_is_the_ledger_whatever_the_length_of_the_users_indices(users: int) -> None:
+    """400 users: indices below 128, below 256 and above encode in 1, 2 and 3 bytes; the plan sizes each."""
+    table = tables(users)
+    plan, (ledger, result) = planned(table), measured(table)
+    training = result.result["ledger"]["roles"]["user"]["parties"]
+    assert training == round(0.8 * users)
+    for kind in ("fedvae.model", "fedvae.gradient"):
+        messages, size, exact = plan[kind]
+        assert exact and messages == training and ledger[kind] == (training, size)
+
+
+@pytest.mark.parametrize("policy", ["scaled_negative", "wrong_shape", "gaussian"])
+def test_with_attackers_the_dense_plan_sizes_their_forgeries(policy: str) -> None:
+    """40 training users, 8 of them attackers: a wrong_shape forgery is one float (4 bytes) short."""
+    table = tables(byzantine_fraction=0.2, byzantine_policy=policy)
+    plan, (ledger, result) = planned(table), measured(table)
+    assert len(result.outcome.state["attackers"]) == 8
+    messages, size, exact = plan["fedvae.gradient"]
+    assert messages == 40 and size == pytest.approx(ledger["fedvae.gradient"][1], rel=0, abs=1e-6)
+    assert exact is (policy != "wrong_shape")
+    clean = planned(tables())["fedvae.gradient"][1]
+    assert size == (clean - 8 * 4 if policy == "wrong_shape" else clean)
+
+
+@pytest.mark.parametrize("policy", [None, "gaussian", "same_value", "scaled_negative", "wrong_shape"])
+def test_without_dropout_the_sparse_plan_is_the_ledger(policy: str | None) -> None:
+    """Input dropout 0: every user keeps all its items, so the sparse sizes are known (attackers whose
+    forgery fills every W1 row send all 30 rows)."""
+    attack = {"byzantine_fraction": 0.2, "byzantine_policy": policy} if policy else {}
+    table = tables(sparse=True, dropout=0.0, **attack)
+    plan, (ledger, _) = planned(table), measured(table)
+    messages, size, exact = plan["fedvae.sparse_gradient"]
+    assert not exact and messages == 40
+    assert size == pytest.approx(ledger["fedvae.sparse_gradient"][1], rel=1e-12)
+
+
+def test_with_input_dropout_a_sparse_gradient_is_expected_at_the_mean_of_the_kept_rows() -> None:
+    """Dropout 0.5: the plan takes each user's kept rows at their mean n_u / 2 (between whole counts)."""
+    table = tables(users=200, sparse=True)
+    table["run"]["rounds"] = 6
+    plan, (ledger, _) = planned(table), measured(table)
+    assert plan["fedvae.sparse_gradient"][1] == pytest.approx(ledger["fedvae.sparse_gradient"][1], rel=0.01)
+    dense = planned(tables(users=200))["fedvae.gradient"][1]
+    assert plan["fedvae.sparse_gradient"][1] < dense
+
+
+def test_a_mid_round_crash_costs_a_gradient_and_adds_a_join_and_fewer_users_are_sampled_than_online() -> None:
+    table = tables(users_per_round=10)
+    table["availability"]["dropout"] = 0.25
+    plan = planned(table)
+    model, gradient = plan["fedvae.model"], plan["fedvae.gradient"]
+    assert model[0] == 10 and gradient[0] == pytest.approx(10 * 0.75) and plan["core.join"][0] == pytest.approx(10 * 0.25)
+    assert not model[2] and not gradient[2]
+    per_model, per_gradient = model[1] / model[0], gradient[1] / gradient[0]
+    full = planned(tables())
+    assert per_model == pytest.approx(full["fedvae.model"][1] / 40) and per_gradient == pytest.approx(full["fedvae.gradient"][1] / 40)
+    plan_all = inspect_scenario(parse_scenario(tables()), calibration_rounds=0).estimate
+    assert plan_all.exact
