@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 import fedrecsim
@@ -97,3 +98,19 @@ def test_a_mid_round_crash_costs_a_gradient_and_adds_a_join_and_fewer_users_are_
     assert per_model == pytest.approx(full["fedvae.model"][1] / 40) and per_gradient == pytest.approx(full["fedvae.gradient"][1] / 40)
     plan_all = inspect_scenario(parse_scenario(tables()), calibration_rounds=0).estimate
     assert plan_all.exact
+
+
+def test_the_mean_over_users_sizes_one_party_of_each_index_length() -> None:
+    """Indices below 128, below 256 and above encode in 1, 2 and 3 bytes: one party of each class stands
+    for its class (here the size is the party's index, so which one is used shows)."""
+    from fedrecsim.protocols.fedvae.traffic import _mean_over_users
+
+    assert _mean_over_users(np.array([3, 5, 130, 300, 400]), lambda party: float(party.index)) == (2 * 3 + 130 + 2 * 300) / 5
+
+
+def test_the_plan_sizes_a_rounds_messages_at_the_middle_round_of_the_run() -> None:
+    """A round number of 128 or more takes one byte more on the wire: 300 rounds are sized at round 150."""
+    short, long = tables(), tables()
+    long["run"]["rounds"] = 300
+    for kind in ("fedvae.model", "fedvae.gradient"):
+        assert planned(long)[kind][1] == planned(short)[kind][1] + 40
