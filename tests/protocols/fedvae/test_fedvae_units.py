@@ -220,3 +220,33 @@ def test_the_warnings_count_idle_rounds_and_name_the_first_rejection() -> None:
         "2 gradients were rejected by the server's validation; the first: first fault",
     ]
     assert _warnings(rows[:1], [], evaluated=True) == []
+
+
+def test_a_rejection_counts_the_non_finite_entries_in_words_and_overflow_is_no_warning() -> None:
+    import warnings
+
+    one = np.zeros(LAYOUT.size, np.float32)
+    one[4] = np.nan
+    two = one.copy()
+    two[6] = np.inf
+    with pytest.raises(InvalidGradient) as caught:
+        dense_of(Gradient(3, one))
+    assert caught.value.problem == "the gradient holds 1 NaN or Inf entry, the first at flat index 4"
+    with pytest.raises(InvalidGradient) as caught:
+        dense_of(Gradient(3, two))
+    assert caught.value.problem == "the gradient holds 2 NaN or Inf entries, the first at flat index 4"
+    # Squares beyond float32's range: the check overflows on purpose and says so without a RuntimeWarning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidGradient, match="L2 norm of 1e\\+30 > 1e\\+15"):
+            dense_of(Gradient(3, np.array([1e30] + [0.0] * (LAYOUT.size - 1), np.float32)))
+
+
+def test_the_config_hands_its_own_values_to_the_model_and_to_adam() -> None:
+    from fedrecsim.models.multvae import MultVAEHyper
+    from fedrecsim.protocols.fedvae.config import FedVAEConfig
+
+    config = FedVAEConfig(hidden=7, latent=3, dropout=0.25, beta=0.5, eta=0.02, adam_beta1=0.8, adam_beta2=0.99,
+                          adam_epsilon=1e-6)
+    assert config.hyper() == MultVAEHyper(hidden=7, latent=3, dropout=0.25, beta=0.5)
+    assert config.adam() == AdamHyper(eta=0.02, beta1=0.8, beta2=0.99, epsilon=1e-6)
