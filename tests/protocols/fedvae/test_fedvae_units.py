@@ -250,3 +250,22 @@ def test_the_config_hands_its_own_values_to_the_model_and_to_adam() -> None:
                           adam_epsilon=1e-6)
     assert config.hyper() == MultVAEHyper(hidden=7, latent=3, dropout=0.25, beta=0.5)
     assert config.adam() == AdamHyper(eta=0.02, beta1=0.8, beta2=0.99, epsilon=1e-6)
+
+
+def test_the_average_of_long_vectors_sums_every_block_and_plain_averaging_keeps_all() -> None:
+    batch = gradients(9, 5, size=21)
+    mean = average(batch, np.array([0, 2, 4]), block=4)  # blocks [0, 4), [4, 8), ..., [20, 21)
+    np.testing.assert_allclose(mean, batch[[0, 2, 4]].mean(axis=0), rtol=0, atol=1e-6)
+    selection = secure_filter(batch, FilterSettings("none"))
+    assert (selection.n, selection.f, selection.kept.tolist()) == (5, 0, [0, 1, 2, 3, 4])
+
+
+def test_the_cutoffs_must_be_a_non_empty_list_of_positive_integers() -> None:
+    from fedrecsim.errors import ConfigError
+    from fedrecsim.protocols.fedvae.config import FedVAEConfig
+
+    for cutoffs in ((), (10, 0)):
+        with pytest.raises(ConfigError) as caught:
+            FedVAEConfig(cutoffs=cutoffs)
+        assert str(caught.value) == f"protocol.cutoffs: must be a non-empty list of positive integers, got {list(cutoffs)}"
+    assert FedVAEConfig(cutoffs=(1,)).cutoffs == (1,)
