@@ -74,3 +74,18 @@ def test_the_combined_rejections_keep_the_first_hundred() -> None:
     combined = Ledger.combined(parts)
     assert len(combined.rejections) == MAX_REJECTIONS
     assert combined.rejected_by_reason["duplicate"] == 180
+
+
+def test_what_two_processes_both_counted_adds_up() -> None:
+    parts = []
+    for online in (2, 3):
+        ledger = Ledger()
+        ledger.begin_round(1, online=online)
+        ledger.record_dropped(0.1, SERVER, ALICE, "k.down", 10, DropReason.OFFLINE)
+        ledger.record_duplicated(0.2, SERVER, ALICE, "k.down", 10)
+        ledger.record_duplicated(0.3, SERVER, BOB, "k.down", 10)
+        parts.append(ledger.export())
+    combined = Ledger.combined(parts)
+    assert combined.summary()["per_round"][-1]["online"] == 5
+    assert combined.dropped_by_reason["offline"] == 2
+    assert combined.duplicated == 4
