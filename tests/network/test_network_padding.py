@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgpack
 import pytest
 import trio
 import trio.testing
@@ -16,7 +17,7 @@ from fedrecsim.network.ledger import DropReason, Ledger
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.network.wire import encode, message
+from fedrecsim.network.wire import bytes_field_size, encode, message
 
 ALICE = Party(Role.USER, 0)
 BOB = Party(Role.USER, 1)
@@ -97,3 +98,8 @@ async def test_a_message_over_the_limit_with_its_padding_is_refused(autojump_clo
         with pytest.raises(ValueError, match="^padding must be >= 0, got -1$"):
             network.send(ALICE, SERVER, Stub(1), padding=-1)
     assert network.ledger.party(ALICE)["sent_msgs"] == 1
+
+
+@pytest.mark.parametrize("n", [0, 255, 256, 65_535, 65_536, 100_000])
+def test_a_bytes_fields_encoded_size_is_msgpacks(n: int) -> None:
+    assert bytes_field_size(n) == len(msgpack.packb(bytes(n)))

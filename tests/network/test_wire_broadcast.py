@@ -35,13 +35,35 @@ USERS = [Party(Role.USER, index) for index in range(3)]
 @dataclass(frozen=True)
 class Model:
     round: int
+    name: str
     weights: Array("float64", ndim=2)
     layers: tuple[Array("float64", ndim=1), ...]
 
 
+@message("test.shared_blob")
+@dataclass(frozen=True)
+class Blob:
+    data: bytes
+
+
 def _model(floats: int) -> Model:
     """A model whose encoded body is about ``8 * floats`` bytes."""
-    return Model(3, np.arange(floats, dtype=np.float64).reshape(-1, 1), (np.ones(2), np.zeros(1)))
+    return Model(3, "mult-vae", np.arange(floats, dtype=np.float64).reshape(-1, 1), (np.ones(2), np.zeros(1)))
+
+
+def test_the_threshold_is_on_the_encoded_body_sent_at_included() -> None:
+    # The body: sent_at (9 bytes, a msgpack float64) and one bytes field (3 header bytes below 64 KiB).
+    at = Blob(bytes(SHARED_BODY_BYTES - 9 - 3))
+    below = Blob(bytes(SHARED_BODY_BYTES - 9 - 3 - 1))
+    assert type(encode_many(SERVER, USERS, 0.0, at)[0]) is Broadcast
+    assert type(encode_many(SERVER, USERS, 0.0, below)[0]) is bytes
+
+
+def test_a_body_beyond_msgpacks_default_buffer_decodes() -> None:
+    """msgpack's streaming unpacker refuses more than 100 MiB unless told the size."""
+    body = Model(1, "big", np.zeros((101 * 1024 * 1024 // 8, 1)), ())
+    [copy] = encode_many(SERVER, USERS[:1], 0.0, body, max_bytes=1 << 30)
+    assert decode_broadcast(Model.KIND, SERVER, USERS[0], copy).body.weights.shape == body.weights.shape  # type: ignore[attr-defined, union-attr]
 
 
 def test_at_the_threshold_every_copy_holds_one_body_and_is_exactly_what_encode_gives() -> None:
@@ -63,7 +85,8 @@ def test_every_receiver_gets_the_one_decoded_body_read_only() -> None:
     assert envelopes[0].body is envelopes[2].body
     reference = decode(bytes(copies[0])).body
     np.testing.assert_array_equal(envelopes[0].body.weights, reference.weights)
-    assert envelopes[0].body.round == 3 and [layer.tolist() for layer in envelopes[0].body.layers] == [[1.0, 1.0], [0.0]]
+    assert (envelopes[0].body.round, envelopes[0].body.name) == (3, "mult-vae")
+    assert [layer.tolist() for layer in envelopes[0].body.layers] == [[1.0, 1.0], [0.0]]
     for array in (envelopes[1].body.weights, *envelopes[1].body.layers):
         with pytest.raises(ValueError, match="read-only"):
             array[0] = 7.0
@@ -89,4 +112,5 @@ async def test_the_ledger_counts_every_copy_and_hashes_its_head_and_the_bodys_di
         expected.update(digest)
     assert network.ledger.transcript_xxh3_128 == expected.hexdigest()
     received = [network.mailbox(user).take(Model.KIND) for user in USERS]  # type: ignore[attr-defined]
+    assert [(envelope.src, envelope.dst) for envelope in received] == [(SERVER, user) for user in USERS]
     assert received[0].body is received[1].body and not received[0].body.weights.flags.writeable
