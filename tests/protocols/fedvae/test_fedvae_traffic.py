@@ -114,3 +114,29 @@ def test_the_plan_sizes_a_rounds_messages_at_the_middle_round_of_the_run() -> No
     long["run"]["rounds"] = 300
     for kind in ("fedvae.model", "fedvae.gradient"):
         assert planned(long)[kind][1] == planned(short)[kind][1] + 40
+
+
+def test_a_sparse_gradient_is_sized_at_each_users_mean_kept_rows_interpolated_between_whole_counts() -> None:
+    """Input dropout 0.3: user u keeps 0.7 n_u rows on average; the plan sizes its gradient between the
+    sizes of floor(0.7 n_u) and floor(0.7 n_u) + 1 rows, weighted by the fraction (wire sizes here)."""
+    from fedrecsim.data import prepare_data
+    from fedrecsim.network.party import SERVER, Party, Role
+    from fedrecsim.protocols.fedvae.messages import SparseGradient
+    from fedrecsim.testing import wire_size
+
+    table = tables(sparse=True, dropout=0.3)
+    train, test = prepare_data(parse_scenario(table).data, 5)
+    training = np.flatnonzero((train.user_counts() > 0) & (test.user_counts() == 0))
+    rest = 6 + 6 * 4 + 4 + 2 * 6 + 6 + 6 * 30 + 30  # b1, W2, b2, W3, b3, W4, b4 of a 30 -> 6 -> 2 Mult-VAE
+
+    def size(rows: int) -> int:
+        message = SparseGradient(1, np.zeros(rows, np.int32), np.zeros((rows, 6), np.float32), np.zeros(rest, np.float32))
+        return wire_size(Party(Role.USER, 1), SERVER, message)
+
+    expected = []
+    for count in train.user_counts()[training]:
+        mean = 0.7 * count
+        low = int(np.floor(mean))
+        expected.append(size(low) + (mean - low) * (size(low + 1) - size(low)))
+    messages, total, _ = planned(table)["fedvae.sparse_gradient"]
+    assert messages == 40 and total / messages == pytest.approx(float(np.mean(expected)), rel=1e-12)
