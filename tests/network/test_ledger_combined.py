@@ -89,19 +89,3 @@ def test_what_two_processes_both_counted_adds_up() -> None:
     assert combined.summary()["per_round"][-1]["online"] == 5
     assert combined.dropped_by_reason["offline"] == 2
     assert combined.duplicated == 4
-
-
-def test_counts_of_the_same_round_and_reason_add_up_across_parts() -> None:
-    parts = []
-    for online, duplicates in ((2, 1), (3, 4)):
-        ledger = Ledger()
-        ledger.begin_round(1, online=online)
-        ledger.record_dropped(0.5, ALICE, SERVER, "k.up", 10, DropReason.LOST)
-        for _ in range(duplicates):
-            ledger.record_duplicated(0.5, ALICE, SERVER, "k.up", 10)
-        parts.append(ledger.export())
-    combined = Ledger.combined(parts)
-    summary = combined.summary()
-    assert summary["per_round"] == [{"round": 1, "bytes": 0, "msgs": 0, "online": 5}]
-    assert summary["faults"]["dropped"]["lost"] == 2
-    assert combined.duplicated == 5
