@@ -141,3 +141,22 @@ def test_evaluation_is_at_20_by_default_and_at_any_k_asked() -> None:
     assert lightgcn_metrics(twenty, users, test) == lightgcn_metrics(twenty, users, test, 20)
     with pytest.raises(ValueError, match="^every evaluated user needs at least one test item$"):
         lightgcn_metrics(twenty, np.arange(n), test)
+
+
+def test_the_score_gap_is_taken_in_blocks_of_about_four_million_cells() -> None:
+    """The blocks: (1 << 22) // m users at a time, at least one; a block of no items has a gap of 0."""
+    seen: list[list[int]] = []
+
+    def one(users: np.ndarray) -> np.ndarray:
+        seen.append([int(users[0]), int(users[-1]), users.size])
+        return users[:, None] / 8.0
+
+    def zeros(users: np.ndarray) -> np.ndarray:
+        return np.zeros((users.size, 1))
+
+    assert max_gap(one, zeros, 5, 1 << 21) == 0.5  # two users a block: user 4's 4/8 is in the last one
+    assert seen == [[0, 1, 2], [2, 3, 2], [4, 4, 1]]
+    seen.clear()
+    max_gap(one, zeros, (1 << 22) + 1, 1)  # one item: (1 << 22) users a block
+    assert [size for _, _, size in seen] == [1 << 22, 1]
+    assert max_gap(lambda users: np.zeros((users.size, 0)), lambda users: np.zeros((users.size, 0)), 3, 0) == 0.0
