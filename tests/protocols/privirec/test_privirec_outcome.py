@@ -113,3 +113,14 @@ def test_without_the_baseline_there_is_no_central_metric_gap_or_check() -> None:
     assert final["ndcg@20"] > 0.3 and final["recall@20"] > 0.5
     assert result.outcome.baselines == {} and "central" not in result.outcome.state
     assert result.result["invariants"][0]["checked"] == 0
+
+
+def test_a_complete_run_keeps_the_filters_the_users_received_and_the_centralized_ones() -> None:
+    from fedrecsim.models.gfcf import GraphFilters
+
+    result = fedrecsim.run(_table())
+    state = result.outcome.state
+    assert "round" not in result.metrics and result.metrics["participants"] == 40
+    assert isinstance(state["filters"], GraphFilters) and isinstance(state["central"], GraphFilters)
+    assert any(user.filters is state["filters"] for user in state["users"].values())
+    assert result.result["invariants"][0]["checked"] == 1 and result.result["invariants"][0]["violations"] == 0
