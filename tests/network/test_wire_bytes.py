@@ -190,7 +190,8 @@ def test_each_dtype_travels_little_endian_whatever_its_byte_order_and_layout(dty
             got = decoder(data).body.values
             assert got.dtype == np.dtype(dtype) and got.dtype.isnative and got.shape == values.shape
             np.testing.assert_array_equal(got, values)
-            assert got.flags.writeable and got.flags.c_contiguous
+            # Aligned although the elements sit 2 + 4 ndim bytes into their ext payload (`wire._copied_array`).
+            assert got.flags.writeable and got.flags.c_contiguous and got.flags.aligned
 
 
 def test_an_array_of_more_than_32_dimensions_cannot_be_encoded() -> None:

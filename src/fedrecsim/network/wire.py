@@ -186,12 +186,16 @@ def _unpack_array(payload: bytes) -> np.ndarray:
 
 
 def _copied_array(payload: bytes, code: int, ndim: int, shape: tuple[int, ...]) -> np.ndarray:
-    """The elements after a well-formed header as a private, writable, native-order copy: the receiver
-    never shares memory with the wire buffer."""
+    """The elements after a well-formed header as a private, writable, aligned, native-order copy: the
+    receiver never shares memory with the wire buffer.
+
+    Aligned, because the elements start ``2 + 4 ndim`` bytes into the payload, never a multiple of a
+    4- or 8-byte element's size: a view of them (or of a copy of the whole payload) would be a misaligned
+    array, which numpy copies again before every matrix product and buffers through every ufunc.
+    """
     native = _NATIVE_LE[code]
     if native is not None:
-        # One call on a private, writable copy of the payload (its few header bytes ride along unused).
-        return np.ndarray(shape, native, bytearray(payload), _HEADER.size + 4 * ndim)
+        return np.frombuffer(payload, native, -1, _HEADER.size + 4 * ndim).reshape(shape).copy()
     array = np.frombuffer(payload, dtype=_DTYPES[code], offset=_HEADER.size + 4 * ndim)
     return array.reshape(shape).astype(_NATIVE[code])
 
@@ -209,10 +213,10 @@ def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
     if native is None:
         return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
     if ndim == 1:
-        return np.ndarray(((len(payload) - 6) // native.itemsize,), native, bytearray(payload), 6)
-    # What `_copied_array` does, inline: one call on a private, writable copy of the payload.
+        return np.frombuffer(payload, native, -1, 6).copy()
+    # What `_copied_array` does, inline.
     shape = _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size)
-    return np.ndarray(shape, native, bytearray(payload), _HEADER.size + 4 * ndim)
+    return np.frombuffer(payload, native, -1, _HEADER.size + 4 * ndim).reshape(shape).copy()
 
 
 # --------------------------------------------------------------------------- field codecs
