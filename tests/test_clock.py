@@ -286,3 +286,11 @@ def test_two_processes_on_one_epoch_share_deadlines() -> None:
 
 async def _now_plus(seconds: float) -> float:
     return trio.current_time() + seconds
+
+
+def test_time_starts_where_a_resumed_run_left_off() -> None:
+    async def slept() -> float:
+        await trio.sleep(2.5)
+        return trio.current_time()
+
+    assert trio.run(slept, clock=VirtualClock(100.0)) == 102.5

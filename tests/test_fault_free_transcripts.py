@@ -9,7 +9,9 @@ which changes the bytes of every run in which a proxy releases a pool; that run 
 is now handled better: a secagg user whose message was lost no longer waits out the run. And secure
 aggregation's ideal mode sends its masked inputs empty, booked at their real size as padding (issue 16,
 W8): the bytes that travel changed, so its run is pinned from then on; its metrics and every party's
-ledger counters are those of before (checked against commit 805cb06).
+ledger counters are those of before (checked against commit 805cb06). fcf's and dpmf's transcript hashes
+changed once more when those protocols became resumable (checkpoints, issue 18): their ledgers fold the
+hash at every round's end (`Ledger.fold`); their metrics and ledgers are those of commit 72223d4 (checked).
 """
 
 from __future__ import annotations
@@ -32,29 +34,29 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, str]] = {
         "network": {"latency": _LOGNORMAL, "loss": 0.05, "bandwidth_bps": 1e6},
         "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "initial_online": 0.7, "dropout": 0.1},
         "protocol": {"d": 4, "max_users": 20},
-    }, "e1685766f3f78596207217a610d2b2e4"),
+    }, "e4e29a27c6357ed58e2c7f6c23c8a0a7"),
     "fcf implicit, markov churn": ({
         "run": {"protocol": "fcf", "seed": 4, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 150, "ratings": 600, "feedback": "implicit", "split": "leave_one_out"},
         "network": {"latency": {"model": "uniform", "low_s": 0.0, "high_s": 0.1}, "loss": 0.05},
         "availability": {"model": "markov", "mean_on_s": 20.0, "mean_off_s": 5.0},
         "protocol": {"feedback": "implicit", "d": 3},
-    }, "1919415934e2d9ef9093ee7b9c3f3647"),
+    }, "9fdc2c5cfd12f7f5a7e1c38c05a7d8c1"),
     "dpmf S1": ({
         "run": {"protocol": "dpmf", "seed": 6, "rounds": 3}, "data": {"users": 30, "items": 40, "ratings": 600},
         "network": {"latency": _LOGNORMAL}, "protocol": {"scenario": "S1", "d": 4, "epsilon": 1.0},
-    }, "d0ecc17979622726f9b6b7ccc32798e4"),
+    }, "b3d5eaf735ac6e31bcc7c2053697e6fe"),
     "dpmf S2": ({
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL},
         "protocol": {"scenario": "S2", "d": 4, "epsilon": 1.0},
-    }, "91a5934fa4c8454f97dfdf3b7509715b"),
+    }, "83e88d3fa4d4e1f3c4f41b133708baf5"),
     "dpmf S3, churn, dropout, loss": ({
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL, "loss": 0.02},
         "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1},
         "protocol": {"scenario": "S3", "d": 4, "epsilon": 1.0, "max_users": 10, "k_presharing": 4},
-    }, "7555e9a6dde1688bd10ad1c1f70f1db3"),
+    }, "937eaef251b7ae7d610c0147b24f8878"),
     "ldp_implicit, no pool released": ({
         "run": {"protocol": "ldp_implicit", "seed": 5, "rounds": 2},
         "data": {"feedback": "implicit", "users": 40, "items": 150, "ratings": 400, "split": "leave_one_out"},

@@ -3,7 +3,8 @@
 Three modules are public; everything else (``fedrecsim.network``, ``fedrecsim.actors``,
 ``fedrecsim.protocols``, ...) is internal and may change between releases:
 
-- ``fedrecsim`` (this module): load and run scenarios -- `run`, `run_async` (inside a running trio loop,
+- ``fedrecsim`` (this module): load and run scenarios -- `run`, `resume` (an interrupted run from its
+  checkpoint), `run_async` (inside a running trio loop,
   e.g. a pytest-trio test), `run_tcp` (over real loopback TCP, the parties in several processes),
   `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols` -- and the errors they raise.
 - ``fedrecsim.sim``: what a protocol author imports to write a protocol of their own (actors, messages,
@@ -15,6 +16,7 @@ Three modules are public; everything else (``fedrecsim.network``, ``fedrecsim.ac
 __version__ = "0.1.0"
 
 from .errors import (  # noqa: E402 -- the version must exist before the runner imports it
+    CheckpointError,
     ConfigError,
     DatasetError,
     PartyTimeout,
@@ -24,11 +26,12 @@ from .errors import (  # noqa: E402 -- the version must exist before the runner 
 )
 from .network.party import Party, Role  # noqa: E402
 from .protocols import available_protocols  # noqa: E402
-from .runner import RunResult, run, run_async  # noqa: E402
+from .runner import RunResult, resume, run, run_async  # noqa: E402
 from .launcher import run_tcp  # noqa: E402
 from .scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "DatasetError",
     "Party",
@@ -43,6 +46,7 @@ __all__ = [
     "available_protocols",
     "load_scenario",
     "parse_scenario",
+    "resume",
     "run",
     "run_async",
     "run_tcp",

@@ -1,11 +1,13 @@
 """The ``fedrecsim`` command.
 
 ``fedrecsim run FILE [--set key.path=value ...] [--seed N] [--out DIR [--overwrite]] [--transcript]
-[--quiet | --progress] [--transport sim|tcp [--processes GROUPS]]`` runs a scenario and prints its summary
-(``--transport tcp``: over loopback TCP with the parties in several processes, `fedrecsim.launcher`); ``fedrecsim protocols`` lists the
+[--quiet | --progress] [--transport sim|tcp [--processes GROUPS]] [--checkpoint-every N]`` runs a scenario
+and prints its summary (``--transport tcp``: over loopback TCP with the parties in several processes,
+`fedrecsim.launcher`; ``--checkpoint-every N --out DIR``: a checkpoint every N rounds beside DIR, from
+which ``fedrecsim run --resume DIR`` continues an interrupted run, `fedrecsim.checkpoint`); ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
---out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
+[--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
 ``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
 ``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
 the public data sets (`fedrecsim.data.registry`).
@@ -17,7 +19,7 @@ folder holding a fedrecsim result, never anything else. The location is checked 
 Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
 the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
 130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
-result folder behind.
+result folder behind (only the checkpoint folder of a run that saves checkpoints).
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
-from .errors import ConfigError, DatasetError, Interrupted, OutputError, SimulationError
+from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, SimulationError
 from .output import prepare_output
 from .progress import ProgressBar
 from .protocols import available_protocols, protocol_spec
-from .runner import run
+from .runner import resume, run
 from .scenario import apply_overrides, parse_scenario, read_tables
 from .summary import summary_text
 
@@ -49,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run_cmd = commands.add_parser("run", help="run a scenario file")
-    run_cmd.add_argument("scenario", type=Path, help="the scenario TOML file")
+    run_cmd.add_argument("scenario", type=Path, nargs="?", help="the scenario TOML file (none with --resume)")
     run_cmd.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
         help="override a scenario key (value parsed as a TOML literal; a relative path is taken from "
@@ -76,6 +78,16 @@ def _parser() -> argparse.ArgumentParser:
         "the users are split between those processes), e.g. server,third_party,users or server,users,users "
         "(default: one process per role)",
     )
+    run_cmd.add_argument(
+        "--checkpoint-every", type=int, default=0, metavar="N",
+        help="with --out DIR: save the run's state every N rounds in .DIR.checkpoints beside it (removed when the "
+        "run completes), so that --resume DIR can continue it if it is interrupted (fcf, dpmf)",
+    )
+    run_cmd.add_argument(
+        "--resume", type=Path, metavar="DIR",
+        help="continue the interrupted run whose result folder was to be DIR from its last checkpoint (no scenario "
+        "file: the checkpoint holds the scenario and settings)",
+    )
     shown = run_cmd.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="no progress bar")
     shown.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is no terminal")
@@ -101,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     sweep_cmd.add_argument(
         "--out", type=Path, required=True,
         help="the sweep folder: new, or one of ours to resume (complete runs are skipped)",
+    )
+    sweep_cmd.add_argument(
+        "--checkpoint-every", type=int, default=0, metavar="N",
+        help="each run saves a checkpoint every N rounds in the sweep folder; resuming the sweep resumes a run it "
+        "left under way from its last one (local workers only; fcf, dpmf)",
     )
     shown_sweep = sweep_cmd.add_mutually_exclusive_group()
     shown_sweep.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -140,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {write_report(args.folder, args.out) / 'report.md'}")
             return 0
         return _run(args)
-    except (ConfigError, DatasetError, OutputError) as exc:
+    except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
         print(f"fedrecsim: error: {exc}", file=sys.stderr)
         return _EXIT_USAGE
     except KeyboardInterrupt:
@@ -161,28 +178,56 @@ def _list_protocols() -> int:
     return 0
 
 
-def _run(args: argparse.Namespace) -> int:
-    overrides = list(args.overrides)
-    if args.seed is not None:
-        overrides.append(f"run.seed={args.seed}")
-    scenario = parse_scenario(apply_overrides(read_tables(args.scenario), overrides))
+def _check_run_arguments(args: argparse.Namespace) -> None:
+    """Refuse combinations of ``run``'s options that cannot go together, before anything is read or made."""
+    if args.resume is not None:
+        given = [name for name, value in (
+            ("a scenario file", args.scenario), ("--set", args.overrides), ("--seed", args.seed), ("--out", args.out),
+            ("--transcript", args.transcript), ("--checkpoint-every", args.checkpoint_every),
+            ("--transport tcp", args.transport == "tcp"),
+        ) if value]
+        if given:
+            raise ConfigError("--resume", f"continues the checkpoint's own scenario and settings; drop {', '.join(given)}")
+        return
+    if args.scenario is None:
+        raise ConfigError("run", "name a scenario file, or --resume DIR to continue an interrupted run")
     if args.transport == "tcp" and args.transcript:
         raise ConfigError("--transcript", "not available with --transport tcp: each process sees only its own deliveries")
     if args.processes is not None and args.transport != "tcp":
         raise ConfigError("--processes", "places parties in processes only with --transport tcp")
-    if args.out is not None:
-        target = prepare_output(args.out, overwrite=args.overwrite)
-    else:
-        target = prepare_output(Path("results") / scenario.run.name, numbered=True)
+    if args.checkpoint_every and args.out is None:
+        raise ConfigError("--checkpoint-every", "needs --out DIR: the checkpoints are kept beside the result folder")
+    if args.checkpoint_every and args.transport == "tcp":
+        raise ConfigError("--checkpoint-every", "not available with --transport tcp: checkpoints save a simulated run")
+    if args.checkpoint_every < 0:
+        raise ConfigError("--checkpoint-every", f"must be a number of rounds >= 1, got {args.checkpoint_every}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_run_arguments(args)
+    scenario = None
+    if args.resume is None:
+        overrides = list(args.overrides)
+        if args.seed is not None:
+            overrides.append(f"run.seed={args.seed}")
+        scenario = parse_scenario(apply_overrides(read_tables(args.scenario), overrides))
+        if args.out is not None:
+            target = prepare_output(args.out, overwrite=args.overwrite)
+        else:
+            target = prepare_output(Path("results") / scenario.run.name, numbered=True)
     bar = ProgressBar(sys.stderr) if args.progress or (not args.quiet and sys.stderr.isatty()) else None
     with _sigterm_as_interrupt() as terminated:
         try:
-            if args.transport == "tcp":
+            if args.resume is not None:
+                run_result = resume(args.resume, overwrite=args.overwrite, progress=bar)
+            elif args.transport == "tcp":
                 from .launcher import run_tcp
 
                 run_result = run_tcp(scenario, processes=args.processes, out=target, progress=bar)
             else:
-                run_result = run(scenario, out=target, transcript=args.transcript, progress=bar)
+                run_result = run(
+                    scenario, out=target, transcript=args.transcript, progress=bar, checkpoint_every=args.checkpoint_every
+                )
         except Interrupted as exc:
             if bar is not None:
                 bar.break_line()
@@ -191,7 +236,7 @@ def _run(args: argparse.Namespace) -> int:
         except SimulationError as exc:
             if bar is not None:
                 bar.break_line()
-            if isinstance(exc, (ConfigError, DatasetError, OutputError)):
+            if isinstance(exc, (CheckpointError, ConfigError, DatasetError, OutputError)):
                 raise
             print(f"fedrecsim: simulation error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
@@ -204,7 +249,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
     shown = args.progress or (not args.quiet and sys.stderr.isatty())
-    result = run_sweep(study, args.out, workers=args.workers, dask=args.dask, progress=shown)
+    result = run_sweep(
+        study, args.out, workers=args.workers, dask=args.dask, progress=shown, checkpoint_every=args.checkpoint_every
+    )
     runs = len(result.rows)
     print(
         f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "

@@ -12,7 +12,8 @@ a trio deadline at all. When nothing can run, the clock compares the earliest tr
 source's ``next_wake()``; if a source's comes first (or at the same instant), time jumps to it and the
 source is woken there -- a plain reschedule instead of a cancel scope expiring.
 
-Invariants: time starts at 0 and never goes backwards; it moves only when nothing can run, and then
+Invariants: time starts at ``start`` (0, or the instant a resumed run's checkpoint was taken:
+`fedrecsim.checkpoint`) and never goes backwards; it moves only when nothing can run, and then
 exactly to the earliest pending deadline or wake. A task waiting in `trio.testing.wait_all_tasks_blocked`
 runs first, at the current instant, as under `MockClock`: while one waits, the clock does not jump (it
 answers "a long sleep", so trio wakes the waiter after its cushion) and jumps only at the next call. A run
@@ -44,8 +45,8 @@ class WakeSource(Protocol):
 class VirtualClock(trio.abc.Clock):
     """A trio clock for `trio.run(..., clock=VirtualClock())` whose time only moves when all are blocked."""
 
-    def __init__(self) -> None:
-        self._now = 0.0
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
         self._sources: list[WakeSource] = []
 
     def add_source(self, source: WakeSource) -> None:

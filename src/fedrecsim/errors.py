@@ -62,6 +62,16 @@ class OutputError(SimulationError, OSError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class CheckpointError(SimulationError):
+    """A checkpoint cannot be resumed: there is none, it is not one, another version wrote it, or the
+    run's data changed since; the message names the file and the reason."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
 class Interrupted(KeyboardInterrupt):
     """A run stopped by SIGINT or SIGTERM after ``completed`` of ``total`` rounds; it wrote nothing.
 
@@ -89,6 +99,7 @@ class SecAggAborted(ProtocolViolation):
 
 
 __all__ = [
+    "CheckpointError",
     "ConfigError",
     "DatasetError",
     "Interrupted",

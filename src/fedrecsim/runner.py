@@ -9,6 +9,10 @@ does the same inside a trio loop that is already running.
 With ``out``, the location is checked before the simulation starts and the folder is written atomically
 (`fedrecsim.output`): a failed or interrupted run leaves no folder, and nothing of the user's is ever
 removed or overwritten.
+
+With ``checkpoint_every`` as well, a run of a resumable protocol saves its state every so many rounds in a
+work folder beside ``out`` (`fedrecsim.checkpoint`); an interrupted run leaves it, and `resume` continues
+from it to the result the run would have had. A run that completes or fails removes it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import dataclasses
 import gc
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -30,15 +35,16 @@ import trio
 
 from . import __version__
 from .clock import VirtualClock
+from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
 from .data.registry import resolve_path
-from .errors import ConfigError, Interrupted, PartyTimeout
+from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party
 from .output import RESULT_FORMAT, OutputTarget, prepare_output
 from .progress import ProgressBar
-from .protocols import Outcome, RunContext, protocol_spec
+from .protocols import Outcome, RunContext, available_protocols, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
 
 ProgressCallback = Callable[[int, int], None]
@@ -152,6 +158,7 @@ def run(
     transcript: bool = False,
     record_views: Iterable[Party] = (),
     progress: ProgressCallback | bool | None = None,
+    checkpoint_every: int = 0,
 ) -> RunResult:
     """Run one scenario in virtual time (its own trio loop on a `VirtualClock`).
 
@@ -165,27 +172,109 @@ def run(
         progress: True draws a progress bar on stderr; a callable is called as
             ``progress(completed_rounds, total_rounds)`` after each round, and, if it has a ``tick``
             method, ``progress.tick(RoundStatus)`` within rounds, at most every `TICK_EVERY_S` wall seconds.
+        checkpoint_every: with ``out``, save a checkpoint every this many rounds (0: none), for `resume`.
 
     Raises:
-        ConfigError: the scenario is invalid. DatasetError: the data cannot be read. OutputError: ``out``
-        exists or cannot be written (raised before the simulation starts). Interrupted: SIGINT (or a
-        SIGTERM the caller turned into one) stopped the run; nothing was written.
+        ConfigError: the scenario is invalid, or asks for checkpoints of a protocol that cannot resume.
+        DatasetError: the data cannot be read. OutputError: ``out`` exists or cannot be written, or its
+        checkpoint folder holds an interrupted run's (raised before the simulation starts). Interrupted:
+        SIGINT (or a SIGTERM the caller turned into one) stopped the run; nothing was written but its
+        checkpoint, if it saved one.
     """
     scenario = coerce_scenario(scenario)
+    try:
+        _check_checkpointing(scenario, out, checkpoint_every)
+    except ConfigError:
+        if isinstance(out, OutputTarget):
+            out.abandon()
+        raise
     target = _output_target(out, overwrite)
+    checkpoints = None
+    if checkpoint_every:
+        try:
+            checkpoints = Checkpoints.create(target.path, checkpoint_every, scenario, transcript)  # type: ignore[union-attr]
+        except OutputError:
+            target.abandon()  # type: ignore[union-attr]
+            raise
+    return _run_virtual(scenario, target, transcript, tuple(record_views), progress, checkpoints)
+
+
+def resume(
+    out: str | Path, *, overwrite: bool = False, progress: ProgressCallback | bool | None = None
+) -> RunResult:
+    """Continue the interrupted run whose result folder was to be ``out`` from its last checkpoint (`run`'s
+    ``checkpoint_every``), to the result -- transcript hash, metrics, ledger -- of the run uninterrupted.
+
+    It runs the checkpoint's scenario with its settings (transcript recording, checkpoint interval) and
+    keeps saving checkpoints; like `run`, it writes ``out`` atomically and removes the checkpoint folder
+    when it completes.
+
+    Raises:
+        CheckpointError: no checkpoint beside ``out``, an unreadable one, one of another fedrecsim version,
+        or data that changed since it was taken. OutputError, Interrupted, and the run's errors: as `run`.
+    """
+    out = Path(os.path.abspath(out))
+    folder = work_folder(out)
+    saved = load(folder)
+    _remove_empty_staging(out)
+    target = _output_target(out, overwrite)
+    checkpoints = Checkpoints(folder, saved.every, saved.scenario, saved.transcript, resumed=saved)
+    return _run_virtual(saved.scenario, target, saved.transcript, (), progress, checkpoints)
+
+
+def _run_virtual(
+    scenario: Scenario, target: OutputTarget | None, transcript: bool, views: tuple[Party, ...],
+    progress: ProgressCallback | bool | None, checkpoints: Checkpoints | None,
+) -> RunResult:
     rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
+    start = 0.0
+    if checkpoints is not None and checkpoints.resumed is not None:
+        rounds.completed, start = checkpoints.resumed.round, checkpoints.resumed.time
 
     def simulate() -> RunResult:
         with relaxed_garbage_collection():
-            return trio.run(_simulate, scenario, transcript, tuple(record_views), rounds, clock=VirtualClock())
+            return trio.run(_simulate, scenario, transcript, views, rounds, checkpoints, clock=VirtualClock(start))
 
-    return finish_run(simulate, target, rounds)
+    return finish_run(simulate, target, rounds, checkpoints)
 
 
-def finish_run(make: Callable[[], RunResult], target: OutputTarget | None, rounds: _RoundCounter) -> RunResult:
+def _check_checkpointing(scenario: Scenario, out: object, every: int) -> None:
+    if every and out is None:
+        raise ConfigError("--checkpoint-every", "needs --out DIR (out=...): the checkpoints are kept beside the result folder")
+    check_checkpoint_interval(every, [scenario.run.protocol])
+
+
+def check_checkpoint_interval(every: int, protocols: Iterable[str]) -> None:
+    """Refuse (`ConfigError`) a checkpoint interval that is not a number of rounds >= 0, or one > 0 for a
+    run of a protocol that cannot resume (`ProtocolSpec.resumable`)."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ConfigError("--checkpoint-every", f"must be a number of rounds >= 1, got {every!r}")
+    if not every:
+        return
+    for protocol in sorted(set(protocols)):
+        if not protocol_spec(protocol).resumable:
+            resumable = ", ".join(name for name in available_protocols() if protocol_spec(name).resumable)
+            raise ConfigError(
+                "run.protocol", f"{protocol}: checkpoints are not supported for this protocol yet ({resumable} resume)"
+            )
+
+
+def _remove_empty_staging(out: Path) -> None:
+    """Remove the empty staging folders a killed run of ``out`` left (``rmdir``: never one with anything in it)."""
+    for candidate in out.parent.glob(f".{out.name}.partial-*"):
+        with suppress(OSError):
+            candidate.rmdir()
+
+
+def finish_run(
+    make: Callable[[], RunResult], target: OutputTarget | None, rounds: _RoundCounter, checkpoints: Checkpoints | None = None,
+) -> RunResult:
     """``make()`` a run's result and write its folder to ``target`` (if any). On any failure ``target`` is
     abandoned -- nothing is written -- and an interrupt (SIGINT, or a SIGTERM turned into one) becomes
-    `Interrupted` with the rounds completed."""
+    `Interrupted` with the rounds completed. ``checkpoints``' folder is removed when the run completes,
+    or fails by the simulation's own verdict, which a resume would repeat; it is kept, for `resume`, when
+    the run was interrupted or could not go on with its checkpoint or its data (`CheckpointError`,
+    `DatasetError`: fix the data, then resume) -- if it holds a checkpoint."""
     try:
         run_result = make()
         if target is not None:
@@ -193,9 +282,14 @@ def finish_run(make: Callable[[], RunResult], target: OutputTarget | None, round
     except BaseException as exc:
         if target is not None:
             target.abandon()
+        resumable = _is_interrupt(exc) or isinstance(exc, (CheckpointError, DatasetError))
+        if checkpoints is not None and not (resumable and checkpoints.saved):
+            checkpoints.discard()
         if _is_interrupt(exc):
             raise Interrupted(rounds.completed, rounds.total) from None
         raise
+    if checkpoints is not None:
+        checkpoints.discard()
     return run_result
 
 
@@ -264,13 +358,20 @@ def _is_interrupt(exc: BaseException) -> bool:
 
 
 async def _simulate(
-    scenario: Scenario, transcript: bool, views: tuple[Party, ...], rounds: _RoundCounter
+    scenario: Scenario, transcript: bool, views: tuple[Party, ...], rounds: _RoundCounter,
+    checkpoints: Checkpoints | None = None,
 ) -> RunResult:
-    """Data, network and protocol, run in the current trio loop; the single error of a failed run unwrapped."""
+    """Data, network and protocol, run in the current trio loop; the single error of a failed run unwrapped.
+
+    With ``checkpoints`` resuming, the loop's clock stands at the checkpoint's time and the protocol puts
+    the saved state into the world it builds (`RunContext.resumed`)."""
     wall_start = time.perf_counter()
     seen = _with_data_path(scenario)
     train, test = prepare_data(seen.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
+    start = trio.current_time()
+    if checkpoints is not None:
+        start = _prepare_checkpoints(checkpoints, train, test, start, wall_start)
     ledger = Ledger(record_transcript=transcript)
     faults = scenario.faults
     network = Network(
@@ -290,8 +391,8 @@ async def _simulate(
         dropout=scenario.availability.mid_round_dropout(),
         compute=scenario.availability.compute_time(),
         progress=rounds,
+        checkpoints=checkpoints,
     )
-    start = trio.current_time()
     tick = getattr(rounds.progress, "tick", None)
     ticker = _Ticker(tick, rounds, ledger, start) if tick is not None else None
     if ticker is not None:
@@ -312,11 +413,25 @@ async def _simulate(
             f"stopped in round {ledger.round} of {scenario.run.rounds}"
         )
     virtual_time = trio.current_time() - start
+    wall_time = time.perf_counter() - wall_start + (checkpoints.wall_before_s if checkpoints is not None else 0.0)
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
-    result = _result_document(
-        scenario, shape, outcome, ledger, virtual_time, time.perf_counter() - wall_start, _warnings(scenario, context)
-    )
+    result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, _warnings(scenario, context))
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
+
+
+def _prepare_checkpoints(checkpoints: Checkpoints, train: Any, test: Any, now: float, wall_start: float) -> float:
+    """Fill in what ``checkpoints`` saves about this run (its data's fingerprint, when it started) and, when
+    resuming, check the data is the checkpoint's; returns the virtual time the run started at."""
+    fingerprint = data_fingerprint(train, test)
+    saved = checkpoints.resumed
+    if saved is not None and saved.data != fingerprint:
+        raise CheckpointError(
+            checkpoints.folder, "the run's data differ from those the checkpoint was taken on (a data file changed?)"
+        )
+    checkpoints.data = fingerprint
+    checkpoints.start = saved.start if saved is not None else now
+    checkpoints.wall_start = wall_start
+    return checkpoints.start
 
 
 def _with_data_path(scenario: Scenario) -> Scenario:
@@ -473,4 +588,7 @@ def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
         writer.writerows(rounds)
 
 
-__all__ = ["RunResult", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "run", "run_async", "sole_errors", "write_result_folder"]
+__all__ = [
+    "RunResult", "check_checkpoint_interval", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
+    "write_result_folder",
+]

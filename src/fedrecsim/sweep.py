@@ -26,6 +26,9 @@ The sweep folder (``--out``):
   default filled, keys sorted), written atomically (`fedrecsim.output`). Re-running a sweep skips every
   complete run, so an interrupted sweep resumes and loses nothing; ``runs/<hash>.failed.json`` records a
   failed run's error (retried on the next run of the sweep) while the other runs go on.
+- ``runs/.<hash>.checkpoints/`` -- with ``checkpoint_every`` (``--checkpoint-every``, the local engine
+  only: its workers write into the sweep folder), the checkpoint of a run under way (`fedrecsim.checkpoint`):
+  a sweep interrupted in the middle of a long run resumes that run from its last checkpoint.
 - ``sweep.csv`` -- one row per run: grid values, seed, status, final metrics, numeric privacy figures,
   bytes sent and received per role, rounds, transcript fingerprint, wall time and the error if it failed.
 - ``summary.csv`` -- per grid point: the runs and failures, and for every metric, privacy figure and byte
@@ -58,9 +61,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
+from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
-from .runner import run
+from .protocols import protocol_spec
+from .runner import check_checkpoint_interval, resume, run
 from .scenario import apply_overrides, parse_override, parse_scenario, read_tables
 
 SWEEP_FORMAT = "fedrecsim-sweep/1"
@@ -297,12 +302,26 @@ def run_name(scenario_table: Mapping[str, Any]) -> str:
 # -- the engines ------------------------------------------------------------------------------------
 
 
-def execute(scenario_table: dict[str, Any]) -> dict[str, Any]:
+def execute(scenario_table: dict[str, Any], out: str | None = None, checkpoint_every: int = 0) -> dict[str, Any]:
     """Run one scenario on a worker: ``{"files": {name: bytes}}``, or ``{"error": "Type: message"}``.
+
+    With ``out`` (a run folder of the sweep's, on a worker that shares its file system), the run goes
+    there itself, saving a checkpoint every ``checkpoint_every`` rounds beside it -- or resumes from the
+    checkpoint an interrupted sweep left there -- and the outcome is ``{"stored": True}``.
 
     Any exception of the run is its recorded failure -- one run's bug must not stop a study -- and is
     reported with its type in ``sweep.csv``, the failure record and the summary's count.
     """
+    if out is not None:
+        folder = Path(out)
+        try:
+            if (work_folder(folder) / CHECKPOINT_FILE).exists():
+                resume(folder)
+            else:
+                run(parse_scenario(scenario_table), out=folder, checkpoint_every=checkpoint_every)
+        except Exception as exc:  # noqa: BLE001 -- recorded, see the docstring
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"stored": True}
     with tempfile.TemporaryDirectory(prefix="fedrecsim-sweep-") as scratch:
         folder = Path(scratch) / "run"
         try:
@@ -312,18 +331,25 @@ def execute(scenario_table: dict[str, Any]) -> dict[str, Any]:
         return {"files": {entry.name: entry.read_bytes() for entry in sorted(folder.iterdir())}}
 
 
-Submit = Callable[[dict[str, Any]], Any]
+Submit = Callable[[PlannedRun], Any]
 
 
 @contextmanager
-def local_pool(workers: int) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
-    """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one."""
+def local_pool(
+    workers: int, runs: Path | None = None, checkpoint_every: int = 0
+) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
+    """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one.
+
+    With ``checkpoint_every``, each run goes straight into its folder in ``runs`` with its checkpoints
+    beside it (`execute`)."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
 
-        def submit(table: dict[str, Any]) -> Future[dict[str, Any]]:
-            return pool.submit(execute, table)
+        def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
+            if checkpoint_every and runs is not None:
+                return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
+            return pool.submit(execute, entry.scenario)
 
         def wait_any(pending: set[Any]) -> set[Any]:
             return wait(pending, return_when=FIRST_COMPLETED)[0]
@@ -349,8 +375,8 @@ def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], se
     with client:
         finished = distributed.as_completed()
 
-        def submit(table: dict[str, Any]) -> Any:
-            future = client.submit(execute, table, pure=False)
+        def submit(entry: PlannedRun) -> Any:
+            future = client.submit(execute, entry.scenario, pure=False)
             finished.add(future)
             return future
 
@@ -454,6 +480,7 @@ def run_sweep(
     workers: int | None = None,
     dask: str | None = None,
     progress: bool | TextIO | None = None,
+    checkpoint_every: int = 0,
 ) -> SweepResult:
     """Run every missing run of ``study`` into the sweep folder ``out``; write sweep.csv and summary.csv.
 
@@ -461,14 +488,18 @@ def run_sweep(
         workers: local processes (default: the cores). Ignored with ``dask``.
         dask: the address of an existing Dask scheduler (``tcp://host:8786``) to run on instead.
         progress: True draws a progress bar on stderr; a stream draws it there.
+        checkpoint_every: each run saves a checkpoint every this many rounds, and a run an interrupted
+            sweep left under way resumes from its last one (local engine only; resumable protocols only).
 
     Raises:
-        ConfigError: a grid value or key is invalid (before anything runs). OutputError: ``out`` exists
-        and is not a sweep folder, or cannot be written.
+        ConfigError: a grid value or key is invalid, or checkpoints are asked of Dask or of a protocol that
+        cannot resume (before anything runs). OutputError: ``out`` exists and is not a sweep folder, or
+        cannot be written.
     """
     planned = plan(study)
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"expected a whole number >= 1, got {workers}")
+    _check_checkpoints(planned, dask, checkpoint_every)
     folder = open_sweep_folder(Path(out))
     with _exclusive(folder):
         runs = folder / RUNS
@@ -490,7 +521,7 @@ def run_sweep(
         skipped = len({entry.name for entry in planned}) - len(missing)
         failures = 0
         if missing:
-            engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1)
+            engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
             failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
         rows = [_row(runs, entry, study.parameters) for entry in planned]
         _write_csv(folder / "sweep.csv", rows)
@@ -498,12 +529,18 @@ def run_sweep(
     return SweepResult(folder, study.parameters, rows, len(missing), skipped, failures)
 
 
+def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) -> None:
+    if every and dask is not None:
+        raise ConfigError("--checkpoint-every", "needs the local engine: Dask workers do not share the sweep folder")
+    check_checkpoint_interval(every, (entry.scenario["run"]["protocol"] for entry in planned))
+
+
 def _run_missing(engine: Any, runs: Path, missing: list[PlannedRun], bar: SweepProgress | None, done: int) -> int:
     failures = 0
     if bar is not None:
         bar.start(done + len(missing), done)
     with engine as (submit, wait_any, slots):
-        pending = {submit(entry.scenario): entry for entry in missing}
+        pending = {submit(entry): entry for entry in missing}
         try:
             while pending:
                 if bar is not None:
@@ -517,7 +554,7 @@ def _run_missing(engine: Any, runs: Path, missing: list[PlannedRun], bar: SweepP
                         _write_atomically(failed_record, json.dumps(
                             {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
                         ) + "\n")
-                    else:
+                    elif "files" in outcome:
                         _store(runs, entry.name, outcome["files"])
                         if failed_record.exists():
                             failed_record.unlink()

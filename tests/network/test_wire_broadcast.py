@@ -5,6 +5,7 @@ hashes each as its head and the body's digest."""
 
 from __future__ import annotations
 
+import pickle
 import struct
 from dataclasses import dataclass
 
@@ -114,3 +115,14 @@ async def test_the_ledger_counts_every_copy_and_hashes_its_head_and_the_bodys_di
     received = [network.mailbox(user).take(Model.KIND) for user in USERS]  # type: ignore[attr-defined]
     assert [(envelope.src, envelope.dst) for envelope in received] == [(SERVER, user) for user in USERS]
     assert received[0].body is received[1].body and not received[0].body.weights.flags.writeable
+
+
+def test_a_copy_pickled_in_a_checkpoint_comes_back_as_the_same_bytes_digest_and_body() -> None:
+    body = _model(SHARED_BODY_BYTES // 8)
+    copies = encode_many(SERVER, USERS, 1.5, body)
+    restored = pickle.loads(pickle.dumps(copies))
+    assert len({id(copy.shared) for copy in restored}) == 1
+    for copy, again in zip(copies, restored):
+        assert bytes(again) == bytes(copy) and again.shared.digest() == xxhash.xxh3_128_digest(copy.shared.data)
+    received = decode_broadcast(Model.KIND, SERVER, USERS[0], restored[0]).body
+    np.testing.assert_array_equal(received.weights, body.weights)  # type: ignore[attr-defined]

@@ -15,6 +15,13 @@ user: attaches, announces its join, runs again. With ``keep_state = false`` it r
 it had when the population opened -- its data and its initial model -- with a fresh generator
 (``generator(seed, Stream.ACTOR, role, index, restart)``), as a reinstalled device would: it never
 reuses a random number it already drew.
+
+Checkpoints (`fedrecsim.checkpoint`): between two instants the population's state is who is online, whose
+task runs, how far it followed the churn timeline, which restarts are due when, and its counts
+(`checkpoint_state`). A population opened after `restore_state` takes up from there: it announces no
+joins, follows the timeline from the next transition, and starts each user whose task ran with
+`User.resume` -- which is why a checkpoint is only taken while every such user waits at a resume point
+(`not_at_rest`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import copy
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
+from itertools import islice
 from typing import Any
 
 import trio
@@ -81,6 +89,9 @@ class Population:
         self._nursery: trio.Nursery | None = None
         self._snapshots: dict[Party, dict[str, Any]] = {}
         self._restarted: dict[Party, int] = {}
+        self._restarts_due: list[tuple[float, Crash]] = []
+        self._followed = 0
+        self._resumed: dict[str, Any] | None = None
         self.joins = 0
         self.leaves = 0
         self.crashes = 0
@@ -99,15 +110,13 @@ class Population:
         """Bring the initial users online and follow the churn timeline for the duration of the block."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for party in sorted(self.network.faults.restarting(keep_state=False) & self.users.keys()):
-                self._snapshots[party] = _snapshot(self.users[party])
             self.network.crash_listeners.append(self._crashed)
-            initial = sorted(self.churn.initial_online(self.seed, self.parties))
-            # Round 0 is the set-up before the first round: the initial joins are attributed to it.
-            self.network.ledger.begin_round(0, len(initial))
-            for party in initial:
-                self._join(party, count=False)
-            nursery.start_soon(self._follow, self.churn.timeline(self.seed, self.parties, self.horizon_s))
+            timeline = self.churn.timeline(self.seed, self.parties, self.horizon_s)
+            if self._resumed is None:
+                self._open_new()
+            else:
+                self._open_resumed(self._resumed)
+            nursery.start_soon(self._follow, islice(timeline, self._followed, None))
             try:
                 yield self
             finally:
@@ -115,13 +124,33 @@ class Population:
                 nursery.cancel_scope.cancel()
                 self._nursery = None
 
+    def _open_new(self) -> None:
+        for party in sorted(self.network.faults.restarting(keep_state=False) & self.users.keys()):
+            self._snapshots[party] = _snapshot(self.users[party])
+        initial = sorted(self.churn.initial_online(self.seed, self.parties))
+        # Round 0 is the set-up before the first round: the initial joins are attributed to it.
+        self.network.ledger.begin_round(0, len(initial))
+        for party in initial:
+            self._join(party, count=False)
+
+    def _open_resumed(self, state: dict[str, Any]) -> None:
+        running = state.pop("running")
+        vars(self).update(state)
+        for party in running:
+            self._start(party, resumed=True)
+        for due, crash in self._restarts_due:
+            self._nursery.start_soon(self._restart, crash, due)  # type: ignore[union-attr]
+
     def _crashed(self, crash: Crash) -> None:
         """A fault rule crashed a party: if it is one of these users and restarts, schedule the restart."""
         if crash.party in self.users and crash.restart_after_s is not None and self._nursery is not None:
-            self._nursery.start_soon(self._restart, crash)
+            due = trio.current_time() + crash.restart_after_s
+            self._restarts_due.append((due, crash))
+            self._nursery.start_soon(self._restart, crash, due)
 
-    async def _restart(self, crash: Crash) -> None:
-        await self.network.sleep(crash.restart_after_s)  # type: ignore[arg-type]
+    async def _restart(self, crash: Crash, due: float) -> None:
+        await self.network.sleep_until(due)
+        self._restarts_due.remove((due, crash))
         party = crash.party
         self.restarts += 1
         restart = self._restarted[party] = self._restarted.get(party, 0) + 1
@@ -142,19 +171,22 @@ class Population:
                 self._join(transition.party)
             elif not transition.online and transition.party in self._online:
                 self._leave(transition.party)
+            self._followed += 1
 
-    async def _live(self, user: User, scope: trio.CancelScope) -> None:
+    async def _live(self, user: User, scope: trio.CancelScope, resumed: bool) -> None:
         with scope:
             # A user retired before its task first ran must not act: the checkpoint delivers the cancel.
             await trio.lowlevel.checkpoint()
-            await user.run()  # type: ignore[attr-defined]
+            await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
+        if self._scopes.get(user.party) is scope:
+            del self._scopes[user.party]  # its task is over: nothing of it to retire or to resume
 
-    def _start(self, party: Party) -> None:
+    def _start(self, party: Party, resumed: bool = False) -> None:
         if self._nursery is None:
             raise RuntimeError("the population is not open")
         self._retire(party)
         scope = self._scopes[party] = trio.CancelScope()
-        self._nursery.start_soon(self._live, self.users[party], scope)
+        self._nursery.start_soon(self._live, self.users[party], scope, resumed)
 
     def _retire(self, party: Party) -> None:
         scope = self._scopes.pop(party, None)
@@ -176,6 +208,36 @@ class Population:
         self.network.detach(party)
         self._retire(party)
         self.leaves += 1
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def not_at_rest(self) -> list[Party]:
+        """The users whose task runs but is not at a resume point (`User.resume`: waiting for a delivery
+        until its horizon, or computing) now. Empty: a checkpoint may be taken."""
+        return [
+            party for party in self._scopes
+            if self.users[party].mailbox.waits_until != self.horizon_s and self.users[party].computing_until is None
+        ]
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What `restore_state` needs to take up from now, taken between rounds while `not_at_rest` is empty."""
+        return {
+            "_online": self._online,
+            "_crashing": self._crashing,
+            "_snapshots": self._snapshots,
+            "_restarted": self._restarted,
+            "_restarts_due": self._restarts_due,
+            "_followed": self._followed,
+            "joins": self.joins,
+            "leaves": self.leaves,
+            "crashes": self.crashes,
+            "restarts": self.restarts,
+            "running": sorted(self._scopes),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Open (`open`) where the population of ``state`` was, instead of bringing the initial users online."""
+        self._resumed = dict(state)
 
     # ------------------------------------------------------------------ rounds
 

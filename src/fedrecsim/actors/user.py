@@ -34,8 +34,21 @@ class User(Actor):
     horizon_s: float = math.inf
     crash_round: int | None = None
     compute_delay_s: float = 0.0
+    computing_until: float | None = None
     model_use: ModelUse | None = None
     server: Party = SERVER
+
+    async def resume(self) -> None:
+        """Carry on from a checkpoint (`fedrecsim.checkpoint`): what ``run`` does once it first waits for a
+        delivery until `horizon_s`, without what it sent before.
+
+        A user class of a protocol that resumes implements it so that, from the user's state, it reaches
+        the same wait ``run`` was in. The resume points are every wait of ``run`` for a delivery until
+        `horizon_s`, and `compute` when the user saved what it does afterwards in its state: its
+        ``resume`` first calls `compute_rest`, and if that returns True, does it. `Population.not_at_rest`
+        holds checkpoints back while a user is anywhere else.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot resume from a checkpoint")
 
     def announce_join(self) -> None:
         self.send(self.server, Join())
@@ -53,8 +66,22 @@ class User(Actor):
         return True
 
     async def compute(self) -> None:
-        """Spend this round's local compute time (the straggler model) in virtual time."""
+        """Spend this round's local compute time (the straggler model) in virtual time; meanwhile
+        ``computing_until`` says until when."""
         if self.model_use is not None:
             self.model_use.compute = True
         if self.compute_delay_s > 0:
-            await self.network.sleep(self.compute_delay_s)
+            self.computing_until = self.now + self.compute_delay_s
+            await self.compute_rest()
+
+    async def compute_rest(self) -> bool:
+        """Spend the rest of the compute time under way (`resume`: a checkpoint found the user computing);
+        False if none was."""
+        until = self.computing_until
+        if until is None:
+            return False
+        try:
+            await self.network.sleep_until(until)
+        finally:
+            self.computing_until = None
+        return True

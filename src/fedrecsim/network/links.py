@@ -605,6 +605,17 @@ class Links:
             link = self._open(src, dst)
         return _is_down(link.down, now)
 
+    def checkpoint_state(self) -> dict[tuple[Party, Party], tuple[float, int]]:
+        """What the links have changed since they were built: per opened link, when it is free again and
+        how many messages it carried (its draws are counter-based, so that is all of its state)."""
+        return {pair: (link.busy_until, link.count) for pair, link in self._links.items()}
+
+    def restore_state(self, state: dict[tuple[Party, Party], tuple[float, int]]) -> None:
+        """Carry on from `checkpoint_state`'s ``state`` (on links built from the same specs and seed)."""
+        for (src, dst), (busy_until, count) in state.items():
+            link = self._open(src, dst)
+            link.busy_until, link.count = busy_until, count
+
     def _open(self, src: Party, dst: Party) -> _Link:
         down = tuple(
             (partition.from_s, partition.until_s)

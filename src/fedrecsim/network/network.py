@@ -119,6 +119,11 @@ class Mailbox:
     def clear(self) -> None:
         self._by_kind.clear()
 
+    @property
+    def waits_until(self) -> float | None:
+        """The deadline its task waits for a delivery until (None: no task waits on this mailbox now)."""
+        return self._timer_at if self._waiter is not None else None
+
     async def wait(self, deadline: float) -> bool:
         """Park until the next delivery (True) or until the virtual ``deadline`` passes (False)."""
         if self._waiter is not None:
@@ -539,6 +544,50 @@ class Network:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Everything the network holds between two instants of a run (`fedrecsim.checkpoint`): who is
+        attached or crashed, the messages in flight with their sequence numbers, every mailbox's
+        undelivered-to-its-task messages (and recorded view), the links' counters and the faults' records.
+
+        Waits and sleeps are not in it: they belong to tasks, which a resumed run starts again.
+        """
+        return {
+            "attached": set(self._attached),
+            "crashed": set(self._crashed),
+            "forged": set(self._forged),
+            "seq": self._seq,
+            "in_flight": self._in_flight,
+            "arrivals": list(self._arrivals),
+            "buckets": {arrival: list(bucket) for arrival, bucket in self._buckets.items()},
+            "mailboxes": {
+                party: ({kind: list(queue) for kind, queue in mailbox._by_kind.items() if queue}, mailbox.view)
+                for party, mailbox in self._mailboxes.items()
+            },
+            "links": self.links.checkpoint_state(),
+            "faults": vars(self.faults),
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Carry on from `checkpoint_state`'s ``state``, on a network built from the same scenario and seed
+        whose parties have declared what they receive (`expect`)."""
+        self._attached = set(state["attached"])
+        self._crashed = set(state["crashed"])
+        self._forged = set(state["forged"])
+        self._seq = state["seq"]
+        self._in_flight = state["in_flight"]
+        self._arrivals = list(state["arrivals"])  # saved as the heap it was
+        self._buckets = dict(state["buckets"])
+        for party, (by_kind, view) in state["mailboxes"].items():
+            mailbox = self._mailboxes.get(party)
+            if mailbox is None:
+                mailbox = self._mailboxes[party] = Mailbox(party, self._timers, view is not None, self._receives.get(party))
+            mailbox._by_kind = {kind: deque(queue) for kind, queue in by_kind.items()}
+            mailbox.view = view
+        self.links.restore_state(state["links"])
+        vars(self.faults).update(state["faults"])
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Network]:

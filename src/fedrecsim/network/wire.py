@@ -707,6 +707,10 @@ class SharedBody:
         self._decoded: tuple[float, Any] | None = None
         self._digest: bytes | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (a checkpoint's message in flight) as its kind and bytes; decoded again when delivered."""
+        return (_shared_body, (self._codec.kind, self.data))
+
     def digest(self) -> bytes:
         if self._digest is None:
             self._digest = xxhash.xxh3_128_digest(self.data)
@@ -724,6 +728,10 @@ class SharedBody:
                 _freeze(value)
             self._decoded = (sent_at, self._codec.build(values))
         return self._decoded
+
+
+def _shared_body(kind: str, data: bytes) -> SharedBody:
+    return SharedBody(_BY_KIND[kind], data)
 
 
 def _freeze(value: Any) -> None:

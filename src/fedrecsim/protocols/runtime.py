@@ -7,6 +7,10 @@ It builds its actors, drives its rounds and measures its metrics; the runner own
 A protocol that can also run over real TCP with its parties in several OS processes (``fedrecsim run
 --transport tcp``, `fedrecsim.launcher`) says how in `Distributed`: the same actors, one entry per role
 for the process that hosts that role's parties, and how the parts the processes return make its `Outcome`.
+
+A protocol that can resume from checkpoints (``resumable``, `fedrecsim.checkpoint`) builds its world as
+always, then asks `RunContext.resumed` for the state to carry on from, and ends every round with
+`RunContext.end_round`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import trio
 from ..actors.membership import Join, Leave
 from ..actors.population import Population
 from ..actors.user import ModelUse, User
+from ..checkpoint import Checkpoints
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
@@ -43,6 +48,7 @@ class RunContext:
         churn, dropout, compute: the availability models (who is online, who crashes, who straggles).
         progress: call with the number of completed rounds after each round.
         model_use: whether the users consulted ``dropout`` and ``compute`` (filled in by the users).
+        checkpoints: the run's checkpointing (None: it saves none and resumes from none).
     """
 
     scenario: Any
@@ -54,6 +60,34 @@ class RunContext:
     compute: ComputeTime
     progress: Callable[[int], None] = lambda completed: None
     model_use: ModelUse = field(default_factory=ModelUse)
+    checkpoints: Checkpoints | None = None
+
+    def resumed(self, population: Population | None, objects: Mapping[str, Any]) -> dict[str, Any] | None:
+        """For a run resuming from a checkpoint: put the saved state into the world the protocol just built
+        -- the network, the ledger, ``population`` and its users, and each of ``objects`` (its server-side
+        actors and whatever else `end_round` saves) -- and return the values `end_round` saved; None for a
+        new run. Call it once the world is built, before ``population.open()``."""
+        if self.checkpoints is None or self.checkpoints.resumed is None:
+            return None
+        return self.checkpoints.restore(self, population, objects)
+
+    async def end_round(
+        self, round_index: int, population: Population | None, objects: Mapping[str, Any], values: dict[str, Any],
+        resting: tuple[Any, ...] = (),
+    ) -> None:
+        """The end of round ``round_index`` of a resumable protocol, after its gap: fold the transcript hash
+        (`Ledger.fold`) and, when one is due, save a checkpoint (`Checkpoints.save`).
+
+        Args:
+            population, objects: as for `resumed` (the same names each round).
+            values: the driver's own state to carry on with (its metrics so far, initial models, ...).
+            resting: actors with a task of their own besides the users (a third party): a checkpoint waits
+                until each waits at its resume point, from which its ``run`` carries on.
+        """
+        self.network.ledger.fold()
+        checkpoints = self.checkpoints
+        if checkpoints is not None and checkpoints.due(round_index, self.rounds):
+            await checkpoints.save(self, round_index, population, objects, values, resting)
 
     @property
     def seed(self) -> int:
@@ -352,6 +386,9 @@ class ProtocolSpec:
 
     ``distributed``, optional, lets the protocol run over TCP across processes (`Distributed`); without
     it, ``--transport tcp`` refuses the protocol before anything starts.
+
+    ``resumable``: the protocol saves checkpoints and resumes from them (module docstring); without it,
+    ``--checkpoint-every`` refuses the protocol before anything starts.
     """
 
     name: str
@@ -360,3 +397,4 @@ class ProtocolSpec:
     description: str = ""
     plan: Callable[[PlanContext], TrafficPlan] | None = None
     distributed: Distributed | None = None
+    resumable: bool = False

@@ -235,14 +235,19 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
         for party, items, values in _user_data(ctx)
     }
     recommender = TrustedRecommender(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, ctx.train.n_users)
-    initial_u, initial_v = recommender.user_factors.copy(), recommender.item_factors.copy()
     ctx.network.attach(SERVER)
     population = ctx.population(users)
     timing = ctx.scenario.run
-    rounds: list[dict[str, float]] = []
+    objects = {"recommender": recommender}
+    values = ctx.resumed(population, objects) or {
+        "rounds": [], "initial_u": recommender.user_factors.copy(), "initial_v": recommender.item_factors.copy(),
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
+    initial_u, initial_v = values["initial_u"], values["initial_v"]
     async with population.open():
-        await ctx.network.sleep(timing.round_gap_s)
-        for round_index in range(1, ctx.rounds + 1):
+        if not rounds:
+            await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             population.begin_round(round_index)
             held = recommender.collect()
             recommender.iterate()
@@ -250,6 +255,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
             population.end_round(round_index)
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
+            await ctx.end_round(round_index, population, objects, values)
     published = recommender.publish(config.mechanism, config.epsilon, public.delta)
     final = accuracy(recommender.user_factors, published, ctx.train, ctx.test)
     held_ratings = recommender.ratings()
@@ -363,29 +369,31 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
         aggregator = Aggregator(THIRD_PARTY, ctx.network, ctx.rng(Stream.ACTOR, Role.THIRD_PARTY.code, 0), public)
         aggregator.horizon_s = ctx.horizon_s
         ctx.network.attach(THIRD_PARTY)
-    initial_u, initial_v = _user_factors(users), recommender.item_factors.copy()
     ctx.network.attach(SERVER)
     verifier = Verifier(public, users, recommender, aggregator)
     traffic = _Traffic(ctx.network.ledger)
     timing = ctx.scenario.run
-    rounds: list[dict[str, float]] = []
-    contributed: list[np.ndarray] = []
-    round_wall_s: list[float] = []
     population = ctx.population(users)
+    objects: dict[str, Any] = {"recommender": recommender, "verifier": verifier, "traffic": traffic}
+    if aggregator is not None:
+        objects["aggregator"] = aggregator
+    values = ctx.resumed(population, objects) or {
+        "rounds": [], "contributed": [], "round_wall_s": [],
+        "initial_u": _user_factors(users), "initial_v": recommender.item_factors.copy(),
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
+    contributed: list[np.ndarray] = values["contributed"]
+    round_wall_s: list[float] = values["round_wall_s"]
+    resting = (aggregator,) if aggregator is not None else ()
     async with population.open(), trio.open_nursery() as nursery:
         if aggregator is not None:
             nursery.start_soon(aggregator.run)
-        await ctx.network.sleep(timing.round_gap_s)
         started = time.perf_counter()
-        if config.scenario == "S2":
-            await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
-        else:
-            for _ in range(config.presharing_attempts):
-                if recommender.eta_whole.all():
-                    break
-                await _preshare(recommender, verifier, config, timing.round_timeout_s)
-        await ctx.network.sleep(timing.round_gap_s)
-        for round_index in range(1, ctx.rounds + 1):
+        if not rounds:
+            await ctx.network.sleep(timing.round_gap_s)
+            await _set_up(recommender, verifier, config, timing.round_timeout_s)
+            await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             round_started = time.perf_counter()
             population.begin_round(round_index)
             if config.scenario == "S3" and not recommender.eta_whole.all():
@@ -405,10 +413,25 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
             round_wall_s.append(time.perf_counter() - round_started)
+            await ctx.end_round(round_index, population, objects, values, resting)
         loop_wall_s = time.perf_counter() - started
         nursery.cancel_scope.cancel()
     timing_s = {"loop_wall_s": loop_wall_s, "round_wall_s": round_wall_s}
-    return _private_outcome(ctx, config, public, users, recommender, verifier, population, rounds, contributed, initial_u, initial_v, timing_s)
+    return _private_outcome(
+        ctx, config, public, users, recommender, verifier, population, rounds, contributed, values["initial_u"],
+        values["initial_v"], timing_s,
+    )
+
+
+async def _set_up(recommender: Recommender, verifier: Verifier, config: DPMFConfig, round_timeout_s: float) -> None:
+    """The set-up before round 1: S2's noise set-up, or S3's pre-sharing attempts until every eta_j is whole."""
+    if config.scenario == "S2":
+        await recommender.set_up_noise(trio.current_time() + round_timeout_s)
+        return
+    for _ in range(config.presharing_attempts):
+        if recommender.eta_whole.all():
+            break
+        await _preshare(recommender, verifier, config, round_timeout_s)
 
 
 def _compared(
@@ -655,5 +678,5 @@ DISTRIBUTED = Distributed(
 
 PROTOCOL = ProtocolSpec(
     "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan,
-    distributed=DISTRIBUTED,
+    distributed=DISTRIBUTED, resumable=True,
 )

@@ -58,6 +58,9 @@ class TrustingUser(User):
         if self.items.size:
             self.send(self.server, RatingsUpload(self.items, self.ratings))
 
+    async def resume(self) -> None:
+        """Nothing to carry on with: its task ends with its upload."""
+
 
 class PrivateUser(User):
     """S2 / S3: keeps u_i and its ratings; contributes masked, noised gradients (see the module docstring).
@@ -86,13 +89,18 @@ class PrivateUser(User):
         self.last_rho = self.last_real
         self.last_overflow = 0
         self._request = ItemRequest(self.items.astype(np.int32))
+        self.serving: ItemVectors | None = None
 
     async def run(self) -> None:
+        if self.items.size:
+            self.send(self.server, self._request)
+        await self.resume()
+
+    async def resume(self) -> None:
+        if await self.compute_rest():
+            self._answer()
         if self.public.scenario == "S2" and self.items.size and self.eta is None:
-            self.send(self.server, self._request)
             self._set_up((await self.recv(NoiseSetup, deadline=self.horizon_s, sender=self.server)).body)
-        elif self.items.size:
-            self.send(self.server, self._request)
         kinds = (PresharingRequest, ItemVectors) if self.public.scenario == "S3" else (ItemVectors,)
         while True:
             envelope = await self._recv_first(kinds)
@@ -104,9 +112,15 @@ class PrivateUser(User):
                 continue  # a round already answered: a copy the network duplicated, or overtaken by a newer one
             if self.crashes_in(request.round):
                 return
+            self.serving = request
             await self.compute()
-            self._contribute(request)
-            self.send(self.server, self._request)
+            self._answer()
+
+    def _answer(self) -> None:
+        """Contribute to the round ``serving`` (after the compute time), then request the next one."""
+        request, self.serving = self.serving, None
+        self._contribute(request)  # type: ignore[arg-type]
+        self.send(self.server, self._request)
 
     async def _recv_first(self, kinds: Sequence[Any]) -> Envelope:
         """The next message of the first of ``kinds`` that has one (setup before iterations)."""

@@ -147,15 +147,19 @@ async def run(ctx: RunContext) -> Outcome:
     config: FCFConfig = ctx.config
     _check(ctx)
     users, server = _users(ctx, config, range(ctx.train.n_users)), _server(ctx, config)
-    initial_item_factors = server.item_factors.copy()
-    initial_user_factors = _profiles(config, users.values()) if config.feedback == "explicit" else None
     ctx.network.attach(SERVER)
     population = ctx.population(users)
     timing = ctx.scenario.run
-    rounds: list[dict[str, float]] = []
+    values = ctx.resumed(population, {"server": server}) or {
+        "rounds": [],
+        "initial_item_factors": server.item_factors.copy(),
+        "initial_user_factors": _profiles(config, users.values()) if config.feedback == "explicit" else None,
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
     async with population.open():
-        await ctx.network.sleep(timing.round_gap_s)
-        for round_index in range(1, ctx.rounds + 1):
+        if not rounds:
+            await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             population.begin_round(round_index)
             report: RoundReport = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
             row = _row(round_index, report)
@@ -165,11 +169,12 @@ async def run(ctx: RunContext) -> Outcome:
             population.end_round(round_index)
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
+            await ctx.end_round(round_index, population, {"server": server}, values)
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
-    state = {"item_factors": server.item_factors, "initial_item_factors": initial_item_factors}
+    state = {"item_factors": server.item_factors, "initial_item_factors": values["initial_item_factors"]}
     if config.feedback == "explicit":
         state["user_factors"] = _profiles(config, users.values())
-        state["initial_user_factors"] = initial_user_factors
+        state["initial_user_factors"] = values["initial_user_factors"]
     state["population"] = {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes}
     return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
 
@@ -240,5 +245,5 @@ DISTRIBUTED = Distributed(
 
 PROTOCOL = ProtocolSpec(
     "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan,
-    distributed=DISTRIBUTED,
+    distributed=DISTRIBUTED, resumable=True,
 )

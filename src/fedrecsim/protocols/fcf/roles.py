@@ -69,9 +69,15 @@ class ExplicitUser(User):
         self.hyper = hyper
         self.u = unit_rows(rng, 1, hyper.d)[0]
         self.answered = 0
+        self.reply: tuple[int, np.ndarray, np.ndarray] | None = None
 
     async def run(self) -> None:
         self.send(self.server, Register(self.items))
+        await self.resume()
+
+    async def resume(self) -> None:
+        if await self.compute_rest():
+            self._send_reply()
         while True:
             request = (await self.recv(ItemVectors, deadline=self.horizon_s)).body
             if request.round <= self.answered:
@@ -84,10 +90,17 @@ class ExplicitUser(User):
                     f"received {request.vectors.shape} in round {request.round}"
                 )
             new_u, gradients = user_step(self.u, request.vectors, self.ratings, self.hyper)
+            self.reply = (request.round, new_u, gradients)
             await self.compute()
-            self.u = new_u
-            self.answered = request.round
-            self.send(self.server, ItemGradients(request.round, gradients))
+            self._send_reply()
+
+    def _send_reply(self) -> None:
+        """Take the step computed for ``reply``'s round and send its gradients."""
+        round_index, new_u, gradients = self.reply  # type: ignore[misc]
+        self.reply = None
+        self.u = new_u
+        self.answered = round_index
+        self.send(self.server, ItemGradients(round_index, gradients))
 
 
 class ImplicitUser(User):
@@ -99,8 +112,14 @@ class ImplicitUser(User):
         self.confidence = 1.0 + hyper.alpha * np.asarray(values, dtype=np.float64)
         self.hyper = hyper
         self.x = np.zeros(hyper.d)
+        self.reply: ModelGradient | None = None
 
     async def run(self) -> None:
+        await self.resume()
+
+    async def resume(self) -> None:
+        if await self.compute_rest():
+            self._send_reply()
         while True:
             request = (await self.recv(Model, deadline=self.horizon_s)).body
             if self.crashes_in(request.round):
@@ -109,9 +128,13 @@ class ImplicitUser(User):
             if item_factors.shape[1] != self.hyper.d or (self.items.size and self.items.max() >= item_factors.shape[0]):
                 raise ProtocolViolation(f"{self.party} received a model of shape {item_factors.shape} in round {request.round}")
             self.x = user_factors(item_factors, self.items, self.confidence, self.hyper.lam)
-            gradient = item_gradient(item_factors, self.x, self.items, self.confidence)
+            self.reply = ModelGradient(request.round, item_gradient(item_factors, self.x, self.items, self.confidence))
             await self.compute()
-            self.send(self.server, ModelGradient(request.round, gradient))
+            self._send_reply()
+
+    def _send_reply(self) -> None:
+        reply, self.reply = self.reply, None
+        self.send(self.server, reply)
 
 
 class FCFServer(Server):

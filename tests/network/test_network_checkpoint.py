@@ -1,0 +1,108 @@
+"""A network saved between two instants and restored into a new one built alike (issue 18, checkpoints)
+carries on exactly as the network never saved: the same deliveries in the same order, the same forgeries
+refused, the same ledger."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+import numpy as np
+import trio
+
+from fedrecsim.clock import VirtualClock
+from fedrecsim.network.faults import Byzantine, PartyFaults
+from fedrecsim.network.ledger import Ledger
+from fedrecsim.network.links import Constant, LinkSpec, Links
+from fedrecsim.network.network import Network
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import Array, message
+
+HONEST, FORGER = Party(Role.USER, 0), Party(Role.USER, 1)
+
+
+@message("test.checkpoint_values")
+@dataclass(frozen=True)
+class Values:
+    step: int
+    values: Array("float64", ndim=1)  # type: ignore[valid-type]
+
+
+def _network() -> Network:
+    """Losses on every link, the forger's messages 5 s late and sent as float32 (malformed at the receiver)."""
+    links = Links(9, LinkSpec(Constant(0.01), loss=0.3, bandwidth_bps=80_000), slow={FORGER: 5.0})
+    network = Network(links, Ledger(), faults=PartyFaults(byzantine=[Byzantine(FORGER, "dtype")]))
+    for party in (SERVER, HONEST, FORGER):
+        network.attach(party)
+    return network
+
+
+async def _first_part(network: Network) -> None:
+    """The forger's message (sequence number 1) goes first and is still in flight at 1 s; the honest
+    user's messages arrive, some lost, the rest left in the server's mailbox."""
+    network.send(FORGER, SERVER, Values(0, np.ones(3)))
+    for step in range(1, 8):
+        network.send(HONEST, SERVER, Values(step, np.full(40, float(step))))
+    await network.sleep_until(1.0)
+    network.ledger.fold()
+
+
+def _taken(network: Network) -> list[tuple[int, float]]:
+    return [(envelope.body.step, envelope.sent_at) for envelope in network.mailbox(SERVER).take_all(Values.KIND)]
+
+
+async def _second_part(network: Network) -> list[tuple[int, float]]:
+    """How many messages were in flight at 1 s (as a pair) and what the server had taken; then more
+    honest messages, and what it takes by 20 s."""
+    taken = [(-1, float(network.in_flight)), *_taken(network)]
+    for step in range(8, 16):
+        network.send(HONEST, SERVER, Values(step, np.full(40, float(step))))
+    await network.sleep_until(20.0)
+    return taken + _taken(network)
+
+
+def _outcome(network: Network, taken: list[tuple[int, float]]) -> tuple[list[tuple[int, float]], dict, str, list]:
+    ledger = network.ledger
+    return taken, ledger.summary(), ledger.transcript_xxh3_128, [(r.src, r.reason) for r in ledger.rejections]
+
+
+def _kept() -> tuple[list[tuple[int, float]], dict, str, list]:
+    network = _network()
+
+    async def whole() -> list[tuple[int, float]]:
+        async with network.open():
+            await _first_part(network)
+            return await _second_part(network)
+
+    return _outcome(network, trio.run(whole, clock=VirtualClock()))
+
+
+def _restored() -> tuple[list[tuple[int, float]], dict, str, list]:
+    """`_kept`'s run, saved at 1 s and restored into a new network built alike, on a clock starting there."""
+    first = _network()
+
+    async def save() -> tuple[dict, dict]:
+        async with first.open():
+            await _first_part(first)
+            return pickle.loads(pickle.dumps((first.checkpoint_state(), first.ledger.checkpoint_state())))
+
+    saved, ledger = trio.run(save, clock=VirtualClock())
+    network = _network()
+    network.restore_state(saved)
+    network.ledger.restore_state(ledger)
+
+    async def rest() -> list[tuple[int, float]]:
+        async with network.open():
+            return await _second_part(network)
+
+    return _outcome(network, trio.run(rest, clock=VirtualClock(1.0)))
+
+
+def test_a_restored_network_delivers_refuses_and_counts_as_the_network_never_saved() -> None:
+    kept = _kept()
+    assert _restored() == kept
+    taken, summary, _, rejections = kept
+    assert rejections == [(FORGER, "malformed")]  # the forgery in flight at the save is still refused
+    assert summary["faults"]["dropped"]["lost"] > 0
+    assert taken[0] == (-1, 1.0)  # the forgery
+    assert [step for step, _ in taken[1:]] == sorted(step for step, _ in taken[1:])

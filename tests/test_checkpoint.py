@@ -1,0 +1,437 @@
+"""Checkpoints and resume (issue 18, `fedrecsim.checkpoint`): a run resumed from any of its checkpoints
+ends exactly as the run never interrupted -- transcript hash, metrics, ledger, privacy report, models --
+whatever was under way at the checkpoint: messages in flight, restarts due, stragglers computing, users
+offline, crashed or forged; and every way a checkpoint can be refused says why and loses nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fedrecsim
+from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, load, work_folder
+from fedrecsim.errors import CheckpointError, ConfigError, Interrupted, OutputError
+
+_LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
+_CHURN = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1}
+_STRAGGLERS = {"compute_median_s": 1.0, "compute_sigma": 1.0}
+_DPMF = {"d": 4, "epsilon": 1.0}
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "fcf explicit: churn, dropout, loss, a slow byzantine user": {
+        "run": {"protocol": "fcf", "seed": 3, "rounds": 6, "round_timeout_s": 5.0},
+        "data": {"users": 30, "items": 40, "ratings": 500},
+        "network": {"latency": _LOGNORMAL, "loss": 0.05, "bandwidth_bps": 1e6},
+        "availability": _CHURN,
+        "faults": {"byzantine": [{"party": "user:4", "corrupt": "shape"}], "slow": [{"party": "user:4", "delay_s": 8.0}]},
+        "protocol": {"d": 4, "max_users": 20},
+    },
+    "fcf explicit: a crashed user restarts with its state": {
+        "run": {"protocol": "fcf", "seed": 3, "rounds": 6, "round_timeout_s": 5.0},
+        "data": {"users": 20, "items": 30, "ratings": 300}, "network": {"latency": _LOGNORMAL},
+        "faults": {"crash": [{"party": "user:3", "kind": "fcf.item_gradients", "round": 2, "restart_after_s": 14.0}]},
+        "protocol": {"d": 4},
+    },
+    "fcf explicit: stragglers, duplicates, reordering": {
+        "run": {"protocol": "fcf", "seed": 7, "rounds": 6, "round_timeout_s": 2.0, "round_gap_s": 0.5},
+        "data": {"users": 20, "items": 30, "ratings": 300},
+        "network": {"latency": _LOGNORMAL, "duplicate": 0.3, "reorder": 0.3, "reorder_delay_s": 3.0},
+        "availability": _STRAGGLERS, "protocol": {"d": 4},
+    },
+    "fcf implicit: markov churn, stragglers": {
+        "run": {"protocol": "fcf", "seed": 4, "rounds": 6, "round_timeout_s": 2.0},
+        "data": {"users": 30, "items": 150, "ratings": 600, "feedback": "implicit", "split": "leave_one_out"},
+        "network": {"latency": {"model": "uniform", "low_s": 0.0, "high_s": 0.1}, "loss": 0.05},
+        "availability": {"model": "markov", "mean_on_s": 20.0, "mean_off_s": 5.0, **_STRAGGLERS},
+        "protocol": {"feedback": "implicit", "d": 3},
+    },
+    "dpmf S1": {
+        "run": {"protocol": "dpmf", "seed": 6, "rounds": 5}, "data": {"users": 30, "items": 40, "ratings": 600},
+        "network": {"latency": _LOGNORMAL}, "protocol": {"scenario": "S1", **_DPMF},
+    },
+    "dpmf S2: a user restarts without its state, a slow user": {
+        "run": {"protocol": "dpmf", "seed": 5, "rounds": 6, "round_timeout_s": 5.0},
+        "data": {"users": 20, "items": 30, "ratings": 300}, "network": {"latency": _LOGNORMAL},
+        "faults": {
+            "crash": [{"party": "user:3", "kind": "dpmf.contribution", "round": 2, "restart_after_s": 6.0, "keep_state": False}],
+            "slow": [{"party": "user:5", "delay_s": 8.0}],
+        },
+        "protocol": {"scenario": "S2", **_DPMF},
+    },
+    "dpmf S2: churn, dropout, stragglers": {
+        "run": {"protocol": "dpmf", "seed": 5, "rounds": 6, "round_timeout_s": 2.0},
+        "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL},
+        "availability": {**_CHURN, **_STRAGGLERS}, "protocol": {"scenario": "S2", **_DPMF},
+    },
+    "dpmf S3: churn, dropout, loss": {
+        "run": {"protocol": "dpmf", "seed": 5, "rounds": 6, "round_timeout_s": 5.0},
+        "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL, "loss": 0.02},
+        "availability": _CHURN, "protocol": {"scenario": "S3", "max_users": 10, "k_presharing": 4, **_DPMF},
+    },
+}
+
+
+class _Names(pickle.Unpickler):
+    """Reads a checkpoint's world with each live object left as its name (to look at, not to resume)."""
+
+    def persistent_load(self, name: str) -> str:
+        return name
+
+
+def world_of(saved: Saved) -> dict[str, Any]:
+    return _Names(io.BytesIO(saved.world)).load()
+
+
+def every_checkpoint(tables: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fedrecsim.RunResult, list[Saved]]:
+    """A complete run saving a checkpoint at every round's end, and each checkpoint it wrote."""
+    written: list[Saved] = []
+    write = Checkpoints._write
+
+    def keep(self: Checkpoints, saved: Saved) -> None:
+        written.append(saved)
+        write(self, saved)
+
+    monkeypatch.setattr(Checkpoints, "_write", keep)
+    result = fedrecsim.run(tables, out=out, checkpoint_every=1)
+    monkeypatch.undo()
+    return result, written
+
+
+def resume_from(saved: Saved, out: Path) -> fedrecsim.RunResult:
+    """Resume, from ``saved``, the run whose result goes to ``out`` (as after a kill right after it was saved)."""
+    folder = work_folder(out)
+    folder.mkdir()
+    with open(folder / CHECKPOINT_FILE, "wb") as handle:
+        pickle.dump(saved, handle)
+    return fedrecsim.resume(out)
+
+
+def assert_same_run(resumed: fedrecsim.RunResult, uninterrupted: fedrecsim.RunResult) -> None:
+    for key in ("transcript_xxh3_128", "metrics", "ledger", "privacy", "invariants", "rounds_completed", "virtual_time_s", "warnings"):
+        assert resumed.result[key] == uninterrupted.result[key], key
+    for name in ("item_factors", "user_factors"):
+        if name in uninterrupted.outcome.state:
+            np.testing.assert_array_equal(resumed.outcome.state[name], uninterrupted.outcome.state[name])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_a_run_resumed_from_any_checkpoint_ends_as_the_run_never_interrupted(tmp_path, monkeypatch, name) -> None:
+    tables = SCENARIOS[name]
+    uninterrupted = fedrecsim.run(tables)
+    checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed", monkeypatch)
+    assert_same_run(checkpointed, uninterrupted)
+    assert [saved.round for saved in written] == list(range(1, tables["run"]["rounds"]))
+    assert not work_folder(tmp_path / "checkpointed").exists()
+    for saved in written:
+        out = tmp_path / f"resumed-{saved.round}"
+        assert_same_run(resume_from(saved, out), uninterrupted)
+        assert not work_folder(out).exists()
+
+
+def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, monkeypatch) -> None:
+    """The scenarios of the test above resume from checkpoints taken while each of these was under way."""
+    seen: set[str] = set()
+    for position, tables in enumerate(SCENARIOS.values()):
+        _, written = every_checkpoint(tables, tmp_path / str(position), monkeypatch)
+        for saved in written:
+            world = world_of(saved)
+            network, population = world["network"], world["population"]
+            users = world["users"].values()
+            seen.update(name for name, held in (
+                ("messages in flight", network["in_flight"]),
+                ("messages delivered and not yet taken", any(any(by_kind.values()) for by_kind, _ in network["mailboxes"].values())),
+                ("a restart due", population["_restarts_due"]),
+                ("a crashed party", network["crashed"]),
+                ("a user offline", len(population["_online"]) < len(world["users"])),
+                ("a straggler computing", any(user.get("computing_until") is not None for user in users)),
+                ("a forged message in flight", network["forged"]),
+                ("a user without its task (it left or crashed)", len(population["running"]) < len(population["_online"])),
+            ) if held)
+    assert seen == {
+        "messages in flight", "messages delivered and not yet taken", "a restart due", "a crashed party", "a user offline",
+        "a straggler computing", "a forged message in flight", "a user without its task (it left or crashed)",
+    }
+
+
+class _StopAfter:
+    """A progress callback that interrupts the run (as Ctrl-C would) once ``rounds`` rounds are done."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+
+    def __call__(self, completed: int, total: int) -> None:
+        if completed == self.rounds:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tmp_path) -> None:
+    tables = SCENARIOS["fcf explicit: churn, dropout, loss, a slow byzantine user"]
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(tables, out=out, checkpoint_every=2, transcript=True, progress=_StopAfter(5))
+    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
+    assert sorted(path.name for path in work_folder(out).iterdir()) == [CHECKPOINT_FILE]
+    assert load(work_folder(out)).round == 4
+    resumed = fedrecsim.resume(out)
+    uninterrupted = fedrecsim.run(tables, transcript=True)
+    assert_same_run(resumed, uninterrupted)
+    assert resumed.ledger.transcript == uninterrupted.ledger.transcript
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+    assert sorted(path.name for path in out.iterdir()) == ["ledger.csv", "metrics.csv", "result.json", "transcript.csv"]
+    assert resumed.path == out
+
+
+def test_a_failed_run_removes_its_checkpoints(tmp_path) -> None:
+    tables = {**SCENARIOS["fcf explicit: a crashed user restarts with its state"]}
+    tables["run"] = {**tables["run"], "max_virtual_s": 20.0}
+    with pytest.raises(fedrecsim.PartyTimeout):
+        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_interval_longer_than_the_run_saves_none(tmp_path, monkeypatch) -> None:
+    tables = SCENARIOS["dpmf S1"]
+    saves: list[int] = []
+    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: saves.append(saved.round))
+    fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=5)
+    assert saves == []
+    fedrecsim.run(tables, out=tmp_path / "again", checkpoint_every=2)
+    assert saves == [2, 4]
+
+
+# --------------------------------------------------------------------------- what is refused
+
+
+def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path) -> None:
+    tables = SCENARIOS["dpmf S1"]
+    with pytest.raises(ConfigError, match=r"--checkpoint-every: needs --out"):
+        fedrecsim.run(tables, checkpoint_every=2)
+    ldp = {"run": {"protocol": "ldp_implicit", "rounds": 2}, "data": {"feedback": "implicit", "users": 20, "items": 150, "ratings": 200, "split": "leave_one_out"}}
+    with pytest.raises(ConfigError, match=r"run.protocol: ldp_implicit: checkpoints are not supported for this protocol yet \(dpmf, fcf resume\)"):
+        fedrecsim.run(ldp, out=tmp_path / "run", checkpoint_every=2)
+    with pytest.raises(ConfigError, match=r"must be a number of rounds >= 1, got -1"):
+        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=-1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_run_refuses_an_interrupted_runs_checkpoints_and_touches_nothing(tmp_path) -> None:
+    tables = SCENARIOS["dpmf S1"]
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(3))
+    kept = (work_folder(out) / CHECKPOINT_FILE).read_bytes()
+    with pytest.raises(OutputError, match=r"holds the checkpoints of an interrupted run of .*: resume it \(fedrecsim run --resume"):
+        fedrecsim.run(tables, out=out, checkpoint_every=1)
+    assert (work_folder(out) / CHECKPOINT_FILE).read_bytes() == kept
+    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
+
+
+def test_resume_refuses_what_is_not_a_checkpoint_of_this_run(tmp_path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(CheckpointError, match=r"checkpoint.pkl: no checkpoint here"):
+        fedrecsim.resume(out)
+    work_folder(out).mkdir()
+    (work_folder(out) / CHECKPOINT_FILE).write_bytes(b"not a pickle")
+    with pytest.raises(CheckpointError, match=r"does not read as a fedrecsim checkpoint"):
+        fedrecsim.resume(out)
+    (work_folder(out) / CHECKPOINT_FILE).write_bytes(pickle.dumps({"format": "something else"}))
+    with pytest.raises(CheckpointError, match=r"is not a fedrecsim-checkpoint/1 checkpoint"):
+        fedrecsim.resume(out)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
+
+
+def test_resume_refuses_a_checkpoint_of_another_version(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=1, progress=_StopAfter(2))
+    monkeypatch.setattr("fedrecsim.checkpoint.__version__", "0.0.0-other")
+    with pytest.raises(CheckpointError, match=r"was written by fedrecsim 0.1.0; this is 0.0.0-other, which cannot resume it"):
+        fedrecsim.resume(out)
+
+
+def test_resume_refuses_data_that_changed_since_the_checkpoint(tmp_path) -> None:
+    ratings = tmp_path / "ratings.txt"  # FilmTrust's format: "user item rating", ratings 0.5 to 4
+    rng = np.random.default_rng(1)
+    pairs = sorted({(int(u), int(i)) for u, i in zip(rng.integers(1, 21, 400), rng.integers(1, 31, 400))})
+    ratings.write_text("".join(f"{u} {i} {1 + (u + i) % 3}\n" for u, i in pairs))
+    tables = {"run": {"protocol": "fcf", "rounds": 4}, "data": {"source": "filmtrust", "path": str(ratings)}, "protocol": {"d": 3}}
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(2))
+    ratings.write_text(ratings.read_text().replace(" 3\n", " 2\n", 1))
+    with pytest.raises(CheckpointError, match=r"the run's data differ from those the checkpoint was taken on"):
+        fedrecsim.resume(out)
+    assert (work_folder(out) / CHECKPOINT_FILE).exists() and not out.exists()
+
+
+# --------------------------------------------------------------------------- the command, and SIGKILL
+
+_LONG = """
+[run]
+protocol = "fcf"
+seed = 3
+rounds = 400
+round_timeout_s = 5.0
+[data]
+users = 60
+items = 60
+ratings = 1200
+[network]
+latency = { model = "lognormal", median_s = 0.05, sigma = 0.5 }
+loss = 0.05
+[availability]
+model = "bernoulli"
+p_join = 0.3
+p_leave = 0.2
+initial_online = 0.7
+dropout = 0.1
+[protocol]
+d = 4
+"""
+# A guard against a hang, not a timing assertion.
+_PROCESS_TIMEOUT_S = 60
+
+
+def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fedrecsim.cli", "run", *args], cwd=cwd, capture_output=True, text=True, timeout=_PROCESS_TIMEOUT_S
+    )
+
+
+def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path) -> None:
+    (tmp_path / "long.toml").write_text(_LONG)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedrecsim.cli", "run", "long.toml", "--quiet", "--out", "run", "--checkpoint-every", "25"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    checkpoint = work_folder(tmp_path / "run") / CHECKPOINT_FILE
+    deadline = time.monotonic() + _PROCESS_TIMEOUT_S
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    assert process.wait(timeout=_PROCESS_TIMEOUT_S) == -signal.SIGKILL, "the run ended before it could be killed"
+    assert not (tmp_path / "run").exists()
+    killed_at = load(work_folder(tmp_path / "run")).round
+    assert 25 <= killed_at < 400
+
+    resumed = _command("--resume", "run", "--quiet", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    uninterrupted = fedrecsim.run(fedrecsim.load_scenario(tmp_path / "long.toml"))
+    written = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert written["transcript_xxh3_128"] == uninterrupted.transcript_xxh3_128
+    assert written["metrics"] == json.loads(json.dumps(uninterrupted.result["metrics"]))
+    assert written["ledger"] == json.loads(json.dumps(uninterrupted.result["ledger"]))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["long.toml", "run"]
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["--resume", "run", "long.toml"], "--resume: continues the checkpoint's own scenario and settings; drop a scenario file"),
+    (["--resume", "run", "--seed", "3", "--transcript"], "--resume: continues the checkpoint's own scenario and settings; drop --seed, --transcript"),
+    ([], "run: name a scenario file, or --resume DIR to continue an interrupted run"),
+    (["long.toml", "--checkpoint-every", "2"], "--checkpoint-every: needs --out DIR"),
+    (["long.toml", "--out", "run", "--checkpoint-every", "2", "--transport", "tcp"], "--checkpoint-every: not available with --transport tcp"),
+    (["--resume", "run"], "checkpoint.pkl: no checkpoint here"),
+])
+def test_the_command_refuses_what_cannot_be_checkpointed_or_resumed_in_one_line(tmp_path, args, problem) -> None:
+    (tmp_path / "long.toml").write_text(_LONG)
+    finished = _command(*args, cwd=tmp_path)
+    assert finished.returncode == 2
+    assert finished.stderr.startswith("fedrecsim: error: ") and problem in finished.stderr
+    assert "Traceback" not in finished.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["long.toml"]
+
+
+def test_a_run_stopped_before_its_first_checkpoint_leaves_nothing(tmp_path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=3, progress=_StopAfter(2))
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(fedrecsim.DatasetError):
+        fedrecsim.run({"run": {"protocol": "fcf"}, "data": {"source": "filmtrust", "path": str(tmp_path / "missing.txt")}}, out=out, checkpoint_every=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- sweeps
+
+_SWEPT = _LONG.replace("rounds = 400", "rounds = 300")
+
+
+def _sweep_command(scenario: Path, out: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "fedrecsim.cli", "sweep", str(scenario), "--grid", "protocol.d=2,3", "--workers", "1",
+            "--quiet", "--out", str(out), *more]
+
+
+def _checkpoints_in(sweep: Path) -> list[Path]:
+    runs = sweep / "runs"
+    return sorted(runs.glob(f".*.checkpoints/{CHECKPOINT_FILE}")) if runs.is_dir() else []
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_killed_in_the_middle_of_a_run_resumes_it_from_its_checkpoint(tmp_path) -> None:
+    from fedrecsim.sweep import load_study, read_csv, run_sweep
+
+    scenario = tmp_path / "swept.toml"
+    scenario.write_text(_SWEPT)
+    run_sweep(load_study(scenario, grid=["protocol.d=2,3"]), tmp_path / "reference", workers=1)
+
+    killed = subprocess.Popen(_sweep_command(scenario, tmp_path / "sweep", "--checkpoint-every", "20"), start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + _PROCESS_TIMEOUT_S
+    while not _checkpoints_in(tmp_path / "sweep") and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(killed.pid, signal.SIGKILL)  # the sweep and its worker, as a crash would
+    killed.wait()
+    [checkpoint] = _checkpoints_in(tmp_path / "sweep")
+    assert 20 <= load(checkpoint.parent).round < 300
+
+    resumed = subprocess.run(_sweep_command(scenario, tmp_path / "sweep", "--checkpoint-every", "20"),
+                             capture_output=True, text=True, check=False, timeout=_PROCESS_TIMEOUT_S)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "2 runs (0 already complete, 2 ran, 0 failed)" in resumed.stdout
+    without_wall_time = [
+        [{key: value for key, value in row.items() if key != "wall_time_s"} for row in read_csv(folder / "sweep.csv")]
+        for folder in (tmp_path / "sweep", tmp_path / "reference")
+    ]
+    assert without_wall_time[0] == without_wall_time[1]
+    assert _checkpoints_in(tmp_path / "sweep") == [] and not any((tmp_path / "sweep" / "runs").glob(".*"))
+
+
+def test_a_sweep_worker_resumes_a_run_from_the_checkpoint_it_finds(tmp_path, monkeypatch) -> None:
+    from fedrecsim import sweep
+
+    tables = SCENARIOS["dpmf S1"]
+    out = tmp_path / "runs" / "a-run"
+    out.parent.mkdir()
+    with pytest.raises(Interrupted):
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(3))
+    resumed: list[Path] = []
+    monkeypatch.setattr(sweep, "resume", lambda folder: resumed.append(folder) or fedrecsim.resume(folder))
+    scenario_table = fedrecsim.parse_scenario(tables).to_table()
+    assert sweep.execute(scenario_table, str(out), 1) == {"stored": True}
+    assert resumed == [out]
+    written = json.loads((out / "result.json").read_text())
+    assert written["transcript_xxh3_128"] == fedrecsim.run(tables).transcript_xxh3_128
+
+
+def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path) -> None:
+    from fedrecsim.sweep import load_study, run_sweep
+
+    scenario = tmp_path / "swept.toml"
+    scenario.write_text(_SWEPT)
+    with pytest.raises(ConfigError, match=r"--checkpoint-every: needs the local engine: Dask workers do not share the sweep folder"):
+        run_sweep(load_study(scenario), tmp_path / "sweep", dask="tcp://127.0.0.1:1", checkpoint_every=5)
+    with pytest.raises(ConfigError, match=r"run.protocol: ldp_implicit: checkpoints are not supported for this protocol yet"):
+        run_sweep(load_study(scenario, grid=['run.protocol="fcf","ldp_implicit"']), tmp_path / "sweep", checkpoint_every=5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["swept.toml"]
