@@ -80,6 +80,24 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL, "loss": 0.02},
         "availability": _CHURN, "protocol": {"scenario": "S3", "max_users": 10, "k_presharing": 4, **_DPMF},
     },
+    "ldp_implicit: two proxies holding underfull pools, churn, stragglers": {
+        "run": {"protocol": "ldp_implicit", "seed": 9, "rounds": 6, "round_timeout_s": 3.0},
+        "data": {"feedback": "implicit", "users": 30, "items": 150, "ratings": 300, "split": "leave_one_out"},
+        "network": {"latency": _LOGNORMAL, "loss": 0.02},
+        "availability": {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.2, **_STRAGGLERS},
+        "protocol": {"k": 10, "proxies": 2, "min_users": 6, "underfull": "hold", "proxy_wait_s": 1.0},
+    },
+    "secagg, real mode: dropout, stragglers": {
+        "run": {"protocol": "secagg", "seed": 5, "rounds": 5, "round_timeout_s": 20.0},
+        "data": {"users": 12, "items": 50, "ratings": 300},
+        "network": {"latency": _LOGNORMAL}, "availability": {"dropout": 0.15, **_STRAGGLERS},
+        "protocol": {"mode": "real", "graph": "complete", "length": 16, "bits": 32, "frac_bits": 16},
+    },
+    "secagg+, ideal mode: churn, dropout": {
+        "run": {"protocol": "secagg", "seed": 7, "rounds": 5}, "data": {"users": 16, "items": 50, "ratings": 300},
+        "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "dropout": 0.1},
+        "protocol": {"mode": "ideal", "graph": "sparse", "neighbours": 6, "length": 16},
+    },
 }
 
 
@@ -158,10 +176,12 @@ def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, 
                 ("a straggler computing", any(user.get("computing_until") is not None for user in users)),
                 ("a forged message in flight", network["forged"]),
                 ("a user without its task (it left or crashed)", len(population["running"]) < len(population["_online"])),
+                ("a proxy holding a pool", any(proxy.get("pools") for proxy in world["objects"].values())),
             ) if held)
     assert seen == {
         "messages in flight", "messages delivered and not yet taken", "a restart due", "a crashed party", "a user offline",
         "a straggler computing", "a forged message in flight", "a user without its task (it left or crashed)",
+        "a proxy holding a pool",
     }
 
 
@@ -185,10 +205,10 @@ def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tm
     assert sorted(path.name for path in work_folder(out).iterdir()) == [CHECKPOINT_FILE]
     assert load(work_folder(out)).round == 4
     resumed = fedrecsim.resume(out)
-    uninterrupted = fedrecsim.run(tables, transcript=True)
+    uninterrupted = fedrecsim.run(tables, transcript=True, out=tmp_path / "uninterrupted")
     assert_same_run(resumed, uninterrupted)
-    assert resumed.ledger.transcript == uninterrupted.ledger.transcript
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+    assert (out / "transcript.csv").read_bytes() == (tmp_path / "uninterrupted" / "transcript.csv").read_bytes()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run", "uninterrupted"]
     assert sorted(path.name for path in out.iterdir()) == ["ledger.csv", "metrics.csv", "result.json", "transcript.csv"]
     assert resumed.path == out
 
@@ -218,9 +238,9 @@ def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path) -> 
     tables = SCENARIOS["dpmf S1"]
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs --out"):
         fedrecsim.run(tables, checkpoint_every=2)
-    ldp = {"run": {"protocol": "ldp_implicit", "rounds": 2}, "data": {"feedback": "implicit", "users": 20, "items": 150, "ratings": 200, "split": "leave_one_out"}}
-    with pytest.raises(ConfigError, match=r"run.protocol: ldp_implicit: checkpoints are not supported for this protocol yet \(dpmf, fcf resume\)"):
-        fedrecsim.run(ldp, out=tmp_path / "run", checkpoint_every=2)
+    privirec = {"run": {"protocol": "privirec", "rounds": 2}}
+    with pytest.raises(ConfigError, match=r"run.protocol: privirec: checkpoints are not supported for this protocol yet \(dpmf, fcf, ldp_implicit, secagg resume\)"):
+        fedrecsim.run(privirec, out=tmp_path / "run", checkpoint_every=2)
     with pytest.raises(ConfigError, match=r"must be a number of rounds >= 1, got -1"):
         fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=-1)
     assert list(tmp_path.iterdir()) == []
@@ -432,6 +452,7 @@ def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path) -> None:
     scenario.write_text(_SWEPT)
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs the local engine: Dask workers do not share the sweep folder"):
         run_sweep(load_study(scenario), tmp_path / "sweep", dask="tcp://127.0.0.1:1", checkpoint_every=5)
-    with pytest.raises(ConfigError, match=r"run.protocol: ldp_implicit: checkpoints are not supported for this protocol yet"):
-        run_sweep(load_study(scenario, grid=['run.protocol="fcf","ldp_implicit"']), tmp_path / "sweep", checkpoint_every=5)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["swept.toml"]
+    (tmp_path / "privirec.toml").write_text('[run]\nprotocol = "privirec"\n')
+    with pytest.raises(ConfigError, match=r"run.protocol: privirec: checkpoints are not supported for this protocol yet"):
+        run_sweep(load_study(tmp_path / "privirec.toml", grid=["run.rounds=2,3"]), tmp_path / "sweep", checkpoint_every=5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["privirec.toml", "swept.toml"]

@@ -9,9 +9,10 @@ which changes the bytes of every run in which a proxy releases a pool; that run 
 is now handled better: a secagg user whose message was lost no longer waits out the run. And secure
 aggregation's ideal mode sends its masked inputs empty, booked at their real size as padding (issue 16,
 W8): the bytes that travel changed, so its run is pinned from then on; its metrics and every party's
-ledger counters are those of before (checked against commit 805cb06). fcf's and dpmf's transcript hashes
-changed once more when those protocols became resumable (checkpoints, issue 18): their ledgers fold the
-hash at every round's end (`Ledger.fold`); their metrics and ledgers are those of commit 72223d4 (checked).
+ledger counters are those of before (checked against commit 805cb06). The transcript hashes of fcf, dpmf,
+ldp_implicit and secagg changed once more when those protocols became resumable (checkpoints, issue 18):
+their ledgers fold the hash at every round's end (`Ledger.fold`); their metrics and ledgers are those of
+commit 72223d4 (checked).
 """
 
 from __future__ import annotations
@@ -61,13 +62,13 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, str]] = {
         "run": {"protocol": "ldp_implicit", "seed": 5, "rounds": 2},
         "data": {"feedback": "implicit", "users": 40, "items": 150, "ratings": 400, "split": "leave_one_out"},
         "network": {"latency": _LOGNORMAL, "loss": 0.01}, "protocol": {"k": 20, "min_users": 40},
-    }, "19c9228c558c6ee12c18bb04779b16f9"),
+    }, "823b054c8f5b61bc34d705c8e0579b3b"),
     "ldp_implicit, pools released (numbered batches)": ({
         "run": {"protocol": "ldp_implicit", "seed": 9, "rounds": 2},
         "data": {"feedback": "implicit", "users": 30, "items": 150, "ratings": 300, "split": "leave_one_out"},
         "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.2},
         "protocol": {"k": 10, "proxies": 2, "min_users": 5},
-    }, "f32c01edaf4d3b66fb71fb43ee3ad807"),
+    }, "62b4353b731ff60281e3284529b92fa3"),
     "prototypes": ({
         "run": {"protocol": "prototypes", "seed": 3, "rounds": 2},
         "data": {"feedback": "counts", "users": 60, "items": 40, "ratings": 1200, "rank": 3, "split": "users",
@@ -78,13 +79,13 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, str]] = {
         "run": {"protocol": "secagg", "seed": 5, "rounds": 3}, "data": {"users": 12, "items": 50, "ratings": 300},
         "network": {"latency": _LOGNORMAL}, "availability": {"dropout": 0.15},
         "protocol": {"mode": "real", "graph": "complete", "length": 16, "bits": 32, "frac_bits": 16},
-    }, "a4e24f6876244d2817617369b808c651"),
+    }, "e98c9a56a1179c817d250d1d8004c987"),
     "secagg+, churn, dropout": ({
         "run": {"protocol": "secagg", "seed": 7, "rounds": 3}, "data": {"users": 16, "items": 50, "ratings": 300},
         "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "dropout": 0.1},
         "protocol": {"mode": "ideal", "graph": "sparse", "neighbours": 6, "length": 16},
-    }, "9e86af4aa79996bc7baaeec48fa2501d"),
-    "scenarios/secagg_small.toml": (_SCENARIOS / "secagg_small.toml", "9f35950ea8261b4f06ab20120a0d41c6"),
+    }, "e7f9e60e960e75409560b31756ac43df"),
+    "scenarios/secagg_small.toml": (_SCENARIOS / "secagg_small.toml", "783be0b8ee09c40e84c9d0bcee15de5b"),
 }
 
 

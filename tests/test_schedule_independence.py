@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,21 +44,23 @@ SCENARIOS = {
         availability={"model": "markov", "mean_on_s": 2.0, "mean_off_s": 1.0, "compute_median_s": 0.01, "slow_fraction": 0.3},
         network={"latency": {"model": "constant", "seconds": 0.0}, "resolution_s": 0.0},
     ),
-    "lognormal, dropout": _variant(
+    "lognormal, dropout, loss": _variant(
         availability={"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1},
-        network={"latency": {"model": "lognormal", "median_s": 0.001, "sigma": 0.5}},
+        network={"latency": {"model": "lognormal", "median_s": 0.001, "sigma": 0.5}, "loss": 0.05},
     ),
 }
 
 
-def _run_under(schedule: int, scenario: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> fedrecsim.RunResult:
+def _run_under(schedule: int, scenario: dict[str, Any], monkeypatch: pytest.MonkeyPatch, out: Path) -> fedrecsim.RunResult:
     monkeypatch.setattr(trio._core._run, "_r", random.Random(schedule))
-    return fedrecsim.run(copy.deepcopy(scenario))
+    return fedrecsim.run(copy.deepcopy(scenario), transcript=True, out=out)
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_every_schedule_gives_the_same_run(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = [_run_under(schedule, SCENARIOS[name], monkeypatch) for schedule in SCHEDULES]
+def test_every_schedule_gives_the_same_run(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    runs = [_run_under(schedule, SCENARIOS[name], monkeypatch, tmp_path / str(schedule)) for schedule in SCHEDULES]
     assert len({run.transcript_xxh3_128 for run in runs}) == 1
     assert all(run.result["metrics"] == runs[0].result["metrics"] for run in runs)
+    # transcript.csv too, though its losses and rejections are recorded as the tasks of an instant run.
+    assert len({(tmp_path / str(schedule) / "transcript.csv").read_bytes() for schedule in SCHEDULES}) == 1
     assert runs[0].result["ledger"]["roles"]["user"]["sent_msgs"] > 100

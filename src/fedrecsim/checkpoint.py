@@ -250,7 +250,7 @@ class Checkpoints:
         task is not at its resume point (then False: deferred to a later round's end)."""
         await trio.testing.wait_all_tasks_blocked()
         restless = population.not_at_rest() if population is not None else []
-        restless += [actor.party for actor in resting if actor.mailbox.waits_until != actor.horizon_s]
+        restless += [actor.party for actor in resting if not actor.at_rest()]
         if restless:
             self.deferred += 1
             return False

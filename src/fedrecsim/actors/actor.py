@@ -10,6 +10,7 @@ Actors never share objects: what a receiver gets is a copy decoded from the byte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -59,6 +60,8 @@ class Actor:
 
     role: ClassVar[Role]
     receives: ClassVar[tuple[type, ...]] = ()
+    #: The virtual time after which the actor waits no longer (its waits' deadline when it has no other).
+    horizon_s: float = math.inf
 
     def __init__(self, party: Party, network: Network, rng: np.random.Generator) -> None:
         if party.role is not self.role:
@@ -88,6 +91,16 @@ class Actor:
     @property
     def online(self) -> bool:
         return self.network.is_attached(self.party)
+
+    def at_rest(self) -> bool:
+        """Whether this actor's task is at a resume point now (`fedrecsim.checkpoint`): a point its ``run``
+        -- for a user, its ``resume`` -- reaches again from its state alone, without sending anything.
+
+        By default: waiting for a delivery until `horizon_s`. An actor whose ``run`` is a loop that only
+        ever waits at its top (for a delivery until a deadline it computes from its state) may say so for
+        any wait.
+        """
+        return self.mailbox.waits_until == self.horizon_s
 
     def send(self, dst: Party, message: Any, *, padding: int = 0) -> int:
         """Put ``message`` on the wire to ``dst``; returns the encoded size in bytes (with ``padding``, the

@@ -214,10 +214,7 @@ class Population:
     def not_at_rest(self) -> list[Party]:
         """The users whose task runs but is not at a resume point (`User.resume`: waiting for a delivery
         until its horizon, or computing) now. Empty: a checkpoint may be taken."""
-        return [
-            party for party in self._scopes
-            if self.users[party].mailbox.waits_until != self.horizon_s and self.users[party].computing_until is None
-        ]
+        return [party for party in self._scopes if not self.users[party].at_rest()]
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What `restore_state` needs to take up from now, taken between rounds while `not_at_rest` is empty."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -31,12 +30,15 @@ class User(Actor):
 
     role: ClassVar[Role] = Role.USER
 
-    horizon_s: float = math.inf
     crash_round: int | None = None
     compute_delay_s: float = 0.0
     computing_until: float | None = None
     model_use: ModelUse | None = None
     server: Party = SERVER
+
+    def at_rest(self) -> bool:
+        """At a resume point of `resume`: waiting for a delivery until `horizon_s`, or computing."""
+        return self.computing_until is not None or super().at_rest()
 
     async def resume(self) -> None:
         """Carry on from a checkpoint (`fedrecsim.checkpoint`): what ``run`` does once it first waits for a

@@ -353,14 +353,23 @@ class Ledger:
                 writer.writerow((str(party), party.role.value, *self._parties[party]))
 
     def write_transcript_csv(self, path: Path) -> None:
-        """The transcript as CSV (requires ``record_transcript=True``)."""
+        """The transcript as CSV (requires ``record_transcript=True``), in time order; the rows of one
+        instant by sender, then receiver, each link's in the order they happened.
+
+        The order within an instant is fixed here because the ledger records a message lost, dropped or
+        rejected when the task that sends or takes it runs, and tasks runnable at one instant run in any
+        order: sorting by link makes the file a function of the seed, as the transcript hash is."""
         if self.transcript is None:
             raise ValueError("this ledger did not record a transcript")
         with open(path, "w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status"))
-            for row in self.transcript:
+            for row in sorted(self.transcript, key=_time_and_link):
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status))
+
+
+def _time_and_link(row: TranscriptRow) -> tuple[float, Party, Party]:
+    return row.time, row.src, row.dst
 
 
 def _add(into: list[int], counts: list[int]) -> None:

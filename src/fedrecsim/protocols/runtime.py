@@ -81,8 +81,9 @@ class RunContext:
         Args:
             population, objects: as for `resumed` (the same names each round).
             values: the driver's own state to carry on with (its metrics so far, initial models, ...).
-            resting: actors with a task of their own besides the users (a third party): a checkpoint waits
-                until each waits at its resume point, from which its ``run`` carries on.
+            resting: actors with a task of their own besides the users (a third party, proxies): a
+                checkpoint is saved only while each is at rest (`Actor.at_rest`); a resumed run starts
+                their ``run`` again.
         """
         self.network.ledger.fold()
         checkpoints = self.checkpoints

@@ -239,23 +239,27 @@ async def run(ctx: RunContext) -> Outcome:
         )
         for party in proxy_parties
     ]
-    initial = server.item_factors.copy()
     # The proxies must be online before the users' joins (sent as the population opens) reach them.
     for party in (SERVER, *proxy_parties):
         ctx.network.attach(party)
     population = ctx.population(users)
-    monitors = _monitors()
     size = ctx.train.n_items * config.d
     timing = ctx.scenario.run
-    rounds: list[dict[str, float]] = []
-    trajectory: list[np.ndarray] = []
-    estimates: list[np.ndarray | None] = []
+    objects = {"server": server, **{str(proxy.party): proxy for proxy in proxies}}
+    values = ctx.resumed(population, objects) or {
+        "rounds": [], "trajectory": [], "estimates": [], "monitors": _monitors(), "initial": server.item_factors.copy(),
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
+    trajectory: list[np.ndarray] = values["trajectory"]
+    estimates: list[np.ndarray | None] = values["estimates"]
+    monitors, initial = values["monitors"], values["initial"]
     async with trio.open_nursery() as nursery:
         for proxy in proxies:
             nursery.start_soon(proxy.run)
         async with population.open():
-            await ctx.network.sleep(timing.round_gap_s)
-            for epoch in range(1, ctx.rounds + 1):
+            if not rounds:
+                await ctx.network.sleep(timing.round_gap_s)
+            for epoch in range(len(rounds) + 1, ctx.rounds + 1):
                 population.begin_round(epoch)
                 report = await server.epoch(epoch, trio.current_time() + timing.round_timeout_s)
                 _check_invariants(monitors, report, users, size)
@@ -268,6 +272,7 @@ async def run(ctx: RunContext) -> Outcome:
                 population.end_round(epoch)
                 ctx.progress(epoch)
                 await ctx.network.sleep(timing.round_gap_s)
+                await ctx.end_round(epoch, population, objects, values, tuple(proxies))
         nursery.cancel_scope.cancel()
     for proxy in proxies:
         proxy.finish()
@@ -310,5 +315,5 @@ async def run(ctx: RunContext) -> Outcome:
 
 PROTOCOL = ProtocolSpec(
     "ldp_implicit", LDPImplicitConfig, run, "Minto et al.: local-DP implicit federated MF through a shuffling proxy",
-    plan=traffic_plan,
+    plan=traffic_plan, resumable=True,
 )

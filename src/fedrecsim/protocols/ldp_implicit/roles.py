@@ -89,8 +89,14 @@ class LDPUser(User):
         self.x = np.zeros(hyper.d)
         self.sent: SentReports | None = None
         self.answered = 0
+        self.reply: tuple[Party, SentReports] | None = None
 
     async def run(self) -> None:
+        await self.resume()
+
+    async def resume(self) -> None:
+        if await self.compute_rest():
+            self._send_reply()
         while True:
             envelope = await self.recv(Model, deadline=self.horizon_s)
             # A model that waited behind a newer one is stale: answer only the newest.
@@ -112,10 +118,17 @@ class LDPUser(User):
             indices, signs = ldp_reports_lazy(self.rng, entries, 1, V.shape[0], V.shape[1], self.epsilon, self.k)
             indices, signs = indices[0], signs[0]
             proxy = self.proxies[int(self.rng.integers(len(self.proxies)))]
+            self.reply = (proxy, SentReports(model.epoch, indices, signs))
             await self.compute()
-            self.answered = model.epoch
-            self.send(proxy, Reports.pack(model.epoch, indices, signs))
-            self.sent = SentReports(model.epoch, indices, signs)
+            self._send_reply()
+
+    def _send_reply(self) -> None:
+        """Send the epoch's reports (``reply``, made before the compute time) to the proxy drawn for them."""
+        proxy, sent = self.reply  # type: ignore[misc]
+        self.reply = None
+        self.answered = sent.epoch
+        self.send(proxy, Reports.pack(sent.epoch, sent.indices, sent.signs))
+        self.sent = sent
 
 
 class ShuffleProxy(Proxy):
@@ -188,6 +201,11 @@ class ShuffleProxy(Proxy):
                 self._admit(envelope)
             self._past_deadline()
             await mailbox.wait(min([self.horizon_s, *(pool.deadline for pool in self.pools.values())]))
+
+    def at_rest(self) -> bool:
+        """Its ``run`` only ever waits at its loop's top, until a deadline it computes from its pools: any
+        wait for a delivery is a resume point."""
+        return self.mailbox.waits_until is not None
 
     def finish(self) -> None:
         """The run is over: drop every pool still here, in epoch order; none is released."""

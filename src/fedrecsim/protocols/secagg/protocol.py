@@ -20,7 +20,7 @@ encoded inputs: 0 means the masks cancelled exactly), ``threshold`` and ``degree
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import trio
@@ -74,6 +74,10 @@ class SecAggUser(User):
         return stage is self._crash_stage and self.crashes_in(session)
 
     async def run(self) -> None:
+        await self.resume()
+
+    async def resume(self) -> None:
+        await self.compute_rest()
         while True:
             contribution = await participate(
                 self, self.encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
@@ -116,12 +120,20 @@ async def run(ctx: RunContext) -> Outcome:
         )
     server = SecAggServer(SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0))
     ctx.network.attach(SERVER)
-    cancel = InvariantMonitor("masks_cancel", "the unmasked sum equals the encoded inputs of U3 summed in the ring")
-    timing, rounds, warnings = ctx.scenario.run, [], []
-    last = None
-    async with ctx.population(users).open() as population:
-        await ctx.network.sleep(timing.round_gap_s)
-        for round_index in range(1, ctx.rounds + 1):
+    population = ctx.population(users)
+    objects: dict[str, Any] = {"server": server, "ideal": ideal} if ideal is not None else {"server": server}
+    values = ctx.resumed(population, objects) or {
+        "rounds": [], "warnings": [], "last": None,
+        "cancel": InvariantMonitor("masks_cancel", "the unmasked sum equals the encoded inputs of U3 summed in the ring"),
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
+    warnings: list[str] = values["warnings"]
+    cancel: InvariantMonitor = values["cancel"]
+    timing = ctx.scenario.run
+    async with population.open():
+        if not rounds:
+            await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             population.begin_round(round_index)
             server.update_membership()
             members = sorted(server.members)
@@ -135,7 +147,7 @@ async def run(ctx: RunContext) -> Outcome:
                 warnings.append(f"round {round_index}: {aborted}")
                 row.update({"participants": 0, "aborted": 1})
             else:
-                last = result
+                values["last"] = result
                 truth = np.zeros(config.length, dtype=ring.dtype)
                 exact = np.zeros(config.length)
                 for party in result.survivors:  # the simulator is omniscient: it reads the users' inputs
@@ -153,6 +165,8 @@ async def run(ctx: RunContext) -> Outcome:
             population.end_round(round_index)
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
+            await ctx.end_round(round_index, population, objects, values)
+    last = values["last"]
     ledger = ctx.network.ledger
     user_counters = [ledger.party(party) for party in users]
     completed = max(len(rounds), 1)
@@ -179,4 +193,6 @@ async def run(ctx: RunContext) -> Outcome:
     return Outcome(len(rounds), rounds, final, privacy=privacy, invariants=[cancel], warnings=warnings, state=state)
 
 
-PROTOCOL = ProtocolSpec("secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)")
+PROTOCOL = ProtocolSpec(
+    "secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)", resumable=True
+)
