@@ -98,6 +98,23 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "dropout": 0.1},
         "protocol": {"mode": "ideal", "graph": "sparse", "neighbours": 6, "length": 16},
     },
+    "prototypes: three silos, loss": {
+        "run": {"protocol": "prototypes", "seed": 3, "rounds": 2},
+        "data": {"feedback": "counts", "users": 60, "items": 40, "ratings": 1200, "rank": 3, "split": "users",
+                 "test_fraction": 0.2, "test_entries": 5, "silos": 3},
+        "network": {"latency": _LOGNORMAL, "loss": 0.2}, "protocol": {"k": 3, "rank": 2, "support": 5, "nmf_iterations": 30},
+    },
+    "privirec-k, ideal secure aggregation: dropout, stragglers, an abort in round 3": {
+        "run": {"protocol": "privirec", "seed": 4, "rounds": 4, "round_timeout_s": 40.0, "round_gap_s": 30.0},
+        "data": {"feedback": "implicit", "users": 20, "items": 30, "ratings": 300, "split": "per_user", "test_fraction": 0.2},
+        "network": {"latency": _LOGNORMAL}, "availability": {"dropout": 0.1, **_STRAGGLERS},
+        "protocol": {"variant": "privirec_k", "k": 4, "secagg": "ideal", "stage_timeout_s": 2.0},
+    },
+    "privirec, real secure aggregation": {
+        "run": {"protocol": "privirec", "seed": 4, "rounds": 3, "round_timeout_s": 20.0},
+        "data": {"feedback": "implicit", "users": 20, "items": 30, "ratings": 300, "split": "per_user", "test_fraction": 0.2},
+        "network": {"latency": _LOGNORMAL}, "protocol": {"k": 4, "secagg": "real", "stage_timeout_s": 2.0},
+    },
 }
 
 
@@ -150,7 +167,9 @@ def test_a_run_resumed_from_any_checkpoint_ends_as_the_run_never_interrupted(tmp
     uninterrupted = fedrecsim.run(tables)
     checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed", monkeypatch)
     assert_same_run(checkpointed, uninterrupted)
-    assert [saved.round for saved in written] == list(range(1, tables["run"]["rounds"]))
+    # A checkpoint at every round's end but the last (and none after a round that aborted).
+    completed = uninterrupted.result["rounds_completed"]
+    assert [saved.round for saved in written] == list(range(1, min(completed + 1, tables["run"]["rounds"])))
     assert not work_folder(tmp_path / "checkpointed").exists()
     for saved in written:
         out = tmp_path / f"resumed-{saved.round}"
@@ -165,7 +184,8 @@ def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, 
         _, written = every_checkpoint(tables, tmp_path / str(position), monkeypatch)
         for saved in written:
             world = world_of(saved)
-            network, population = world["network"], world["population"]
+            network = world["network"]
+            population = world["population"] or {"_restarts_due": [], "_online": set(), "running": []}  # none: silos
             users = world["users"].values()
             seen.update(name for name, held in (
                 ("messages in flight", network["in_flight"]),
@@ -238,9 +258,12 @@ def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path) -> 
     tables = SCENARIOS["dpmf S1"]
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs --out"):
         fedrecsim.run(tables, checkpoint_every=2)
-    privirec = {"run": {"protocol": "privirec", "rounds": 2}}
-    with pytest.raises(ConfigError, match=r"run.protocol: privirec: checkpoints are not supported for this protocol yet \(dpmf, fcf, ldp_implicit, secagg resume\)"):
-        fedrecsim.run(privirec, out=tmp_path / "run", checkpoint_every=2)
+    fedvae = {"run": {"protocol": "fedvae", "rounds": 2}}
+    with pytest.raises(
+        ConfigError,
+        match=r"run.protocol: fedvae: checkpoints are not supported for this protocol yet \(dpmf, fcf, ldp_implicit, privirec, prototypes, secagg resume\)",
+    ):
+        fedrecsim.run(fedvae, out=tmp_path / "run", checkpoint_every=2)
     with pytest.raises(ConfigError, match=r"must be a number of rounds >= 1, got -1"):
         fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=-1)
     assert list(tmp_path.iterdir()) == []
@@ -452,7 +475,7 @@ def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path) -> None:
     scenario.write_text(_SWEPT)
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs the local engine: Dask workers do not share the sweep folder"):
         run_sweep(load_study(scenario), tmp_path / "sweep", dask="tcp://127.0.0.1:1", checkpoint_every=5)
-    (tmp_path / "privirec.toml").write_text('[run]\nprotocol = "privirec"\n')
-    with pytest.raises(ConfigError, match=r"run.protocol: privirec: checkpoints are not supported for this protocol yet"):
-        run_sweep(load_study(tmp_path / "privirec.toml", grid=["run.rounds=2,3"]), tmp_path / "sweep", checkpoint_every=5)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["privirec.toml", "swept.toml"]
+    (tmp_path / "fedvae.toml").write_text('[run]\nprotocol = "fedvae"\n')
+    with pytest.raises(ConfigError, match=r"run.protocol: fedvae: checkpoints are not supported for this protocol yet"):
+        run_sweep(load_study(tmp_path / "fedvae.toml", grid=["run.rounds=2,3"]), tmp_path / "sweep", checkpoint_every=5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fedvae.toml", "swept.toml"]

@@ -10,7 +10,7 @@ is now handled better: a secagg user whose message was lost no longer waits out 
 aggregation's ideal mode sends its masked inputs empty, booked at their real size as padding (issue 16,
 W8): the bytes that travel changed, so its run is pinned from then on; its metrics and every party's
 ledger counters are those of before (checked against commit 805cb06). The transcript hashes of fcf, dpmf,
-ldp_implicit and secagg changed once more when those protocols became resumable (checkpoints, issue 18):
+ldp_implicit, prototypes and secagg changed once more when those protocols became resumable (checkpoints, issue 18):
 their ledgers fold the hash at every round's end (`Ledger.fold`); their metrics and ledgers are those of
 commit 72223d4 (checked).
 """
@@ -74,7 +74,7 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, str]] = {
         "data": {"feedback": "counts", "users": 60, "items": 40, "ratings": 1200, "rank": 3, "split": "users",
                  "test_fraction": 0.2, "test_entries": 5, "silos": 3},
         "network": {"latency": _LOGNORMAL}, "protocol": {"k": 3, "rank": 2, "support": 5, "nmf_iterations": 30},
-    }, "71314dd7ab3d2d95ac60822d0579cebb"),
+    }, "9d1456d9547b978558cc3b33a388e0c9"),
     "secagg, dropout": ({
         "run": {"protocol": "secagg", "seed": 5, "rounds": 3}, "data": {"users": 12, "items": 50, "ratings": 300},
         "network": {"latency": _LOGNORMAL}, "availability": {"dropout": 0.15},

@@ -215,18 +215,22 @@ async def run(ctx: RunContext) -> Outcome:
     users, server = _parties(ctx, config, params, ideal)
     ctx.network.attach(SERVER)
     timing = ctx.scenario.run
-    rounds: list[dict[str, float]] = []
-    warnings: list[str] = []
+    population = ctx.population(users)
+    objects: dict[str, Any] = {"server": server, "ideal": ideal} if ideal is not None else {"server": server}
+    values = ctx.resumed(population, objects) or {"rounds": [], "warnings": []}
+    rounds: list[dict[str, float]] = values["rounds"]
+    warnings: list[str] = values["warnings"]
     aborted = False
     tolerance = 1e-6
-    async with ctx.population(users).open() as population:
-        await ctx.network.sleep(timing.round_gap_s)
-        try:
-            await server.setup(timing.round_timeout_s)
-        except SecAggAborted as error:
-            warnings.append(f"set-up: {error}")
-            aborted = True
-        for round_index in range(1, ctx.rounds + 1):
+    async with population.open():
+        if not rounds:
+            await ctx.network.sleep(timing.round_gap_s)
+            try:
+                await server.setup(timing.round_timeout_s)
+            except SecAggAborted as error:
+                warnings.append(f"set-up: {error}")
+                aborted = True
+        for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             if aborted:
                 break
             population.begin_round(round_index)
@@ -246,6 +250,7 @@ async def run(ctx: RunContext) -> Outcome:
             population.end_round(round_index)
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
+            await ctx.end_round(round_index, population, objects, values)
         if not aborted:
             server.publish()
             await ctx.network.sleep(timing.round_gap_s)
@@ -327,5 +332,5 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
 
 PROTOCOL = ProtocolSpec(
     "privirec", PriviRecConfig, run, "PriviRec / PriviRec-k: GF-CF's graph filters over secure aggregation (Nicolas et al.)",
-    plan=traffic_plan,
+    plan=traffic_plan, resumable=True,
 )

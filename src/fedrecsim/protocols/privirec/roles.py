@@ -77,12 +77,20 @@ class PriviRecUser(User):
         """How this user's part in each session ended (`Contribution.outcome`), by session id."""
         self.held: tuple[Setup, ...] = ()
         """Set-ups of later sessions that came while this user waited for the one it missed."""
+        self.pending: tuple[int, RowBlock] | None = None
+        """The power iteration and its input A^(u)T A^(u) X while the user computes it (straggler time)."""
 
     def _crash(self, session: int, stage: Stage) -> bool:
         if stage is Stage.ADVERTISE_KEYS:
             drawn = _STAGES[int(self.stage_rng.integers(len(_STAGES)))]
             self._drawn = self.crash_stage or drawn
         return stage is self._drawn and self.crashes_in(session_round(session))
+
+    async def _sum_pending(self) -> bool:
+        """Take part in the power iteration computed last (``pending``); False if this user crashed in it."""
+        iteration, values = self.pending  # type: ignore[misc]
+        self.pending = None
+        return await self._sum(POWER + iteration, values)
 
     async def _sum(self, session: int, values: RowBlock) -> bool:
         """Take part in ``session`` with ``values`` (reals); False if this user crashed in it."""
@@ -96,8 +104,13 @@ class PriviRecUser(User):
         return contribution.outcome != "crashed"
 
     async def run(self) -> None:
+        await self.resume()
+
+    async def resume(self) -> None:
         deadline = self.horizon_s
         try:
+            if await self.compute_rest() and not await self._sum_pending():
+                return
             if self.phase == "degrees":
                 if not await self._sum(DEGREES_SESSION, local.degree_rows(self.items, self.n_items)):
                     return
@@ -116,9 +129,9 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                y = local.power_rows(self.items, self.degrees, basis.basis)  # type: ignore[arg-type]
+                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis))  # type: ignore[arg-type]
                 await self.compute()
-                if not await self._sum(POWER + basis.iteration, y):
+                if not await self._sum_pending():
                     return
             self.phase = "filters"
             result = (await self.recv(Filters, deadline=deadline, sender=self.server)).body

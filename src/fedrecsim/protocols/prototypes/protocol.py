@@ -247,21 +247,29 @@ async def run(ctx: RunContext) -> Outcome:
     for party in [SERVER, *parties]:
         ctx.network.attach(party)
     ledger, timing = ctx.network.ledger, ctx.scenario.run
-    support = InvariantMonitor("prototype_support", "every prototype the server received reveals at most s entries")
-    rounds: list[dict[str, float]] = []
+    objects = {"server": server, **{str(party): actors[party] for party in parties}}
+    values = ctx.resumed(None, objects) or {
+        "rounds": [], "missing": [],
+        "support": InvariantMonitor("prototype_support", "every prototype the server received reveals at most s entries"),
+    }
+    rounds: list[dict[str, float]] = values["rounds"]
+    support: InvariantMonitor = values["support"]
 
-    ledger.begin_round(1, len(parties) + 1)
-    for party in parties:
-        actors[party].send_prototypes()
-    missing = await server.learn(parties, trio.current_time() + timing.round_timeout_s)
-    for party, prototypes in server.received.items():
-        revealed = int(np.count_nonzero(prototypes, axis=1).max())
-        support.check(revealed <= config.support, f"{party}: a prototype reveals {revealed} > s = {config.support} entries")
-    rounds.append({
-        "round": 1, "prototypes_received": len(server.received), "silos_missing": len(missing),
-        "silos_rejected": len(server.rejected),
-    })
-    ctx.progress(1)
+    if not rounds:
+        ledger.begin_round(1, len(parties) + 1)
+        for party in parties:
+            actors[party].send_prototypes()
+        values["missing"] = await server.learn(parties, trio.current_time() + timing.round_timeout_s)
+        for party, prototypes in server.received.items():
+            revealed = int(np.count_nonzero(prototypes, axis=1).max())
+            support.check(revealed <= config.support, f"{party}: a prototype reveals {revealed} > s = {config.support} entries")
+        rounds.append({
+            "round": 1, "prototypes_received": len(server.received), "silos_missing": len(values["missing"]),
+            "silos_rejected": len(server.rejected),
+        })
+        ctx.progress(1)
+        await ctx.end_round(1, None, objects, values)
+    missing: list[Party] = values["missing"]
 
     ledger.begin_round(2, len(parties) + 1)
     server.broadcast(parties)
@@ -269,6 +277,7 @@ async def run(ctx: RunContext) -> Outcome:
     fitted = [party for party in parties if await actors[party].fit(deadline)]
     rounds.append({"round": 2, "silos_fitted": len(fitted), "silos_without_model": len(parties) - len(fitted)})
     ctx.progress(2)
+    await ctx.end_round(2, None, objects, values)
 
     warnings = []
     if missing:
@@ -321,4 +330,6 @@ async def run(ctx: RunContext) -> Outcome:
     )
 
 
-PROTOCOL = ProtocolSpec("prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds")
+PROTOCOL = ProtocolSpec(
+    "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True
+)
