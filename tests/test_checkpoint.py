@@ -6,6 +6,7 @@ offline, crashed or forged; and every way a checkpoint can be refused says why a
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -479,3 +480,16 @@ def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"run.protocol: fedvae: checkpoints are not supported for this protocol yet"):
         run_sweep(load_study(tmp_path / "fedvae.toml", grid=["run.rounds=2,3"]), tmp_path / "sweep", checkpoint_every=5)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["fedvae.toml", "swept.toml"]
+
+
+def test_a_checkpoint_due_while_a_user_is_not_at_rest_is_put_off_and_the_run_says_so(tmp_path, monkeypatch) -> None:
+    """Stragglers left behind in a secure-aggregation stage are still waiting when a short round gap ends."""
+    tables = copy.deepcopy(SCENARIOS["privirec-k, ideal secure aggregation: dropout, stragglers, an abort in round 3"])
+    tables["run"]["round_gap_s"] = 1.0
+    saves: list[int] = []
+    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: saves.append(saved.round))
+    result = fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=1)
+    assert saves == []
+    deferred = [warning for warning in result.result["warnings"] if "checkpoint(s) due at a round's end were put off" in warning]
+    assert deferred and deferred[0].startswith(f"{result.result['rounds_completed']} checkpoint(s)")
+

@@ -159,7 +159,8 @@ class Checkpoints:
 
     Args:
         folder: the work folder (`work_folder`); it exists.
-        every: save at the end of every ``every``-th round (deferred while some user is not at rest).
+        every: save at the end of every ``every``-th round; one due while some party is not at rest is put
+            off to the next round's end (counted in ``deferred``).
         scenario, transcript: the run's, saved with each checkpoint.
         resumed: the checkpoint this run resumes from (None: a new run).
     """

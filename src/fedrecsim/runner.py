@@ -447,9 +447,16 @@ def _with_data_path(scenario: Scenario) -> Scenario:
 
 
 def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
-    """What the scenario asked for that the run did not simulate (the protocol adds its own warnings)."""
+    """What the scenario asked for that the run did not simulate or do (the protocol adds its own warnings)."""
     availability = scenario.availability
     warnings = [f"[faults] never applied: {rule}" for rule in context.network.faults.idle_rules()]
+    checkpoints = context.checkpoints
+    if checkpoints is not None and checkpoints.deferred:
+        warnings.append(
+            f"{checkpoints.deferred} checkpoint(s) due at a round's end were put off to a later one: some party was "
+            "not at a resume point then (e.g. a user still in a secure-aggregation stage it was left behind in); "
+            "a longer run.round_gap_s lets such waits end within the gap"
+        )
     if availability.dropout > 0 and not context.model_use.dropout:
         warnings.append(
             f"availability.dropout = {availability.dropout} was not simulated: "
