@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import pytest
 import fedrecsim
 from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, load, work_folder
 from fedrecsim.errors import CheckpointError, ConfigError, Interrupted, OutputError
+from fedrecsim.protocols import ProtocolSpec
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _CHURN = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1}
@@ -115,6 +117,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "run": {"protocol": "privirec", "seed": 4, "rounds": 3, "round_timeout_s": 20.0},
         "data": {"feedback": "implicit", "users": 20, "items": 30, "ratings": 300, "split": "per_user", "test_fraction": 0.2},
         "network": {"latency": _LOGNORMAL}, "protocol": {"k": 4, "secagg": "real", "stage_timeout_s": 2.0},
+    },
+    "fedvae: churn, stragglers, byzantine users": {
+        "run": {"protocol": "fedvae", "seed": 3, "rounds": 5, "round_timeout_s": 3.0},
+        "data": {"feedback": "implicit", "users": 40, "items": 40, "ratings": 700, "split": "heldout_users", "test_fraction": 0.2},
+        "network": {"latency": _LOGNORMAL},
+        "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, **_STRAGGLERS},
+        "protocol": {"users_per_round": 12, "hidden": 8, "latent": 4, "byzantine_fraction": 0.1, "gamma": 1.0, "baseline": False},
     },
 }
 
@@ -255,16 +264,23 @@ def test_a_checkpoint_interval_longer_than_the_run_saves_none(tmp_path, monkeypa
 # --------------------------------------------------------------------------- what is refused
 
 
-def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path) -> None:
+@pytest.fixture
+def unresumable(monkeypatch) -> dict[str, Any]:
+    """A scenario of fcf's run in a protocol of the tests' own that does not say it is resumable."""
+    from fedrecsim.protocols.fcf.protocol import FCFConfig, run
+
+    module = types.ModuleType("fedrecsim_checkpoint_test")
+    module.UNRESUMABLE = ProtocolSpec("unresumable", FCFConfig, run)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return {"run": {"protocol": "fedrecsim_checkpoint_test:UNRESUMABLE", "rounds": 3}, "data": {"users": 20, "items": 30, "ratings": 300}}
+
+
+def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path, unresumable) -> None:
     tables = SCENARIOS["dpmf S1"]
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs --out"):
         fedrecsim.run(tables, checkpoint_every=2)
-    fedvae = {"run": {"protocol": "fedvae", "rounds": 2}}
-    with pytest.raises(
-        ConfigError,
-        match=r"run.protocol: fedvae: checkpoints are not supported for this protocol yet \(dpmf, fcf, ldp_implicit, privirec, prototypes, secagg resume\)",
-    ):
-        fedrecsim.run(fedvae, out=tmp_path / "run", checkpoint_every=2)
+    with pytest.raises(ConfigError, match=r"run.protocol: fedrecsim_checkpoint_test:UNRESUMABLE: this protocol cannot resume from checkpoints \(its ProtocolSpec is not resumable: docs/writing-a-protocol.md\); these can: dpmf, fcf, fedvae, ldp_implicit, privirec, prototypes, secagg"):
+        fedrecsim.run(unresumable, out=tmp_path / "run", checkpoint_every=2)
     with pytest.raises(ConfigError, match=r"must be a number of rounds >= 1, got -1"):
         fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=-1)
     assert list(tmp_path.iterdir()) == []
@@ -469,17 +485,16 @@ def test_a_sweep_worker_resumes_a_run_from_the_checkpoint_it_finds(tmp_path, mon
     assert written["transcript_xxh3_128"] == fedrecsim.run(tables).transcript_xxh3_128
 
 
-def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path) -> None:
+def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path, unresumable) -> None:
     from fedrecsim.sweep import load_study, run_sweep
 
     scenario = tmp_path / "swept.toml"
     scenario.write_text(_SWEPT)
     with pytest.raises(ConfigError, match=r"--checkpoint-every: needs the local engine: Dask workers do not share the sweep folder"):
         run_sweep(load_study(scenario), tmp_path / "sweep", dask="tcp://127.0.0.1:1", checkpoint_every=5)
-    (tmp_path / "fedvae.toml").write_text('[run]\nprotocol = "fedvae"\n')
-    with pytest.raises(ConfigError, match=r"run.protocol: fedvae: checkpoints are not supported for this protocol yet"):
-        run_sweep(load_study(tmp_path / "fedvae.toml", grid=["run.rounds=2,3"]), tmp_path / "sweep", checkpoint_every=5)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["fedvae.toml", "swept.toml"]
+    with pytest.raises(ConfigError, match=r"run.protocol: fedrecsim_checkpoint_test:UNRESUMABLE: this protocol cannot resume"):
+        run_sweep(load_study(scenario, grid=['run.protocol="fcf","fedrecsim_checkpoint_test:UNRESUMABLE"']), tmp_path / "sweep", checkpoint_every=5)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["swept.toml"]
 
 
 def test_a_checkpoint_due_while_a_user_is_not_at_rest_is_put_off_and_the_run_says_so(tmp_path, monkeypatch) -> None:

@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument(
         "--checkpoint-every", type=int, default=0, metavar="N",
         help="with --out DIR: save the run's state every N rounds in .DIR.checkpoints beside it (removed when the "
-        "run completes), so that --resume DIR can continue it if it is interrupted (every protocol but fedvae)",
+        "run completes), so that --resume DIR can continue it if it is interrupted (every built-in protocol)",
     )
     run_cmd.add_argument(
         "--resume", type=Path, metavar="DIR",
@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep_cmd.add_argument(
         "--checkpoint-every", type=int, default=0, metavar="N",
         help="each run saves a checkpoint every N rounds in the sweep folder; resuming the sweep resumes a run it "
-        "left under way from its last one (local workers only; every protocol but fedvae)",
+        "left under way from its last one (local workers only)",
     )
     shown_sweep = sweep_cmd.add_mutually_exclusive_group()
     shown_sweep.add_argument("--quiet", action="store_true", help="no progress bar")

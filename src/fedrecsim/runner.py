@@ -255,7 +255,9 @@ def check_checkpoint_interval(every: int, protocols: Iterable[str]) -> None:
         if not protocol_spec(protocol).resumable:
             resumable = ", ".join(name for name in available_protocols() if protocol_spec(name).resumable)
             raise ConfigError(
-                "run.protocol", f"{protocol}: checkpoints are not supported for this protocol yet ({resumable} resume)"
+                "run.protocol",
+                f"{protocol}: this protocol cannot resume from checkpoints (its ProtocolSpec is not resumable: "
+                f"docs/writing-a-protocol.md); these can: {resumable}",
             )
 
 

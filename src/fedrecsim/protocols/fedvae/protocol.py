@@ -168,15 +168,14 @@ async def run(ctx: RunContext) -> Outcome:
     hyper = config.hyper()
     layout = Layout.of(ctx.train.n_items, hyper)
     server_rng = ctx.rng(Stream.ACTOR, Role.SERVER.code, 0)
-    omega0 = init_params(server_rng, layout)
+    initial_omega = init_params(server_rng, layout)
     attackers = choose_attackers(ctx.rng(Stream.PROTOCOL, _ATTACKERS), training, config.byzantine_fraction)
     users = _users(ctx, config, layout, training, attackers)
     settings = FilterSettings(config.secure_filter, config.krum_f, config.krum_m)
     server = FedVAEServer(
-        SERVER, ctx.network, server_rng, layout, omega0.copy(), users_per_round=config.users_per_round,
+        SERVER, ctx.network, server_rng, layout, initial_omega.copy(), users_per_round=config.users_per_round,
         adam=config.adam(), settings=settings, sparse=config.sparse,
     )
-    honest = InvariantMonitor("honest_gradients_accepted", "the server's validation never rejected an honest user's gradient")
     # Not honest: the protocol's attackers, and users whose messages a [faults.byzantine] rule forges on the wire.
     forging = {rule.party.index for rule in ctx.network.faults.byzantine if rule.party.role is Role.USER}
     dishonest = attackers | forging
@@ -185,11 +184,19 @@ async def run(ctx: RunContext) -> Outcome:
     ctx.network.attach(SERVER)
     population = ctx.population(users)
     timing = ctx.scenario.run
-    rows: list[dict[str, float]] = []
-    rejected: list[str] = []
+    objects = {"server": server}
+    values = ctx.resumed(population, objects) or {
+        "rows": [], "rejected": [], "omega0": initial_omega,
+        "honest": InvariantMonitor("honest_gradients_accepted", "the server's validation never rejected an honest user's gradient"),
+    }
+    rows: list[dict[str, float]] = values["rows"]
+    rejected: list[str] = values["rejected"]
+    honest: InvariantMonitor = values["honest"]
+    omega0: np.ndarray = values["omega0"]
     async with population.open():
-        await ctx.network.sleep(timing.round_gap_s)
-        for round_index in range(1, ctx.rounds + 1):
+        if not rows:
+            await ctx.network.sleep(timing.round_gap_s)
+        for round_index in range(len(rows) + 1, ctx.rounds + 1):
             epoch = math.ceil(round_index / per_epoch)
             gamma_t = config.gamma * config.delta**epoch
             population.begin_round(round_index)
@@ -205,6 +212,7 @@ async def run(ctx: RunContext) -> Outcome:
             population.end_round(round_index)
             ctx.progress(round_index)
             await ctx.network.sleep(timing.round_gap_s)
+            await ctx.end_round(round_index, population, objects, values)
     final = {name: value for name, value in rows[-1].items() if name != "round"} if rows else {}
     state: dict[str, Any] = {
         "omega": server.omega,
@@ -240,5 +248,5 @@ async def run(ctx: RunContext) -> Outcome:
 
 PROTOCOL = ProtocolSpec(
     "fedvae", FedVAEConfig, run, "Polato: federated Mult-VAE with Krum, Adam at the server and learning-rate decay",
-    plan=traffic_plan,
+    plan=traffic_plan, resumable=True,
 )

@@ -47,10 +47,21 @@ class FedVAEUser(User):
         self.hyper = hyper
         self.sparse = sparse
         self.answered = 0
+        self.reply: Gradient | SparseGradient | None = None
+        """The round's gradient while the user spends its compute time (straggler model), then None."""
 
     async def run(self) -> None:
+        await self.resume()
+
+    async def resume(self) -> None:
+        if await self.compute_rest():
+            self._send_reply()
         while await self._answer():
             pass
+
+    def _send_reply(self) -> None:
+        reply, self.reply = self.reply, None
+        self.send(self.server, reply)
 
     async def _answer(self) -> bool:
         """Answer one round's request (ignore one for a round already answered); False once crashed. Its ω
@@ -66,11 +77,11 @@ class FedVAEUser(User):
                 f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
                 f"in round {request.round}"
             )
-        reply = self.contribution(request.round, request.weights)
+        self.reply = self.contribution(request.round, request.weights)
         self.answered = request.round
         del request
         await self.compute()
-        self.send(self.server, reply)
+        self._send_reply()
         return True
 
     def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
