@@ -29,14 +29,22 @@ def test_the_floor_computes_the_users_gradients_and_krums_choice() -> None:
 
 
 def test_the_line(monkeypatch) -> None:
-    def in_process(module: str, function: str, **kwargs):  # type: ignore[no-untyped-def]
+    calls = []
+
+    def in_process(module: str, function: str, environment=None, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((function, kwargs.get("secure_filter", "none"), environment))
         return {**getattr(w4_fedvae, function)(**kwargs), "peak_rss_mb": 100.0}
 
     monkeypatch.setattr(w4_fedvae, "run_isolated", in_process)
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
-        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d krum_round_s={number} krum_filter_s={number} "
+        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d "
+        rf"sim_pages_kept_s={number} ratio_pages_kept=\d+\.\d\d krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=100 floor_peak_mb=100",
         line,
     ), line
+    # Only the pages-kept round runs with glibc told to keep freed memory mapped.
+    kept = ("sim", "none", w4_fedvae.KEEP_PAGES)
+    expected = [("sim", "none", None), kept, ("floor", "none", None), ("sim", "krum", None)]
+    assert sorted(calls, key=str) == sorted(expected, key=str)
