@@ -136,3 +136,30 @@ def _computing(saved: Any) -> bool:
 
     users = Names(io.BytesIO(saved.world)).load()["users"].values()
     return any(user["pending"] is not None and user["computing_until"] is not None for user in users)
+
+
+def _churning(seed: int, **availability: Any) -> dict[str, Any]:
+    """PriviRec-k over 16 users that leave (0.3) and join (0.2) between rounds, ideal secure aggregation."""
+    tables = _tiny(variant="privirec_k", secagg="ideal")
+    tables["run"].update({"seed": seed, "rounds": 4})
+    tables["availability"] = {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.3, **availability}
+    return tables
+
+
+def test_the_privacy_report_gives_the_last_sums_threshold_and_degree() -> None:
+    """With churn the sums have different sizes; the report's t and k are those of the last, by the formula
+    (complete graph: k = n - 1, t = floor(theta (k + 1)) + 1 with theta = 0.5)."""
+    tables = _churning(1)
+    tables["protocol"]["graph"] = "complete"
+    result = fedrecsim.run(tables)
+    sizes = [len(seen.members) for seen in result.outcome.state["server"].sums]
+    assert sizes[-1] not in (sizes[1], sizes[-2])  # so no other sum's figures would do
+    n = sizes[-1]
+    reported = result.result["privacy"]["secure_aggregation"]
+    assert (reported["degree"], reported["threshold"]) == (n - 1, min(n, n // 2 + 1))
+
+
+def test_a_round_that_aborts_under_churn_ends_the_run_with_its_warning() -> None:
+    result = fedrecsim.run(_churning(1, dropout=0.3))
+    assert result.result["rounds_completed"] == 1
+    assert [warning.split(":")[0] for warning in result.result["warnings"] if "aborted" in warning] == ["round 2"]
