@@ -25,6 +25,7 @@ import pytest
 import fedrecsim
 from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, load, work_folder
 from fedrecsim.errors import CheckpointError, ConfigError, Interrupted, OutputError
+from fedrecsim.testing import InterruptAfter
 from fedrecsim.protocols import ProtocolSpec
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
@@ -221,22 +222,11 @@ def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, 
     }
 
 
-class _StopAfter:
-    """A progress callback that interrupts the run (as Ctrl-C would) once ``rounds`` rounds are done."""
-
-    def __init__(self, rounds: int) -> None:
-        self.rounds = rounds
-
-    def __call__(self, completed: int, total: int) -> None:
-        if completed == self.rounds:
-            raise KeyboardInterrupt
-
-
 def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tmp_path) -> None:
     tables = SCENARIOS["fcf explicit: churn, dropout, loss, a slow byzantine user"]
     out = tmp_path / "run"
     with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=2, transcript=True, progress=_StopAfter(5))
+        fedrecsim.run(tables, out=out, checkpoint_every=2, transcript=True, progress=InterruptAfter(5))
     assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
     assert sorted(path.name for path in work_folder(out).iterdir()) == [CHECKPOINT_FILE]
     assert load(work_folder(out)).round == 4
@@ -296,7 +286,7 @@ def test_a_new_run_refuses_an_interrupted_runs_checkpoints_and_touches_nothing(t
     tables = SCENARIOS["dpmf S1"]
     out = tmp_path / "run"
     with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(3))
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=InterruptAfter(3))
     kept = (work_folder(out) / CHECKPOINT_FILE).read_bytes()
     with pytest.raises(OutputError, match=r"holds the checkpoints of an interrupted run of .*: resume it \(fedrecsim run --resume"):
         fedrecsim.run(tables, out=out, checkpoint_every=1)
@@ -321,7 +311,7 @@ def test_resume_refuses_what_is_not_a_checkpoint_of_this_run(tmp_path) -> None:
 def test_resume_refuses_a_checkpoint_of_another_version(tmp_path, monkeypatch) -> None:
     out = tmp_path / "run"
     with pytest.raises(Interrupted):
-        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=1, progress=_StopAfter(2))
+        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=1, progress=InterruptAfter(2))
     monkeypatch.setattr("fedrecsim.checkpoint.__version__", "0.0.0-other")
     with pytest.raises(CheckpointError, match=r"was written by fedrecsim 0.1.0; this is 0.0.0-other, which cannot resume it"):
         fedrecsim.resume(out)
@@ -335,7 +325,7 @@ def test_resume_refuses_data_that_changed_since_the_checkpoint(tmp_path) -> None
     tables = {"run": {"protocol": "fcf", "rounds": 4}, "data": {"source": "filmtrust", "path": str(ratings)}, "protocol": {"d": 3}}
     out = tmp_path / "run"
     with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(2))
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=InterruptAfter(2))
     ratings.write_text(ratings.read_text().replace(" 3\n", " 2\n", 1))
     with pytest.raises(CheckpointError, match=r"the run's data differ from those the checkpoint was taken on"):
         fedrecsim.resume(out)
@@ -422,7 +412,7 @@ def test_the_command_refuses_what_cannot_be_checkpointed_or_resumed_in_one_line(
 def test_a_run_stopped_before_its_first_checkpoint_leaves_nothing(tmp_path) -> None:
     out = tmp_path / "run"
     with pytest.raises(Interrupted):
-        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=3, progress=_StopAfter(2))
+        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=3, progress=InterruptAfter(2))
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(fedrecsim.DatasetError):
         fedrecsim.run({"run": {"protocol": "fcf"}, "data": {"source": "filmtrust", "path": str(tmp_path / "missing.txt")}}, out=out, checkpoint_every=1)
@@ -481,7 +471,7 @@ def test_a_sweep_worker_resumes_a_run_from_the_checkpoint_it_finds(tmp_path, mon
     out = tmp_path / "runs" / "a-run"
     out.parent.mkdir()
     with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=_StopAfter(3))
+        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=InterruptAfter(3))
     resumed: list[Path] = []
     monkeypatch.setattr(sweep, "resume", lambda folder: resumed.append(folder) or fedrecsim.resume(folder))
     scenario_table = fedrecsim.parse_scenario(tables).to_table()

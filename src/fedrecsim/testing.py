@@ -25,7 +25,8 @@ A `SimNetwork` starts actors (`SimNetwork.start`, `SimNetwork.population`), reco
 receives (`SimNetwork.record`) and asserts on the ledger (`SimNetwork.assert_bytes`,
 `SimNetwork.assert_no_drops`). `open_network` gives the same object without the fixture, e.g. for a
 test that needs two networks or links that differ by role. To run a whole scenario in a test, await
-`fedrecsim.run_async` under ``autojump_clock``.
+`fedrecsim.run_async` under ``autojump_clock``; to test that a protocol resumes from its checkpoints,
+interrupt a run with `InterruptAfter` and compare `fedrecsim.resume`'s result with the run's.
 """
 
 from __future__ import annotations
@@ -235,6 +236,19 @@ def wire_size(src: Party, dst: Party, message: Any) -> int:
     return len(encode(src, dst, 0.0, message))
 
 
+class InterruptAfter:
+    """A progress callback (`fedrecsim.run`'s ``progress``) that interrupts the run, as Ctrl-C would, once
+    ``rounds`` rounds are complete: with ``checkpoint_every``, the run is left to `fedrecsim.resume`, so a
+    test can check that a resumed run ends as the run never interrupted."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+
+    def __call__(self, completed: int, total: int) -> None:
+        if completed == self.rounds:
+            raise KeyboardInterrupt
+
+
 def _check_virtual_clock() -> None:
     clock = trio.lowlevel.current_clock()
     virtual = isinstance(clock, VirtualClock) or (
@@ -295,6 +309,7 @@ async def sim_network(sim_seed: int, sim_links: LinkSpec) -> AsyncIterator[SimNe
 __all__ = [
     "DEFAULT_HORIZON_S",
     "Constant",
+    "InterruptAfter",
     "Empirical",
     "LinkSpec",
     "LogNormal",

@@ -18,6 +18,7 @@ from fedrecsim.errors import ConfigError, Interrupted
 from fedrecsim.protocols.privirec import protocol
 from fedrecsim.protocols.privirec.protocol import SCORE_TOLERANCE, PriviRecConfig
 from fedrecsim.seeding import Stream, generator
+from fedrecsim.testing import InterruptAfter
 
 _TINY: dict[str, Any] = {
     "run": {"protocol": "privirec", "seed": 4, "rounds": 3, "round_timeout_s": 20.0},
@@ -83,21 +84,12 @@ def test_the_match_monitor_holds_up_to_the_tolerance_and_no_further(monkeypatch,
     assert (monitor["violations"] == 0) is holds and monitor["checked"] == 1
 
 
-class _StopAfter:
-    def __init__(self, rounds: int) -> None:
-        self.rounds = rounds
-
-    def __call__(self, completed: int, total: int) -> None:
-        if completed == self.rounds:
-            raise KeyboardInterrupt
-
-
 @pytest.mark.parametrize("mode", ["ideal", "real"])
 def test_a_run_resumed_from_its_checkpoint_ends_as_the_run_never_interrupted(tmp_path, mode) -> None:
     tables = _tiny(secagg=mode)
     uninterrupted = fedrecsim.run(tables)
     with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=1, progress=_StopAfter(2))
+        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=1, progress=InterruptAfter(2))
     resumed = fedrecsim.resume(tmp_path / "run")
     for key in ("transcript_xxh3_128", "metrics", "ledger", "privacy", "invariants", "warnings"):
         assert resumed.result[key] == uninterrupted.result[key], key
