@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trio
 
-from fedrecsim.actors.actor import Actor
+from fedrecsim.actors.actor import Actor, Replies
 from fedrecsim.actors.membership import Join, Leave, update_members
 from fedrecsim.actors.server import Server
 from fedrecsim.errors import PartyTimeout, ProtocolViolation
@@ -307,3 +307,72 @@ async def test_a_rejected_message_does_not_hide_the_accepted_ones_delivered_with
         assert trio.current_time() == start  # everything was already there
     assert replies.missing == []
     assert {party: ping.round for party, ping in replies} == {u0.party: 2, u1.party: 2}
+
+
+# ------------------------------------------------------------------ what a party receives, padding, validation by sender
+
+
+@message("test.actor_pong")
+@dataclass(frozen=True)
+class Pong:
+    round: int
+
+
+class PingOnly(Actor):
+    role: ClassVar[Role] = Role.USER
+    receives = (Ping,)
+
+
+async def test_a_kind_the_actor_does_not_receive_is_rejected_and_never_reaches_its_mailbox(autojump_clock) -> None:
+    network, server, _ = _setup(0)
+    party = Party(Role.USER, 7)
+    network.attach(party)
+    picky = PingOnly(party, network, generator(0, Stream.ACTOR, 0, 7))
+    async with network.open():
+        server.send(party, Pong(1))
+        server.send(party, Ping(2))
+        await trio.sleep(1.0)
+        assert [envelope.body for envelope in picky.drain(Ping)] == [Ping(2)]
+        assert picky.drain(Pong) == []
+    assert [(row.src, row.dst, row.reason) for row in network.ledger.rejections] == [(SERVER, party, RejectReason.UNEXPECTED)]
+
+
+async def test_padding_counts_in_the_bytes_sent(autojump_clock) -> None:
+    network, server, (u0,) = _setup(1)
+    async with network.open():
+        plain = u0.send(SERVER, Ping(1))
+        padded = u0.send(SERVER, Ping(1), padding=1000)
+    assert padded == plain + 1000
+    assert network.ledger.party(u0.party)["sent_bytes"] == 2 * plain + 1000
+
+
+async def test_gather_validates_each_reply_with_its_sender(autojump_clock) -> None:
+    network, server, (u0, u1) = _setup(2)
+    async with network.open():
+        u0.send(SERVER, Ping(1))
+        u1.send(SERVER, Ping(1))
+        replies = await server.gather(
+            Ping, [u0.party, u1.party], deadline=trio.current_time() + 5,
+            validate=lambda sender, ping: "not on the list" if sender == u1.party else None,
+        )
+    assert (list(replies.by_party), replies.rejected) == ([u0.party], [u1.party])
+
+
+def test_replies_without_rejections_list_none() -> None:
+    replies = Replies({SERVER: Ping(1)}, [])
+    assert replies.rejected == [] and replies.missing == []
+
+
+async def test_a_duplicated_join_does_not_bring_back_a_party_its_caller_dropped(autojump_clock) -> None:
+    network, server, (u0, _) = _setup(2)
+    members: set[Party] = set()
+    latest: dict[Party, tuple[float, int]] = {}
+    async with network.open():
+        u0.send(SERVER, Join())
+        await trio.sleep(1.0)
+        update_members(server, members, latest)
+        assert members == {u0.party}
+        members.discard(u0.party)  # the caller's own decision (say, it found u0 crashed)
+        server.mailbox.put(Envelope(Join.KIND, u0.party, SERVER, latest[u0.party][0], Join()))  # the network's copy
+        assert update_members(server, members, latest) == set()
+    assert members == set()

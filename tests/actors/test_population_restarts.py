@@ -50,11 +50,26 @@ class Counter(User):
             self.send(self.server, Pong(ping.round, float(self.rng.random())))
 
 
-def _world(*crashes: Crash, churn=None):  # type: ignore[no-untyped-def]
+class Recorder(Counter):
+    """A `Counter` that also keeps its answers in a nested record, as protocols' users keep dicts of arrays."""
+
+    def __init__(self, party, network, rng) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(party, network, rng)
+        self.record: dict[str, list[int]] = {"answered": []}
+
+    async def run(self) -> None:
+        self.started += 1
+        while True:
+            ping = (await self.recv(Ping, deadline=self.horizon_s)).body
+            self.record["answered"].append(ping.round)
+            self.send(self.server, Pong(ping.round, float(self.rng.random())))
+
+
+def _world(*crashes: Crash, churn=None, user_class=Counter):  # type: ignore[no-untyped-def]
     network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger(), faults=PartyFaults(crashes))
     network.attach(SERVER)
     server = Server(SERVER, network, generator(5, Stream.ACTOR, 2, 0))
-    users = {Party(Role.USER, i): Counter(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(2)}
+    users = {Party(Role.USER, i): user_class(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(2)}
     population = Population(network, users, churn=churn or AlwaysOnline(), seed=5, horizon_s=1e6)
     return network, server, population
 
@@ -110,6 +125,16 @@ async def test_every_lost_state_restart_starts_from_the_same_initial_state(autoj
     again = generator(5, Stream.ACTOR, Role.USER.code, 0, 2)
     assert seen[6][ALICE] == again.random()  # the second restart draws from a generator of its own
     assert population.restarts == 2
+
+
+async def test_a_restart_without_state_restores_nested_state_untouched_by_what_the_user_did(autojump_clock) -> None:
+    crashes = (Crash(ALICE, Pong.KIND, 2, restart_after_s=1.5, keep_state=False),
+               Crash(ALICE, Pong.KIND, 5, restart_after_s=1.5, keep_state=False))
+    network, server, population = _world(*crashes, user_class=Recorder)
+    await _rounds(network, server, population, 7)
+    # Neither the first run's appends (rounds 1, 2) nor the first restart's (4, 5) reached the snapshot.
+    assert population.users[ALICE].record == {"answered": [7]}
+    assert population.users[BOB].record == {"answered": [1, 2, 3, 4, 5, 6, 7]}
 
 
 async def test_a_user_that_left_while_crashed_recovers_offline(autojump_clock) -> None:
