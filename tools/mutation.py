@@ -83,7 +83,7 @@ TARGETS = (
     Target("runner", "src/fedrecsim/runner.py", ("tests/test_runner.py", "tests/test_sim_api.py", "tests/test_progress.py",
                                                   "tests/data/test_data_fetch.py")),
     Target("output", "src/fedrecsim/output.py", ("tests/test_output.py", "tests/test_output_target.py")),
-    Target("checkpoint", "src/fedrecsim/checkpoint.py", ("tests/test_checkpoint.py",)),
+    Target("checkpoint", "src/fedrecsim/checkpoint.py", ("tests/test_checkpoint_file.py",)),
     Target("network", "src/fedrecsim/network", ("tests/network",)),
     Target("actors", "src/fedrecsim/actors", ("tests/actors",)),
     Target("protocols.fcf", "src/fedrecsim/protocols/fcf", ("tests/protocols/fcf",)),

@@ -246,15 +246,16 @@ class Checkpoints:
     async def save(
         self, ctx: Any, round_index: int, population: Population | None, objects: Mapping[str, Any],
         values: dict[str, Any], resting: tuple[Any, ...],
-    ) -> bool:
+    ) -> None:
         """Save the world at the end of ``round_index`` once every task is blocked, unless an actor with a
-        task is not at its resume point (then False: deferred to a later round's end)."""
+        task is not at its resume point: then the checkpoint is put off to a later round's end (`due`
+        stays true) and counted in ``deferred``."""
         await trio.testing.wait_all_tasks_blocked()
         restless = population.not_at_rest() if population is not None else []
         restless += [actor.party for actor in resting if not actor.at_rest()]
         if restless:
             self.deferred += 1
-            return False
+            return
         live = self.live(ctx, population, objects)
         world = {
             "network": ctx.network.checkpoint_state(),
@@ -273,7 +274,6 @@ class Checkpoints:
         )
         self._write(saved)
         self.last_saved = round_index
-        return True
 
     def _write(self, saved: Saved) -> None:
         partial = self.folder / _PARTIAL_FILE
