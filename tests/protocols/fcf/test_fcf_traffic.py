@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import fedrecsim
@@ -9,6 +10,7 @@ from fedrecsim.network.party import Role
 from fedrecsim.protocols.fcf.traffic import plan
 from fedrecsim.protocols.runtime import PlanContext
 from fedrecsim.data.prepare import prepare_data
+from fedrecsim.data.ratings import Ratings
 from fedrecsim.scenario import parse_scenario
 
 LATENCY = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
@@ -83,3 +85,54 @@ def test_with_churn_and_selection_the_plan_is_within_ten_percent_of_the_ledger()
     rows = [row for row in fedrecsim.run(parse_scenario(table)).result["ledger"]["per_round"] if row["round"] >= 1]
     for counter, key in (("sent_bytes", "bytes"), ("sent_msgs", "msgs")):
         assert estimate.per_round.total(counter) == pytest.approx(sum(row[key] for row in rows) / len(rows), rel=0.10)
+
+
+@pytest.mark.parametrize("table, exchanged", [
+    (EXPLICIT, ("fcf.item_vectors", "fcf.item_gradients")), (IMPLICIT, ("fcf.model", "fcf.model_gradient")),
+], ids=["explicit", "implicit"])
+def test_each_flow_goes_the_way_the_protocol_sends_it(table: dict, exchanged: tuple[str, str]) -> None:
+    traffic = plan(_context(table, joins=1.0, leaves=1.0))
+    down, up = (Role.SERVER, Role.USER), (Role.USER, Role.SERVER)
+    directions = {(flow.kind, flow.src, flow.dst) for flow in traffic.setup + traffic.per_round}
+    expected = {("core.join", *up), ("core.leave", *up), (exchanged[0], *down), (exchanged[1], *up)}
+    if table is EXPLICIT:
+        expected.add(("fcf.register", *up))
+    assert directions == expected
+
+
+@pytest.mark.parametrize("online, joins, dropout, max_users, exact", [
+    (30.0, 0.0, 0.0, 0, True),
+    (30.0, 0.0, 0.0, 30, True),
+    (30.0, 0.0, 0.1, 0, False),  # who crashes is luck
+    (20.0, 0.0, 0.0, 0, False),  # who is online is luck
+    (30.0, 1.0, 0.0, 0, False),  # who joins is luck
+    (30.0, 0.0, 0.0, 10, False),  # who is selected is luck
+])
+def test_the_exchange_is_exact_only_when_everyone_is_online_and_selected_every_round(
+    online: float, joins: float, dropout: float, max_users: int, exact: bool
+) -> None:
+    context = _context({**EXPLICIT, "protocol": {"d": 3, "max_users": max_users}}, online=online, joins=joins, dropout=dropout)
+    traffic = plan(context)
+    assert {flow.exact for flow in traffic.per_round if flow.kind.startswith("fcf.item")} == {exact}
+    assert {flow.exact for flow in traffic.setup if flow.kind == "fcf.register"} == {exact}
+
+
+def test_the_plan_states_how_the_server_selects() -> None:
+    assert plan(_context(EXPLICIT)).assumptions == ("the server selects every online user(s) per round uniformly at random",)
+    selective = _context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0)
+    assert plan(selective).assumptions == ("the server selects at most 10 online user(s) per round uniformly at random",)
+
+
+def test_sizes_are_those_of_a_round_in_the_middle_of_the_run() -> None:
+    """Round numbers travel in every message: 300 (the middle of 600 rounds) takes msgpack two bytes more
+    than 1 does (uint16 against a positive fixint), in each of the 30 messages each way."""
+    short, long = (_by_kind(plan(_context({**EXPLICIT, "run": {**EXPLICIT["run"], "rounds": rounds}})).per_round) for rounds in (3, 600))
+    for kind in ("fcf.item_vectors", "fcf.item_gradients"):
+        assert long[kind][1] - short[kind][1] == 30 * 2
+
+
+def test_a_plan_without_users_sends_nothing() -> None:
+    scenario = parse_scenario(EXPLICIT)
+    empty = Ratings(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), 0, 50, (1.0, 5.0))
+    traffic = plan(PlanContext(scenario, empty, empty, initial_online=0.0, online=0.0, joins=0.0, leaves=0.0, dropout=0.0))
+    assert all(flow.bytes == 0 and flow.messages == 0 for flow in traffic.setup + traffic.per_round)
