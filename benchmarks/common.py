@@ -56,20 +56,17 @@ def peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def run_isolated(
-    module: str, function: str, *, environment: dict[str, str] | None = None, **kwargs: Any
-) -> dict[str, Any]:
+def run_isolated(module: str, function: str, **kwargs: Any) -> dict[str, Any]:
     """Run ``module.function(**kwargs)`` in a fresh interpreter and return its JSON-able dict result.
 
     The child inherits this process's import path, so it imports the same ``fedrecsim`` and
-    ``benchmarks``, and its environment, with ``environment`` added. Its result gains ``peak_rss_mb``,
-    the child's own peak.
+    ``benchmarks``, and its environment. Its result gains ``peak_rss_mb``, the child's own peak.
 
     Raises:
         RuntimeError: the child failed; the message carries its stderr.
     """
     path = os.pathsep.join(entry for entry in sys.path if entry)
-    inherited = dict(os.environ, **(environment or {}), PYTHONPATH=path)
+    inherited = dict(os.environ, PYTHONPATH=path)
     completed = subprocess.run(
         [sys.executable, "-m", __name__, module, function, json.dumps(kwargs)],
         capture_output=True,

@@ -17,16 +17,16 @@ dense_user_gradients` over a 250-user batch into a preallocated ``[250, P]`` arr
 of two passes so that the array's pages are already mapped. ``ratio = sim_s / floor_s``; the target is
 <= 2.
 
-Where ``sim_s`` goes beyond the floor's work (measured on a loaded 2-core VM, issue 17): each round
-allocates 9.2 GB the previous round gave back -- the 250 encoded gradients in flight (the network holds
-every message until it is delivered) and the 250 decoded ones the server holds until it aggregates --
-and glibc returns freed heap to the kernel at the end of the round, so the next round faults every page
-in again; in that VM this is most of ``sim_s`` (about 15 of 19 s, nearly all of it kernel time).
-``sim_pages_kept_s`` is the same round in a child whose glibc keeps freed memory mapped (`KEEP_PAGES`:
-no heap trimming, no mmap for blocks up to 32 MB), as the floor's preallocated array is: what is left
-there is real work, one copy of each gradient into its message, msgpack's copy of it out and ours into
-an aligned array, the ledger's hash over it, the server's validation pass and the average, each a pass
-over 18 MB per user.
+``sim_s`` runs as the ``fedrecsim`` command runs a scenario: glibc keeps the memory the process frees
+mapped (`fedrecsim.allocator.keep_freed_memory`), as the floor's preallocated array is.
+``sim_default_allocator_s`` is the same round with glibc's defaults, as `fedrecsim.run` runs in a
+program of one's own that did not make the call: each round allocates 9.2 GB the previous round gave
+back -- the 250 encoded gradients in flight (the network holds every message until it is delivered) and
+the 250 decoded ones the server holds until it aggregates -- and glibc returns freed heap to the
+kernel, so the next round faults every page in again (on a loaded 2-core VM, about 15 of 19 s, nearly
+all of it kernel time). What ``sim_s`` spends beyond the floor is real work, each a pass over 18 MB per
+user: one copy of each gradient into its message, msgpack's copy of it out and ours into an aligned
+array, the ledger's hash over it, the server's validation pass and the average.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
 own cost on the floor's 250 gradients (the 250 x 250 distances and the choice): Krum is O(R^2 P) by
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 import fedrecsim
+from fedrecsim.allocator import keep_freed_memory
 from fedrecsim.data import prepare_data
 from fedrecsim.errors import SimulationError
 from fedrecsim.mechanisms.krum import krum_select, pairwise_squared_distances
@@ -52,8 +53,6 @@ from fedrecsim.scenario import parse_scenario
 
 from .common import Options, run_isolated
 
-#: glibc's settings that keep freed memory mapped (module docstring); other C libraries ignore them.
-KEEP_PAGES = {"MALLOC_TRIM_THRESHOLD_": str(1 << 40), "MALLOC_MMAP_THRESHOLD_": str(1 << 25)}
 STANDARD = {"users": 6034, "items": 3520, "ratings": 575_259, "users_per_round": 250, "hidden": 600, "latent": 200}
 QUICK = {"users": 300, "items": 300, "ratings": 9_000, "users_per_round": 50, "hidden": 64, "latent": 16}
 
@@ -75,8 +74,10 @@ def tables(size: dict[str, int], secure_filter: str = "none") -> dict[str, Any]:
     }
 
 
-def sim(size: dict[str, int], secure_filter: str = "none") -> dict[str, float]:
-    """Wall seconds of round 2 of the W4 scenario (module docstring)."""
+def sim(size: dict[str, int], secure_filter: str = "none", keep_memory: bool = True) -> dict[str, float]:
+    """Wall seconds of round 2 of the W4 scenario (module docstring); ``keep_memory``: as the command runs it."""
+    if keep_memory:
+        keep_freed_memory()
     marks: list[float] = []
     result = fedrecsim.run(tables(size, secure_filter), progress=lambda completed, total: marks.append(time.perf_counter()))
     second = result.rounds[1]
@@ -112,22 +113,22 @@ def floor(size: dict[str, int], krum: bool = False) -> dict[str, float]:
 
 
 def run(options: Options) -> Iterator[str]:
-    """``W4 fedvae sim_s=... floor_s=... ratio=...`` and, beside it, the round with its pages kept mapped and
-    Krum's round and filter."""
+    """``W4 fedvae sim_s=... floor_s=... ratio=...`` and, beside it, the round with glibc's default
+    allocator and Krum's round and filter."""
     size = QUICK if options.quick else STANDARD
     repeats = options.repeats or 1
     sims = [run_isolated(__name__, "sim", size=size) for _ in range(repeats)]
-    kept = [run_isolated(__name__, "sim", environment=KEEP_PAGES, size=size) for _ in range(repeats)]
+    defaults = [run_isolated(__name__, "sim", size=size, keep_memory=False) for _ in range(repeats)]
     floors = [run_isolated(__name__, "floor", size=size, krum=True) for _ in range(repeats)]
     krums = [run_isolated(__name__, "sim", size=size, secure_filter="krum") for _ in range(repeats)]
     sim_s = min(result["seconds"] for result in sims)
-    kept_s = min(result["seconds"] for result in kept)
+    default_s = min(result["seconds"] for result in defaults)
     floor_s = min(result["seconds"] for result in floors)
     krum_round_s = min(result["seconds"] for result in krums)
     krum_filter_s = min(result["krum_seconds"] for result in floors)
     yield (
         f"W4 fedvae sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.2f} "
-        f"sim_pages_kept_s={kept_s:.3f} ratio_pages_kept={kept_s / floor_s:.2f} "
+        f"sim_default_allocator_s={default_s:.3f} ratio_default_allocator={default_s / floor_s:.2f} "
         f"krum_round_s={krum_round_s:.3f} krum_filter_s={krum_filter_s:.3f} users_per_round={size['users_per_round']} "
         f"items={size['items']} params={int(floors[0]['params'])} "
         f"sim_peak_mb={max(result['peak_rss_mb'] for result in sims):.0f} "
@@ -135,4 +136,4 @@ def run(options: Options) -> Iterator[str]:
     )
 
 
-__all__ = ["KEEP_PAGES", "QUICK", "STANDARD", "floor", "run", "sim", "tables"]
+__all__ = ["QUICK", "STANDARD", "floor", "run", "sim", "tables"]

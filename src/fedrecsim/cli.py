@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__
+from .allocator import keep_freed_memory
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, SimulationError
 from .output import prepare_output
 from .progress import ProgressBar
@@ -216,6 +217,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             target = prepare_output(Path("results") / scenario.run.name, numbered=True)
     bar = ProgressBar(sys.stderr) if args.progress or (not args.quiet and sys.stderr.isatty()) else None
+    keep_freed_memory()  # this process exists to run the simulation (`fedrecsim.allocator`)
     with _sigterm_as_interrupt() as terminated:
         try:
             if args.resume is not None:

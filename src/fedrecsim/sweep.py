@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__
+from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
@@ -338,13 +339,14 @@ Submit = Callable[[PlannedRun], Any]
 def local_pool(
     workers: int, runs: Path | None = None, checkpoint_every: int = 0
 ) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
-    """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one.
+    """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one; each
+    worker keeps the memory it frees mapped (`fedrecsim.allocator`: it exists to run simulations).
 
     With ``checkpoint_every``, each run goes straight into its folder in ``runs`` with its checkpoints
     beside it (`execute`)."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=keep_freed_memory) as pool:
 
         def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
             if checkpoint_every and runs is not None:

@@ -18,8 +18,8 @@ def test_w4_is_discovered_at_the_papers_ml1m_size() -> None:
 
 
 def test_the_simulated_round_aggregates_every_sampled_users_gradient() -> None:
-    assert w4_fedvae.sim(w4_fedvae.QUICK)["seconds"] > 0
-    assert w4_fedvae.sim(w4_fedvae.QUICK, secure_filter="krum")["seconds"] > 0
+    assert w4_fedvae.sim(w4_fedvae.QUICK, keep_memory=False)["seconds"] > 0
+    assert w4_fedvae.sim(w4_fedvae.QUICK, secure_filter="krum", keep_memory=False)["seconds"] > 0
 
 
 def test_the_floor_computes_the_users_gradients_and_krums_choice() -> None:
@@ -31,20 +31,29 @@ def test_the_floor_computes_the_users_gradients_and_krums_choice() -> None:
 def test_the_line(monkeypatch) -> None:
     calls = []
 
-    def in_process(module: str, function: str, environment=None, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append((function, kwargs.get("secure_filter", "none"), environment))
-        return {**getattr(w4_fedvae, function)(**kwargs), "peak_rss_mb": 100.0}
+    def in_process(module: str, function: str, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append((function, kwargs.get("secure_filter", "none"), kwargs.get("keep_memory", True)))
+        result = getattr(w4_fedvae, function)(**{**kwargs, "keep_memory": False} if function == "sim" else kwargs)
+        return {**result, "peak_rss_mb": 100.0}
 
     monkeypatch.setattr(w4_fedvae, "run_isolated", in_process)
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d "
-        rf"sim_pages_kept_s={number} ratio_pages_kept=\d+\.\d\d krum_round_s={number} krum_filter_s={number} "
+        rf"sim_default_allocator_s={number} ratio_default_allocator=\d+\.\d\d krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=100 floor_peak_mb=100",
         line,
     ), line
-    # Only the pages-kept round runs with glibc told to keep freed memory mapped.
-    kept = ("sim", "none", w4_fedvae.KEEP_PAGES)
-    expected = [("sim", "none", None), kept, ("floor", "none", None), ("sim", "krum", None)]
+    # The headline and Krum's rounds run as the command does; one round runs with glibc's defaults.
+    expected = [("sim", "none", True), ("sim", "none", False), ("floor", "none", True), ("sim", "krum", True)]
     assert sorted(calls, key=str) == sorted(expected, key=str)
+
+
+def test_the_headline_round_keeps_freed_memory_as_the_command_does(monkeypatch) -> None:
+    kept: list[bool] = []
+    monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
+    w4_fedvae.sim(w4_fedvae.QUICK, keep_memory=False)
+    assert kept == []
+    w4_fedvae.sim(w4_fedvae.QUICK)
+    assert kept == [True]
