@@ -48,13 +48,14 @@ def test_a_ledger_saved_at_a_fold_and_restored_carries_on_as_if_never_saved() ->
     assert restored.transcript_xxh3_128 == kept.transcript_xxh3_128
     assert restored.summary() == kept.summary()
     assert restored.transcript == kept.transcript
+    assert restored.export()["rounds"] == kept.export()["rounds"]  # round 1's counters carried on
 
 
 def test_a_ledger_is_saved_only_right_after_a_fold() -> None:
     ledger = Ledger()
     ledger.checkpoint_state()  # nothing hashed yet
     ledger.record_delivered(0.5, ALICE, SERVER, "k", b"x")
-    with pytest.raises(RuntimeError, match="saved only right after fold"):
+    with pytest.raises(RuntimeError, match=r"^a ledger is saved only right after fold\(\): messages were hashed since$"):
         ledger.checkpoint_state()
     ledger.fold()
     ledger.checkpoint_state()

@@ -8,15 +8,19 @@ import pickle
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import trio
 
+from fedrecsim.actors.server import Server
 from fedrecsim.clock import VirtualClock
-from fedrecsim.network.faults import Byzantine, PartyFaults
-from fedrecsim.network.ledger import Ledger
+from fedrecsim.errors import PartyTimeout
+from fedrecsim.network.faults import Byzantine, Crash, PartyFaults
+from fedrecsim.network.ledger import Ledger, RejectReason
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.network.wire import Array, message
+from fedrecsim.seeding import Stream, generator
 
 HONEST, FORGER = Party(Role.USER, 0), Party(Role.USER, 1)
 
@@ -106,3 +110,75 @@ def test_a_restored_network_delivers_refuses_and_counts_as_the_network_never_sav
     assert summary["faults"]["dropped"]["lost"] > 0
     assert taken[0] == (-1, 1.0)  # the forgery
     assert [step for step, _ in taken[1:]] == sorted(step for step, _ in taken[1:])
+
+
+@message("test.checkpoint_other")
+@dataclass(frozen=True)
+class Other:
+    step: int
+
+
+def _watched(attach: bool) -> Network:
+    """The server receives only `Values` and its view is recorded; the forger crashes when it first sends."""
+    network = Network(Links(9, LinkSpec(Constant(0.01))), Ledger(), record_views=(SERVER,),
+                      faults=PartyFaults(crashes=[Crash(FORGER)]))
+    network.expect(SERVER, [Values.KIND])
+    if attach:
+        for party in (SERVER, HONEST, FORGER):
+            network.attach(party)
+    return network
+
+
+def test_restore_makes_the_mailboxes_of_parties_the_rebuilt_network_has_not_attached_yet() -> None:
+    """As in a resumed run, whose users attach only when its population opens, after the restore: their
+    mailboxes are made as the first network made them -- the party's own, on the network's timers, with
+    its view and the kinds it receives -- and a crashed party stays crashed."""
+    first = _watched(attach=True)
+
+    async def save() -> tuple[dict, dict]:
+        async with first.open():
+            first.send(HONEST, SERVER, Values(1, np.ones(2)))
+            assert first.send(FORGER, SERVER, Values(0, np.ones(2))) == 0  # it crashes instead
+            await first.sleep_until(1.0)
+            first.send(HONEST, SERVER, Values(2, np.ones(2)))  # in flight at the save
+            first.ledger.fold()
+            return pickle.loads(pickle.dumps((first.checkpoint_state(), first.ledger.checkpoint_state())))
+
+    saved, ledger = trio.run(save, clock=VirtualClock())
+    second = _watched(attach=False)
+    second.restore_state(saved)
+    second.ledger.restore_state(ledger)
+    server = Server(SERVER, second, generator(9, Stream.ACTOR, 2, 0))
+
+    async def rest() -> list[int]:
+        async with second.open():
+            second.send(HONEST, SERVER, Other(3))  # a kind the server does not receive
+            steps = [(await server.recv(Values, deadline=5.0)).body.step for _ in range(2)]
+            with pytest.raises(PartyTimeout, match=r"^server:0 waited for test.checkpoint_values until t=7.000s; none came$"):
+                await server.recv(Values, deadline=7.0)
+            assert trio.current_time() == 7.0
+            return steps
+
+    assert trio.run(rest, clock=VirtualClock(1.0)) == [1, 2]
+    assert [envelope.body.step for envelope in second.view(SERVER)] == [1, 2]  # recorded before the save and after
+    assert [(row.src, row.reason) for row in second.ledger.rejections] == [(HONEST, RejectReason.UNEXPECTED)]
+    assert second.is_crashed(FORGER) and FORGER not in second.attached
+    assert [second.mailbox(party).party for party in (SERVER, HONEST, FORGER)] == [SERVER, HONEST, FORGER]
+
+
+def test_restore_fills_the_mailbox_a_party_of_the_rebuilt_network_already_has() -> None:
+    first = _watched(attach=True)
+
+    async def save() -> dict:
+        async with first.open():
+            first.send(HONEST, SERVER, Values(1, np.ones(2)))
+            await first.sleep_until(1.0)
+            first.ledger.fold()
+            return pickle.loads(pickle.dumps(first.checkpoint_state()))
+
+    saved = trio.run(save, clock=VirtualClock())
+    second = _watched(attach=True)
+    held = second.mailbox(SERVER)  # e.g. by an actor built before the restore
+    second.restore_state(saved)
+    assert second.mailbox(SERVER) is held
+    assert [envelope.body.step for envelope in held.take_all(Values.KIND)] == [1]

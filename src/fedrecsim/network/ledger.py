@@ -159,15 +159,13 @@ class Ledger:
         """
         if self._hash.digest() != xxhash.xxh3_128(self._folded_at).digest():
             raise RuntimeError("a ledger is saved only right after fold(): messages were hashed since")
-        state = {name: value for name, value in vars(self).items() if name != "_hash"}
-        state["_round_counters"] = None  # the current round's entry of _rounds, relinked on restore
-        return state
+        return {name: value for name, value in vars(self).items() if name != "_hash"}
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """Become the ledger `checkpoint_state` saved."""
+        """Become the ledger `checkpoint_state` saved (pickled whole: the current round's counters stay the
+        entry of the rounds' table they were)."""
         vars(self).update(state)
         self._hash = xxhash.xxh3_128(self._folded_at)
-        self._round_counters = self._rounds[self.round]
 
     def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
         counters = self._counters(src)

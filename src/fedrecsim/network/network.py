@@ -583,7 +583,7 @@ class Network:
         for party, (by_kind, view) in state["mailboxes"].items():
             mailbox = self._mailboxes.get(party)
             if mailbox is None:
-                mailbox = self._mailboxes[party] = Mailbox(party, self._timers, view is not None, self._receives.get(party))
+                mailbox = self._mailboxes[party] = Mailbox(party, self._timers, receives=self._receives.get(party))
             mailbox._by_kind = {kind: deque(queue) for kind, queue in by_kind.items()}
             mailbox.view = view
         self.links.restore_state(state["links"])
