@@ -6,7 +6,8 @@ Three modules are public; everything else (``fedrecsim.network``, ``fedrecsim.ac
 - ``fedrecsim`` (this module): load and run scenarios -- `run`, `resume` (an interrupted run from its
   checkpoint), `run_async` (inside a running trio loop,
   e.g. a pytest-trio test), `run_tcp` (over real loopback TCP, the parties in several processes),
-  `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols` -- and the errors they raise.
+  `load_scenario`, `parse_scenario`, `RunResult`, `available_protocols`, `keep_freed_memory` (for a
+  process that exists to run simulations, as the command is) -- and the errors they raise.
 - ``fedrecsim.sim``: what a protocol author imports to write a protocol of their own (actors, messages,
   config, `ProtocolSpec`, seeding, invariant monitors); see ``docs/writing-a-protocol.md``.
 - ``fedrecsim.testing``: the pytest plugin (fixtures for an open network in virtual time, ledger
@@ -24,6 +25,7 @@ from .errors import (  # noqa: E402 -- the version must exist before the runner 
     SimulationError,
     WireError,
 )
+from .allocator import keep_freed_memory  # noqa: E402
 from .network.party import Party, Role  # noqa: E402
 from .protocols import available_protocols  # noqa: E402
 from .runner import RunResult, resume, run, run_async  # noqa: E402
@@ -44,6 +46,7 @@ __all__ = [
     "WireError",
     "__version__",
     "available_protocols",
+    "keep_freed_memory",
     "load_scenario",
     "parse_scenario",
     "resume",

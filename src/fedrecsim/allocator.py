@@ -11,9 +11,9 @@ faults every page in again: at that size most of a round's wall time is the kern
 (32 MiB on 64-bit) come from the heap, and the heap is never trimmed. The process's resident memory then
 stays at its peak until it exits -- which it reaches anyway, in the round that needs it -- so the
 setting is made where a process exists to run simulations: the ``fedrecsim`` command and the local
-workers of a sweep. A program of one's own that calls `fedrecsim.run` in a process it keeps for other
-work decides for itself (the call is process-wide and cannot be undone, glibc's adaptive thresholds
-stay off).
+workers of a sweep. A program of one's own that calls `fedrecsim.run` decides for itself whether to
+call ``fedrecsim.keep_freed_memory()`` (the call is process-wide and cannot be undone: glibc's adaptive
+thresholds stay off).
 
 Invariant: only the allocator's thresholds change; what a run computes, its transcript and its bytes are
 the same either way. On a C library other than glibc (musl, macOS) it does nothing.
