@@ -26,3 +26,18 @@ def tiny_fcf() -> dict[str, Any]:
 def _empty_data_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every test sees an empty data home, never the data sets fetched on this machine (FEDRECSIM_DATA)."""
     monkeypatch.setenv("FEDRECSIM_DATA", str(tmp_path_factory.getbasetemp() / "empty-data-home"))
+
+
+@pytest.fixture
+def unresumable(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A scenario of fcf's run in a protocol of the tests' own that does not say it is resumable."""
+    import sys
+    import types
+
+    from fedrecsim.protocols import ProtocolSpec
+    from fedrecsim.protocols.fcf.protocol import FCFConfig, run
+
+    module = types.ModuleType("fedrecsim_checkpoint_test")
+    module.UNRESUMABLE = ProtocolSpec("unresumable", FCFConfig, run)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return {"run": {"protocol": "fedrecsim_checkpoint_test:UNRESUMABLE", "rounds": 3}, "data": {"users": 20, "items": 30, "ratings": 300}}

@@ -1,7 +1,8 @@
 """Checkpoints and resume (issue 18, `fedrecsim.checkpoint`): a run resumed from any of its checkpoints
 ends exactly as the run never interrupted -- transcript hash, metrics, ledger, privacy report, models --
 whatever was under way at the checkpoint: messages in flight, restarts due, stragglers computing, users
-offline, crashed or forged; and every way a checkpoint can be refused says why and loses nothing.
+offline, crashed or forged; through the command, after a SIGKILL; and in sweeps. What the runner refuses and
+leaves behind is in tests/test_runner_checkpoints.py, the checkpoint file in tests/test_checkpoint_file.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,8 @@ import pytest
 
 import fedrecsim
 from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, load, work_folder
-from fedrecsim.errors import CheckpointError, ConfigError, Interrupted, OutputError
+from fedrecsim.errors import ConfigError, Interrupted
 from fedrecsim.testing import InterruptAfter
-from fedrecsim.protocols import ProtocolSpec
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _CHURN = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1}
@@ -222,116 +221,6 @@ def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, 
     }
 
 
-def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tmp_path) -> None:
-    tables = SCENARIOS["fcf explicit: churn, dropout, loss, a slow byzantine user"]
-    out = tmp_path / "run"
-    with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=2, transcript=True, progress=InterruptAfter(5))
-    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
-    assert sorted(path.name for path in work_folder(out).iterdir()) == [CHECKPOINT_FILE]
-    assert load(work_folder(out)).round == 4
-    resumed = fedrecsim.resume(out)
-    uninterrupted = fedrecsim.run(tables, transcript=True, out=tmp_path / "uninterrupted")
-    assert_same_run(resumed, uninterrupted)
-    assert (out / "transcript.csv").read_bytes() == (tmp_path / "uninterrupted" / "transcript.csv").read_bytes()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["run", "uninterrupted"]
-    assert sorted(path.name for path in out.iterdir()) == ["ledger.csv", "metrics.csv", "result.json", "transcript.csv"]
-    assert resumed.path == out
-
-
-def test_a_failed_run_removes_its_checkpoints(tmp_path) -> None:
-    tables = {**SCENARIOS["fcf explicit: a crashed user restarts with its state"]}
-    tables["run"] = {**tables["run"], "max_virtual_s": 20.0}
-    with pytest.raises(fedrecsim.PartyTimeout):
-        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=1)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_checkpoint_interval_longer_than_the_run_saves_none(tmp_path, monkeypatch) -> None:
-    tables = SCENARIOS["dpmf S1"]
-    saves: list[int] = []
-    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: saves.append(saved.round))
-    fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=5)
-    assert saves == []
-    fedrecsim.run(tables, out=tmp_path / "again", checkpoint_every=2)
-    assert saves == [2, 4]
-
-
-# --------------------------------------------------------------------------- what is refused
-
-
-@pytest.fixture
-def unresumable(monkeypatch) -> dict[str, Any]:
-    """A scenario of fcf's run in a protocol of the tests' own that does not say it is resumable."""
-    from fedrecsim.protocols.fcf.protocol import FCFConfig, run
-
-    module = types.ModuleType("fedrecsim_checkpoint_test")
-    module.UNRESUMABLE = ProtocolSpec("unresumable", FCFConfig, run)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    return {"run": {"protocol": "fedrecsim_checkpoint_test:UNRESUMABLE", "rounds": 3}, "data": {"users": 20, "items": 30, "ratings": 300}}
-
-
-def test_checkpoints_need_a_result_folder_and_a_resumable_protocol(tmp_path, unresumable) -> None:
-    tables = SCENARIOS["dpmf S1"]
-    with pytest.raises(ConfigError, match=r"--checkpoint-every: needs --out"):
-        fedrecsim.run(tables, checkpoint_every=2)
-    with pytest.raises(ConfigError, match=r"run.protocol: fedrecsim_checkpoint_test:UNRESUMABLE: this protocol cannot resume from checkpoints \(its ProtocolSpec is not resumable: docs/writing-a-protocol.md\); these can: dpmf, fcf, fedvae, ldp_implicit, privirec, prototypes, secagg"):
-        fedrecsim.run(unresumable, out=tmp_path / "run", checkpoint_every=2)
-    with pytest.raises(ConfigError, match=r"must be a number of rounds >= 1, got -1"):
-        fedrecsim.run(tables, out=tmp_path / "run", checkpoint_every=-1)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_new_run_refuses_an_interrupted_runs_checkpoints_and_touches_nothing(tmp_path) -> None:
-    tables = SCENARIOS["dpmf S1"]
-    out = tmp_path / "run"
-    with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=InterruptAfter(3))
-    kept = (work_folder(out) / CHECKPOINT_FILE).read_bytes()
-    with pytest.raises(OutputError, match=r"holds the checkpoints of an interrupted run of .*: resume it \(fedrecsim run --resume"):
-        fedrecsim.run(tables, out=out, checkpoint_every=1)
-    assert (work_folder(out) / CHECKPOINT_FILE).read_bytes() == kept
-    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
-
-
-def test_resume_refuses_what_is_not_a_checkpoint_of_this_run(tmp_path) -> None:
-    out = tmp_path / "run"
-    with pytest.raises(CheckpointError, match=r"checkpoint.pkl: no checkpoint here"):
-        fedrecsim.resume(out)
-    work_folder(out).mkdir()
-    (work_folder(out) / CHECKPOINT_FILE).write_bytes(b"not a pickle")
-    with pytest.raises(CheckpointError, match=r"does not read as a fedrecsim checkpoint"):
-        fedrecsim.resume(out)
-    (work_folder(out) / CHECKPOINT_FILE).write_bytes(pickle.dumps({"format": "something else"}))
-    with pytest.raises(CheckpointError, match=r"is not a fedrecsim-checkpoint/1 checkpoint"):
-        fedrecsim.resume(out)
-    assert sorted(path.name for path in tmp_path.iterdir()) == [work_folder(out).name]
-
-
-def test_resume_refuses_a_checkpoint_of_another_version(tmp_path, monkeypatch) -> None:
-    out = tmp_path / "run"
-    with pytest.raises(Interrupted):
-        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=1, progress=InterruptAfter(2))
-    monkeypatch.setattr("fedrecsim.checkpoint.__version__", "0.0.0-other")
-    with pytest.raises(CheckpointError, match=r"was written by fedrecsim 0.1.0; this is 0.0.0-other, which cannot resume it"):
-        fedrecsim.resume(out)
-
-
-def test_resume_refuses_data_that_changed_since_the_checkpoint(tmp_path) -> None:
-    ratings = tmp_path / "ratings.txt"  # FilmTrust's format: "user item rating", ratings 0.5 to 4
-    rng = np.random.default_rng(1)
-    pairs = sorted({(int(u), int(i)) for u, i in zip(rng.integers(1, 21, 400), rng.integers(1, 31, 400))})
-    ratings.write_text("".join(f"{u} {i} {1 + (u + i) % 3}\n" for u, i in pairs))
-    tables = {"run": {"protocol": "fcf", "rounds": 4}, "data": {"source": "filmtrust", "path": str(ratings)}, "protocol": {"d": 3}}
-    out = tmp_path / "run"
-    with pytest.raises(Interrupted):
-        fedrecsim.run(tables, out=out, checkpoint_every=1, progress=InterruptAfter(2))
-    ratings.write_text(ratings.read_text().replace(" 3\n", " 2\n", 1))
-    with pytest.raises(CheckpointError, match=r"the run's data differ from those the checkpoint was taken on"):
-        fedrecsim.resume(out)
-    assert (work_folder(out) / CHECKPOINT_FILE).exists() and not out.exists()
-
-
 # --------------------------------------------------------------------------- the command, and SIGKILL
 
 _LONG = """
@@ -407,16 +296,6 @@ def test_the_command_refuses_what_cannot_be_checkpointed_or_resumed_in_one_line(
     assert finished.stderr.startswith("fedrecsim: error: ") and problem in finished.stderr
     assert "Traceback" not in finished.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.toml"]
-
-
-def test_a_run_stopped_before_its_first_checkpoint_leaves_nothing(tmp_path) -> None:
-    out = tmp_path / "run"
-    with pytest.raises(Interrupted):
-        fedrecsim.run(SCENARIOS["dpmf S1"], out=out, checkpoint_every=3, progress=InterruptAfter(2))
-    assert list(tmp_path.iterdir()) == []
-    with pytest.raises(fedrecsim.DatasetError):
-        fedrecsim.run({"run": {"protocol": "fcf"}, "data": {"source": "filmtrust", "path": str(tmp_path / "missing.txt")}}, out=out, checkpoint_every=1)
-    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- sweeps

@@ -118,3 +118,60 @@ def test_a_shorter_line_blanks_the_tail_of_the_longer_one_before_it(monkeypatch:
     # The same width, the padding before the elapsed time (the line still ends with it), and the line's end.
     assert len(short) == len(long_line) + 1 and short.endswith("s\n")
     assert short.startswith(f"\r[{'#' * 30}] 2/2 rounds" + " " * (len(", round 2 at 5.0 s virtual") + 2))
+
+
+class LedgerReader(Recorder):
+    """Keeps the ledger each tick was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ledgers: list[object] = []
+
+    def tick(self, status: RoundStatus) -> None:
+        super().tick(status)
+        self.ledgers.append(status.ledger)
+
+
+def test_a_tick_reads_the_runs_own_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fedrecsim.runner.TICK_EVERY_S", 0.0)
+    reader = LedgerReader()
+    result = fedrecsim.run(TINY_S3, progress=reader)
+    assert reader.ledgers and all(ledger is result.ledger for ledger in reader.ledgers)
+
+
+async def test_run_async_ticks_in_virtual_seconds_since_its_own_start_and_not_after_it_returns(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock
+) -> None:
+    import time
+
+    import trio
+
+    monkeypatch.setattr("fedrecsim.runner.TICK_EVERY_S", 0.0)
+    await trio.sleep(1000.0)  # the loop's clock is far from 0 when the run starts
+    recorder = Recorder()
+    result = await fedrecsim.run_async(TINY_S3, progress=recorder)
+    ticks = [virtual for kind, _, virtual in recorder.events if kind == "tick"]
+    assert ticks and 0.0 <= min(ticks) and max(ticks) <= result.result["virtual_time_s"]
+    seen = len(recorder.events)
+    time.sleep(0.01)
+    await trio.sleep(1.0)  # the loop passes again: the run's instrument is gone
+    assert len(recorder.events) == seen
+
+
+def test_a_tick_that_raises_is_dropped_and_the_run_completes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("fedrecsim.runner.TICK_EVERY_S", 0.0)
+
+    class Failing(Recorder):
+        def tick(self, status: RoundStatus) -> None:
+            raise RuntimeError("a broken progress display")
+
+    failing = Failing()
+    assert fedrecsim.run(TINY_S3, progress=failing).result["rounds_completed"] == 3
+    assert [event for event in failing.events if event[0] == "round"] == [("round", 1, 0.0), ("round", 2, 0.0), ("round", 3, 0.0)]
+
+
+def test_without_a_tick_nothing_is_instrumented(caplog: pytest.LogCaptureFixture) -> None:
+    """A run whose progress callback has no ``tick`` adds no instrument that could fail and be logged."""
+    with caplog.at_level("ERROR"):
+        fedrecsim.run(TINY_S3, progress=lambda completed, total: None)
+    assert caplog.records == []

@@ -482,3 +482,42 @@ def test_repr_shows_name_protocol_rounds_three_metrics_and_the_fingerprint(tiny_
         f"<RunResult 'tiny' fedrecsim_runner_test_protocols:EMPTY, 0 rounds, "
         f"transcript {empty.ledger.transcript_xxh3_128[:12]}>"
     )
+
+
+def test_the_scenarios_party_faults_and_slow_parties_reach_the_network(tiny_fcf) -> None:
+    """user:1 crashes on its first message (its join) and user:2's messages take 50 s: neither is a member
+    when round 1 selects; without the faults all 40 take part."""
+    tiny_fcf["run"]["round_timeout_s"] = 5.0
+    assert fedrecsim.run(tiny_fcf).result["metrics"]["rounds"][0]["participants"] == 40
+    tiny_fcf["faults"] = {"crash": [{"party": "user:1"}], "slow": [{"party": "user:2", "delay_s": 50.0}]}
+    result = fedrecsim.run(tiny_fcf).result
+    assert result["metrics"]["rounds"][0]["participants"] == 38
+    assert "user:1" not in result["ledger"]["parties"] and result["warnings"] == []
+
+
+@dataclass(frozen=True)
+class ForeverConfig:
+    pass
+
+
+async def _never_finishes(ctx):
+    await trio.sleep_forever()
+
+
+def test_a_run_that_never_finishes_stops_ten_minutes_before_its_horizon(monkeypatch, tiny_fcf) -> None:
+    module = types.ModuleType("fedrecsim_runner_forever")
+    module.FOREVER = ProtocolSpec("forever", ForeverConfig, _never_finishes)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    tiny_fcf["run"].update(protocol=f"{module.__name__}:FOREVER", rounds=2, round_gap_s=1.0, round_timeout_s=9.0)
+    tiny_fcf["protocol"] = {}
+    budget = (2 + 2) * (1.0 + 9.0) * 4 + 3600.0 - 600.0  # horizon_s less the margin
+    with pytest.raises(fedrecsim.PartyTimeout, match=rf"^the run did not finish within its virtual-time budget of {budget:g} s "
+                                                     r"\(run\.max_virtual_s\): stopped in round 0 of 2$"):
+        fedrecsim.run(tiny_fcf)
+
+
+def test_distributions_are_written_and_their_non_finite_values_named(own_protocols, tmp_path) -> None:
+    outcome = Outcome(1, [], {}, distributions={"error": {"of": "rating error", "unit": "stars", "values": [0.5, math.inf]}})
+    result = fedrecsim.run(own_protocols("DISTRIBUTED", outcome=outcome), out=tmp_path / "run")
+    assert result.result["distributions"] == {"error": {"of": "rating error", "unit": "stars", "values": [0.5, None]}}
+    assert result.result["warnings"] == ["not finite, written as null: distributions.error.values[1]"]
