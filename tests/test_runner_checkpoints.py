@@ -61,6 +61,20 @@ def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tm
     assert resumed.path == out
 
 
+def test_a_resumed_run_interrupted_again_resumes_again_with_the_first_runs_settings(tmp_path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted):
+        fedrecsim.run(CHURN, out=out, checkpoint_every=1, transcript=True, progress=InterruptAfter(2))
+    with pytest.raises(Interrupted):
+        fedrecsim.resume(out, progress=InterruptAfter(4))
+    saved = load(work_folder(out))
+    assert (saved.round, saved.scenario, saved.transcript, saved.every) == (3, fedrecsim.parse_scenario(CHURN), True, 1)
+    resumed = fedrecsim.resume(out)
+    uninterrupted = fedrecsim.run(CHURN, transcript=True, out=tmp_path / "uninterrupted")
+    assert resumed.result["transcript_xxh3_128"] == uninterrupted.result["transcript_xxh3_128"]
+    assert (out / "transcript.csv").read_bytes() == (tmp_path / "uninterrupted" / "transcript.csv").read_bytes()
+
+
 def test_a_failed_run_removes_its_checkpoints(tmp_path) -> None:
     tables = {**CHURN, "run": {**CHURN["run"], "max_virtual_s": 12.0}}
     with pytest.raises(fedrecsim.PartyTimeout):
