@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import socket
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,15 +13,16 @@ import trio
 import trio.testing
 
 from fedrecsim.errors import ConfigError, PartyTimeout, ProtocolViolation, WireError
-from fedrecsim.network.ledger import DropReason, Ledger, RejectReason
+from fedrecsim.network.ledger import DropReason, Ledger, RejectReason, Rejection, TranscriptRow
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
-from fedrecsim.network.tcp import FRAME_HEADER, LOOPBACK, PeerGone, Placement, TcpNetwork, connect_mesh
-from fedrecsim.network.wire import Array, encode, message
+from fedrecsim.network.tcp import FRAME_HEADER, LOOPBACK, PeerGone, Placement, SocketCounts, TcpNetwork, connect_mesh
+from fedrecsim.network.wire import Array, decode, encode, message
 
 ALICE = Party(Role.USER, 0)
 BOB = Party(Role.USER, 1)
 ROLES = (Role.SERVER, Role.THIRD_PARTY, Role.USER)
+SERVER_AND_USERS = Placement.default((Role.SERVER, Role.USER), n_users=2)
 
 
 @message("test.tcp_payload")
@@ -50,27 +54,41 @@ def test_the_default_placement_is_one_process_per_role_and_users_split_in_blocks
 
 
 @pytest.mark.parametrize(
-    ("text", "problem"),
+    ("text", "n_users", "problem"),
     [
-        ("servr,third_party,users", "unknown role 'servr'; this protocol.s roles are server, third_party, users"),
-        ("server,proxy,third_party,users", "this protocol has no proxy party"),
-        ("server,users", "no process hosts third_party"),
-        ("server,third_party,server,users", "server is placed in two processes"),
-        ("server,third_party,users,users,users", "3 user processes for 2 users"),
+        ("servr,third_party,users", 2, "unknown role 'servr'; this protocol's roles are server, third_party, users"),
+        ("server,proxy,third_party,users", 2, "this protocol has no proxy party; its roles are server, third_party, users"),
+        ("server,users", 2, "no process hosts third_party; got 'server,users'"),
+        ("users", 2, "no process hosts server, third_party; got 'users'"),
+        ("server,third_party,server,users", 2, "server is placed in two processes; only the users may be split"),
+        ("server,third_party,users,users,users", 2, "3 user processes for 2 users"),
+        ("server,third_party,users,users", 1, "2 user processes for 1 users"),
     ],
 )
-def test_a_placement_that_cannot_host_the_protocol_is_refused_naming_processes(text: str, problem: str) -> None:
-    with pytest.raises(ConfigError, match=problem) as info:
-        Placement.parse(text, ROLES, n_users=2)
+def test_a_placement_that_cannot_host_the_protocol_is_refused_naming_processes(text: str, n_users: int, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Placement.parse(text, ROLES, n_users=n_users)
     assert info.value.key_path == "--processes"
+    assert info.value.problem == problem
 
 
 def test_a_party_no_process_hosts_is_a_protocol_violation() -> None:
     placement = Placement.default((Role.SERVER, Role.USER), n_users=2)
-    with pytest.raises(ProtocolViolation, match="no process hosts user:2"):
+    with pytest.raises(ProtocolViolation, match="^no process hosts user:2: the run places server, users$"):
         placement.home(Party(Role.USER, 2))
-    with pytest.raises(ProtocolViolation, match="no process hosts third_party:0"):
+    with pytest.raises(ProtocolViolation, match="^no process hosts third_party:0: the run places server, users$"):
         placement.home(THIRD_PARTY)
+
+
+def test_socket_counts_read_out_with_the_header_overhead() -> None:
+    counts = SocketCounts(sent_frames=3, sent_payload_bytes=120, recv_frames=2, recv_payload_bytes=45)
+    assert counts.as_dict() == {
+        "sent_frames": 3,
+        "sent_payload_bytes": 120,
+        "recv_frames": 2,
+        "recv_payload_bytes": 45,
+        "header_bytes": 5 * FRAME_HEADER.size,
+    }
 
 
 # --------------------------------------------------------------------------- two networks over loopback
@@ -191,11 +209,30 @@ async def _read_into(network: TcpNetwork, peer_stream: trio.abc.HalfCloseableStr
         await trio.sleep(0.05)
 
 
-def _network_fed_by_a_peer(position: int = 0) -> tuple[TcpNetwork, trio.abc.HalfCloseableStream]:
+def _network_fed_by_a_peer(
+    position: int = 0, placement: Placement = SERVER_AND_USERS, **options: int
+) -> tuple[TcpNetwork, trio.abc.HalfCloseableStream]:
+    """Process ``position`` of a two-process ``placement``, its connection to the other held by the test."""
     ours, theirs = trio.testing.memory_stream_pair()
-    placement = Placement.default((Role.SERVER, Role.USER), n_users=2)
-    network = TcpNetwork(_links(), Ledger(), placement, position, {1 - position: ours})
+    network = TcpNetwork(_links(), Ledger(record_transcript=True), placement, position, {1 - position: ours}, **options)
     return network, theirs
+
+
+async def _read_to_end(stream: trio.abc.ReceiveStream) -> bytes:
+    received = bytearray()
+    while chunk := await stream.receive_some():
+        received += chunk
+    return bytes(received)
+
+
+def _frames_in(raw: bytes) -> list[bytes]:
+    """The payloads of the frames ``raw`` holds, in order."""
+    frames = []
+    while raw:
+        (length,) = FRAME_HEADER.unpack_from(raw)
+        frames.append(raw[FRAME_HEADER.size:FRAME_HEADER.size + length])
+        raw = raw[FRAME_HEADER.size + length:]
+    return frames
 
 
 async def test_a_frame_addressed_to_an_offline_party_is_counted_as_dropped() -> None:
@@ -207,6 +244,21 @@ async def test_a_frame_addressed_to_an_offline_party_is_counted_as_dropped() -> 
     assert network.counts.recv_payload_bytes == len(data)
 
 
+async def test_frames_arriving_together_are_each_recorded_delivered_or_dropped_for_an_offline_party() -> None:
+    network, peer = _network_fed_by_a_peer(placement=Placement.parse("server+third_party,users", ROLES, n_users=2))
+    network.attach(SERVER)
+    to_server = encode(ALICE, SERVER, 0.0, Payload(1, np.ones(4)))
+    to_third_party = encode(BOB, THIRD_PARTY, 0.0, Payload(2, np.ones(9)))
+    opened = trio.current_time()
+    await _read_into(network, peer, _frame(to_server) + _frame(to_third_party))
+    delivered, dropped = network.ledger.transcript
+    assert opened < delivered.time <= dropped.time < trio.current_time()
+    assert delivered == TranscriptRow(delivered.time, ALICE, SERVER, "test.tcp_payload", len(to_server), "delivered")
+    assert dropped == TranscriptRow(dropped.time, BOB, THIRD_PARTY, "test.tcp_payload", len(to_third_party), "dropped:offline")
+    assert network.mailbox(SERVER).take("test.tcp_payload").body.seq == 1
+    assert network.counts.recv_frames == 2
+
+
 async def test_a_kind_the_receiver_never_receives_is_rejected_not_delivered() -> None:
     network, peer = _network_fed_by_a_peer()
     network.attach(SERVER)
@@ -214,6 +266,12 @@ async def test_a_kind_the_receiver_never_receives_is_rejected_not_delivered() ->
     await _read_into(network, peer, _frame(encode(ALICE, SERVER, 0.0, Payload(1, np.ones(4)))))
     assert network.ledger.rejected_by_reason[RejectReason.UNEXPECTED.value] == 1
     assert network.mailbox(SERVER).take("test.tcp_payload") is None
+    delivered, rejected = network.ledger.transcript
+    assert [delivered.status, rejected.status] == ["delivered", "rejected:unexpected"]
+    assert network.ledger.rejections == [
+        Rejection(delivered.time, ALICE, SERVER, "test.tcp_payload", RejectReason.UNEXPECTED,
+                  "server:0 expected one of core.join; received test.tcp_payload from user:0")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -231,6 +289,46 @@ async def test_bytes_no_peer_process_could_have_sent_stop_the_run(raw: bytes, er
     with pytest.raises(ExceptionGroup) as info:
         await _read_into(network, peer, raw)
     assert info.group_contains(error, match=match)
+
+
+@pytest.mark.parametrize(("src", "dst"), [(ALICE, BOB), (SERVER, SERVER)])
+async def test_a_frame_must_be_from_a_party_of_its_peer_to_a_party_of_this_process(src: Party, dst: Party) -> None:
+    network, peer = _network_fed_by_a_peer()
+    network.attach(SERVER)
+    with pytest.raises(ExceptionGroup) as info:
+        await _read_into(network, peer, _frame(encode(src, dst, 0.0, Payload(1, np.ones(1)))))
+    assert info.group_contains(
+        ProtocolViolation,
+        match=f"^process 0 expected messages from parties of process 1 to its own parties; received test.tcp_payload from {src} to {dst}$",
+    )
+
+
+async def test_a_frame_as_long_as_the_message_limit_is_delivered() -> None:
+    data = encode(ALICE, SERVER, 0.0, Payload(1, np.ones(4)))
+    network, peer = _network_fed_by_a_peer(max_message_bytes=len(data))
+    network.attach(SERVER)
+    await _read_into(network, peer, _frame(data))
+    assert network.mailbox(SERVER).take("test.tcp_payload").body.seq == 1
+
+
+async def test_a_frame_longer_than_the_networks_message_limit_is_refused_naming_both() -> None:
+    data = encode(ALICE, SERVER, 0.0, Payload(1, np.ones(4)))
+    network, peer = _network_fed_by_a_peer(max_message_bytes=len(data) - 1)
+    network.attach(SERVER)
+    with pytest.raises(ExceptionGroup) as info:
+        await _read_into(network, peer, _frame(data))
+    assert info.group_contains(WireError, match=f"^a frame of {len(data)} bytes from process 1 exceeds the limit of {len(data) - 1}$")
+    assert network.ledger.party(SERVER)["recv_msgs"] == 0
+
+
+async def test_an_empty_frame_is_counted_and_refused_as_a_malformed_message() -> None:
+    network, peer = _network_fed_by_a_peer()
+    with pytest.raises(ExceptionGroup) as info:
+        await _read_into(network, peer, FRAME_HEADER.pack(0))
+    (error,) = _leaves(info.value.subgroup(WireError))
+    assert str(error).startswith("malformed message bytes: ")
+    assert error.__notes__ == ["in a frame from process 1 (users) to process 0"]
+    assert (network.counts.recv_frames, network.counts.recv_payload_bytes) == (1, 0)
 
 
 async def test_a_malformed_frame_names_the_process_it_came_from() -> None:
@@ -283,6 +381,44 @@ async def test_a_hello_from_an_unexpected_process_is_refused() -> None:
     await listener.aclose()
 
 
+class _OneConnection:
+    """A listener with one connection, which delivers ``pieces`` one per read (as TCP segments may arrive),
+    then ends."""
+
+    def __init__(self, *pieces: bytes) -> None:
+        self.stream = trio.testing.MemoryReceiveStream(self._next_piece)
+        self._pieces = list(pieces)
+
+    async def _next_piece(self) -> None:
+        if self._pieces:
+            self.stream.put_data(self._pieces.pop(0))
+        else:
+            self.stream.put_eof()
+
+    async def accept(self) -> trio.testing.MemoryReceiveStream:
+        return self.stream
+
+
+async def test_a_hello_split_across_segments_names_its_process_and_leaves_the_bytes_behind_it_unread() -> None:
+    listener = _OneConnection(b"\x00\x00", b"\x00\x01" + b"the first frame")
+    streams = await connect_mesh(0, [0, 0], listener, 5.0)
+    assert streams == {1: listener.stream}
+    assert await _read_to_end(listener.stream) == b"the first frame"
+
+
+@pytest.mark.parametrize(
+    ("pieces", "problem"),
+    [
+        ((), "process 0: a connection closed before it said which process it is"),
+        ((b"\x00\x00",), "process 0: a connection closed before it said which process it is"),
+        ((FRAME_HEADER.pack(2),), "process 0: expected a hello from one of processes 1..1, received 2"),
+    ],
+)
+async def test_a_connection_that_does_not_name_a_later_process_is_refused(pieces: tuple[bytes, ...], problem: str) -> None:
+    with pytest.raises(ProtocolViolation, match=f"^{re.escape(problem)}$"):
+        await connect_mesh(0, [0, 0], _OneConnection(*pieces), 5.0)
+
+
 async def test_padding_never_crosses_a_socket() -> None:
     """A padded message (an ideal functionality's booked bytes) stands for bytes it does not hold: a
     socket carries real bytes only, so sending one to another process is refused before it leaves."""
@@ -306,3 +442,50 @@ async def test_a_connection_that_breaks_says_its_peer_is_gone() -> None:
                 await trio.sleep(0.01)
     assert info.group_contains(PeerGone, match="the connection to process 0 broke .*: that process is gone")
     assert issubclass(PeerGone, ProtocolViolation)
+
+
+async def test_a_connection_reset_by_its_peer_says_the_peer_is_gone_with_the_os_error() -> None:
+    listener = (await trio.open_tcp_listeners(0, host=LOOPBACK))[0]
+    ours = await trio.open_tcp_stream(LOOPBACK, listener.socket.getsockname()[1])
+    theirs = await listener.accept()
+    await listener.aclose()
+    # Closing with a zero linger time resets the connection instead of ending it.
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    await theirs.aclose()
+    network = TcpNetwork(_links(), Ledger(), Placement.default((Role.SERVER, Role.USER), n_users=1), 1, {0: ours})
+    with pytest.raises(ExceptionGroup) as info:
+        async with network.open():
+            await trio.sleep(5.0)
+    assert info.group_contains(
+        PeerGone, match=r"^the connection to process 0 broke \(\[Errno \d+\] Connection reset by peer\): that process is gone$"
+    )
+
+
+async def test_a_message_for_parties_of_another_process_is_one_frame_each_counted_by_kind() -> None:
+    network, peer = _network_fed_by_a_peer()
+    network.attach(SERVER)
+    async with network.open():
+        total = network.send_many(SERVER, [ALICE, BOB], Payload(3, np.ones(2)))
+        await peer.send_eof()
+    frames = _frames_in(await _read_to_end(peer))
+    await peer.aclose()
+    assert [(envelope.src, envelope.dst, envelope.body.seq) for envelope in map(decode, frames)] == [(SERVER, ALICE, 3), (SERVER, BOB, 3)]
+    assert total == sum(map(len, frames)) == network.counts.sent_payload_bytes
+    assert network.ledger.summary()["kinds"] == {"test.tcp_payload": {"msgs": 2, "bytes": total}}
+
+
+async def test_parties_of_one_process_may_pad_their_messages_and_the_ledger_counts_the_padding() -> None:
+    network, peer = _network_fed_by_a_peer(placement=Placement.parse("server+users,third_party", ROLES, n_users=1))
+    network.attach(SERVER)
+    network.attach(ALICE)
+    async with network.open():
+        sent_at = trio.current_time()
+        size = network.send(ALICE, SERVER, Payload(0, np.ones(2)), padding=8)
+        assert await network.mailbox(SERVER).wait(sent_at + 5.0)
+        await peer.send_eof()
+    assert size == len(encode(ALICE, SERVER, sent_at, Payload(0, np.ones(2)))) + 8
+    (row,) = network.ledger.transcript
+    assert row == TranscriptRow(row.time, ALICE, SERVER, "test.tcp_payload", size, "delivered")
+    assert sent_at < row.time < sent_at + 5.0
+    assert network.ledger.summary()["kinds"] == {"test.tcp_payload": {"msgs": 1, "bytes": size}}
+    assert network.counts.sent_frames == 0
