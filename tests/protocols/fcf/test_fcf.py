@@ -107,3 +107,14 @@ def test_stragglers_slower_than_the_round_deadline_are_missing(tiny_fcf) -> None
     assert all(3 <= count <= 20 for count in missing)
     assert len(set(missing)) == 1  # the slow set is fixed per party, not redrawn each round
     assert result.result["virtual_time_s"] > 4 * 5.0
+
+
+def test_the_configured_gradient_bound_rejects_every_reply_beyond_it(tiny_fcf) -> None:
+    """A bound far below any honest entry: the server refuses every gradient and V never moves."""
+    tiny_fcf["run"]["rounds"] = 2
+    tiny_fcf["protocol"]["max_abs_gradient"] = 1e-12
+    result = fedrecsim.run(tiny_fcf)
+    assert [(row["participants"], row["rejected"]) for row in result.rounds] == [(0, 40), (0, 40)]
+    assert result.result["ledger"]["faults"]["rejected"]["invalid"] == 80
+    state = result.outcome.state
+    np.testing.assert_array_equal(state["item_factors"], state["initial_item_factors"])

@@ -135,6 +135,22 @@ async def test_a_member_that_has_not_registered_is_not_selected(autojump_clock) 
     assert report == RoundReport(selected=1, replied=1, missing=0)
 
 
+async def test_the_explicit_server_knows_a_user_once_it_has_both_joined_and_registered(autojump_clock) -> None:
+    network = _network()
+    server = ExplicitServer(SERVER, network, np.random.default_rng(1), 4, EXPLICIT, 0)
+    rater = ExplicitUser(_party(0), network, np.random.default_rng(2), [1], [3.0], EXPLICIT)
+    silent = Silent(_party(1), network, np.random.default_rng(3))
+    assert not server.knows([rater.party])
+    async with network.open(), trio.open_nursery() as nursery:
+        for user in (rater, silent):
+            _online(nursery, network, user)
+        await trio.sleep(1.0)
+        assert server.knows([rater.party])
+        assert not server.knows([silent.party]) and not server.knows([rater.party, silent.party])
+        assert server.knows([])
+        nursery.cancel_scope.cancel()
+
+
 class WrongGradients(User):
     """Registers two items and answers with one gradient row."""
 
@@ -170,6 +186,25 @@ async def test_the_explicit_user_refuses_item_vectors_of_the_wrong_shape(autojum
         message = "user:0 expected item vectors of shape (2, 3), received (1, 3) in round 7"
         with pytest.raises(ProtocolViolation, match=exactly(message)):
             await user.run()
+
+
+async def test_an_explicit_user_answers_a_duplicated_request_once_and_still_answers_the_next_round(autojump_clock) -> None:
+    network = _network()
+    user = ExplicitUser(_party(0), network, np.random.default_rng(0), [0, 2], [4.0, 2.0], EXPLICIT)
+    first, second = (np.random.default_rng(seed).standard_normal((2, 3)) for seed in (1, 2))
+    u = user.u.copy()
+    network.attach(user.party)
+    async with network.open(), trio.open_nursery() as nursery:
+        nursery.start_soon(user.run)
+        for request in (ItemVectors(1, first), ItemVectors(1, first), ItemVectors(2, second)):
+            network.send(SERVER, user.party, request)
+        await trio.sleep(1.0)
+        replies = [envelope.body for envelope in network.mailbox(SERVER).take_all(ItemGradients.KIND)]
+        nursery.cancel_scope.cancel()
+    assert [reply.round for reply in replies] == [1, 2]
+    after_first, gradients = user_step(u, first, np.array([4.0, 2.0]), EXPLICIT)
+    np.testing.assert_allclose(replies[0].gradients, gradients, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(user.u, user_step(after_first, second, np.array([4.0, 2.0]), EXPLICIT)[0], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
@@ -299,19 +334,45 @@ async def test_the_implicit_server_rejects_a_gradient_beyond_its_bound(autojump_
     assert rejection.problem.endswith("entries finite and at most 2e+06 in magnitude, received 2e+06")
 
 
+class HugeItemGradients(User):
+    """Registers two items and answers with gradient entries of 2e6."""
+
+    async def run(self) -> None:
+        self.send(self.server, Register(np.array([0, 1], dtype=np.int32)))
+        request = (await self.recv(ItemVectors, deadline=self.horizon_s)).body
+        self.send(self.server, ItemGradients(request.round, np.full((2, EXPLICIT.d), 2.0e6)))
+
+
+@pytest.mark.parametrize("max_abs, replied", [(2.0e6, 1), (np.nextafter(2.0e6, 0.0), 0)])
+async def test_the_explicit_server_accepts_gradients_up_to_its_bound_and_rejects_beyond(autojump_clock, max_abs, replied) -> None:
+    network = _network()
+    server = ExplicitServer(SERVER, network, np.random.default_rng(1), 4, EXPLICIT, 0, max_abs=max_abs)
+    async with network.open(), trio.open_nursery() as nursery:
+        _online(nursery, network, HugeItemGradients(_party(3), network, np.random.default_rng(0)))
+        await trio.sleep(1.0)
+        report = await server.round(1, trio.current_time() + 10)
+        nursery.cancel_scope.cancel()
+    assert report == RoundReport(selected=1, replied=replied, missing=0, rejected=1 - replied)
+
+
 class FarItems(User):
     async def run(self) -> None:
-        self.send(self.server, Register(np.array([1, 4], dtype=np.int32)))
+        self.send(self.server, Register(np.array([1, 2, 4], dtype=np.int32)))
 
 
-async def test_the_explicit_server_rejects_a_registration_of_items_it_does_not_have(autojump_clock) -> None:
+async def test_the_explicit_server_rejects_a_registration_of_items_it_does_not_have_and_goes_on(autojump_clock) -> None:
     network = _network()
     server = ExplicitServer(SERVER, network, np.random.default_rng(1), 4, EXPLICIT, 0)
+    rater = ExplicitUser(_party(3), network, np.random.default_rng(3), [0, 3], [4.0, 2.0], EXPLICIT)
     async with network.open(), trio.open_nursery() as nursery:
         _online(nursery, network, FarItems(_party(2), network, np.random.default_rng(0)))
-        await trio.sleep(1.0)
-        assert await server.round(1, trio.current_time() + 10) == RoundReport(0, 0, 0, 0)
-    assert server.registered == {}
+        await trio.sleep(0.5)  # the far registration arrives first
+        _online(nursery, network, rater)
+        await trio.sleep(0.5)
+        assert await server.round(1, trio.current_time() + 10) == RoundReport(1, 1, 0, 0)
+        nursery.cancel_scope.cancel()
+    assert list(server.registered) == [rater.party]
+    np.testing.assert_array_equal(server.registered[rater.party], [0, 3])
     [rejection] = network.ledger.rejections
     assert rejection.problem == "server:0 expected items below 4 from user:2; received item 4"
 

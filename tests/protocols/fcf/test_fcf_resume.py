@@ -1,0 +1,92 @@
+"""FCF resumed from a checkpoint (`fedrecsim.checkpoint`): from each round's end of a tiny run, explicit
+and implicit, with churn, stragglers and a crash-restart under way, the resumed run ends as the run never
+interrupted -- transcript hash, metrics, ledger, final model."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fedrecsim
+from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, work_folder
+
+_LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
+_STRAGGLERS = {"compute_median_s": 1.0, "compute_sigma": 1.0}
+
+RUNS: dict[str, dict[str, Any]] = {
+    "explicit: churn, dropout, stragglers, a crashed user restarting with its state": {
+        "run": {"protocol": "fcf", "seed": 3, "rounds": 4, "round_timeout_s": 3.0},
+        "data": {"users": 12, "items": 15, "ratings": 120},
+        "network": {"latency": _LOGNORMAL, "duplicate": 0.2},
+        "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.1, "initial_online": 0.8, "dropout": 0.1, **_STRAGGLERS},
+        "faults": {"crash": [{"party": "user:2", "kind": "fcf.item_gradients", "round": 2, "restart_after_s": 7.0}]},
+        "protocol": {"d": 3},
+    },
+    "implicit: churn, stragglers, a crashed user restarting": {
+        "run": {"protocol": "fcf", "seed": 4, "rounds": 4, "round_timeout_s": 3.0},
+        "data": {"feedback": "implicit", "split": "leave_one_out", "users": 12, "items": 120, "ratings": 240},
+        "network": {"latency": _LOGNORMAL},
+        "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.1, "initial_online": 0.8, **_STRAGGLERS},
+        "faults": {"crash": [{"party": "user:3", "kind": "fcf.model_gradient", "round": 2, "restart_after_s": 7.0}]},
+        "protocol": {"feedback": "implicit", "d": 3, "max_users": 8},
+    },
+}
+
+
+def _checkpointed(tables: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fedrecsim.RunResult, list[Saved]]:
+    """The run saving a checkpoint at every round's end, and each checkpoint it wrote."""
+    written: list[Saved] = []
+    write = Checkpoints._write
+    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: (written.append(saved), write(self, saved)))
+    result = fedrecsim.run(tables, out=out, checkpoint_every=1)
+    monkeypatch.undo()
+    return result, written
+
+
+class _Names(pickle.Unpickler):
+    """Reads a checkpoint's world with each live object left as its name (to look at, not to resume)."""
+
+    def persistent_load(self, name: str) -> str:
+        return name
+
+
+def _under_way(saved: Saved) -> set[str]:
+    """What ``saved`` caught unfinished: a crashed user's restart, a straggler's computation, a user offline."""
+    world = _Names(io.BytesIO(saved.world)).load()
+    population, users = world["population"], world["users"].values()
+    return {name for name, held in (
+        ("a restart due", population["_restarts_due"]),
+        ("a straggler computing", any(user.get("computing_until") is not None for user in users)),
+        ("a user offline", len(population["_online"]) < len(users)),
+    ) if held}
+
+
+def _resumed(saved: Saved, out: Path) -> fedrecsim.RunResult:
+    """The run resumed from ``saved``, as after a kill right after it was written."""
+    work_folder(out).mkdir()
+    (work_folder(out) / CHECKPOINT_FILE).write_bytes(pickle.dumps(saved))
+    return fedrecsim.resume(out)
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_a_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, monkeypatch, name) -> None:
+    tables = RUNS[name]
+    uninterrupted = fedrecsim.run(tables)
+    checkpointed, written = _checkpointed(tables, tmp_path / "checkpointed", monkeypatch)
+    assert [saved.round for saved in written] == [1, 2, 3]
+    assert set().union(*map(_under_way, written)) == {"a restart due", "a straggler computing", "a user offline"}
+    for result in [checkpointed, *(_resumed(saved, tmp_path / f"from-{saved.round}") for saved in written)]:
+        for key in ("transcript_xxh3_128", "metrics", "ledger", "rounds_completed", "virtual_time_s"):
+            assert result.result[key] == uninterrupted.result[key], key
+        assert result.rounds == uninterrupted.rounds
+        assert set(result.outcome.state) == set(uninterrupted.outcome.state)
+        for key, value in uninterrupted.outcome.state.items():
+            if isinstance(value, np.ndarray):
+                np.testing.assert_array_equal(result.outcome.state[key], value)
+            else:
+                assert result.outcome.state[key] == value, key
