@@ -8,10 +8,8 @@ leaves behind is in tests/test_runner_checkpoints.py, the checkpoint file in tes
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -23,9 +21,9 @@ import numpy as np
 import pytest
 
 import fedrecsim
-from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, load, work_folder
+from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, load, work_folder
 from fedrecsim.errors import ConfigError, Interrupted
-from fedrecsim.testing import InterruptAfter
+from fedrecsim.testing import InterruptAfter, checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _CHURN = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1}
@@ -128,41 +126,6 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
-class _Names(pickle.Unpickler):
-    """Reads a checkpoint's world with each live object left as its name (to look at, not to resume)."""
-
-    def persistent_load(self, name: str) -> str:
-        return name
-
-
-def world_of(saved: Saved) -> dict[str, Any]:
-    return _Names(io.BytesIO(saved.world)).load()
-
-
-def every_checkpoint(tables: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fedrecsim.RunResult, list[Saved]]:
-    """A complete run saving a checkpoint at every round's end, and each checkpoint it wrote."""
-    written: list[Saved] = []
-    write = Checkpoints._write
-
-    def keep(self: Checkpoints, saved: Saved) -> None:
-        written.append(saved)
-        write(self, saved)
-
-    monkeypatch.setattr(Checkpoints, "_write", keep)
-    result = fedrecsim.run(tables, out=out, checkpoint_every=1)
-    monkeypatch.undo()
-    return result, written
-
-
-def resume_from(saved: Saved, out: Path) -> fedrecsim.RunResult:
-    """Resume, from ``saved``, the run whose result goes to ``out`` (as after a kill right after it was saved)."""
-    folder = work_folder(out)
-    folder.mkdir()
-    with open(folder / CHECKPOINT_FILE, "wb") as handle:
-        pickle.dump(saved, handle)
-    return fedrecsim.resume(out)
-
-
 def _about_the_run(warnings: list[str]) -> list[str]:
     """The warnings but those about putting checkpoints off, which concern how the run was saved."""
     return [warning for warning in warnings if "checkpoint(s) due at a round's end were put off" not in warning]
@@ -178,10 +141,10 @@ def assert_same_run(resumed: fedrecsim.RunResult, uninterrupted: fedrecsim.RunRe
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_a_run_resumed_from_any_checkpoint_ends_as_the_run_never_interrupted(tmp_path, monkeypatch, name) -> None:
+def test_a_run_resumed_from_any_checkpoint_ends_as_the_run_never_interrupted(tmp_path, name) -> None:
     tables = SCENARIOS[name]
     uninterrupted = fedrecsim.run(tables)
-    checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed", monkeypatch)
+    checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed")
     assert_same_run(checkpointed, uninterrupted)
     # A checkpoint at every round's end but the last (and none after a round that aborted).
     completed = uninterrupted.result["rounds_completed"]
@@ -193,13 +156,13 @@ def test_a_run_resumed_from_any_checkpoint_ends_as_the_run_never_interrupted(tmp
         assert not work_folder(out).exists()
 
 
-def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path, monkeypatch) -> None:
+def test_the_checkpoints_above_hold_every_kind_of_unfinished_business(tmp_path) -> None:
     """The scenarios of the test above resume from checkpoints taken while each of these was under way."""
     seen: set[str] = set()
     for position, tables in enumerate(SCENARIOS.values()):
-        _, written = every_checkpoint(tables, tmp_path / str(position), monkeypatch)
+        _, written = every_checkpoint(tables, tmp_path / str(position))
         for saved in written:
-            world = world_of(saved)
+            world = checkpoint_world(saved)
             network = world["network"]
             population = world["population"] or {"_restarts_due": [], "_online": set(), "running": []}  # none: silos
             users = world["users"].values()
@@ -385,7 +348,7 @@ def test_a_checkpoint_due_while_a_user_is_not_at_rest_is_put_off_and_the_run_say
 
 
 
-def test_a_privirec_user_computing_its_power_input_at_a_checkpoint_sends_it_after_the_resume(tmp_path, monkeypatch) -> None:
+def test_a_privirec_user_computing_its_power_input_at_a_checkpoint_sends_it_after_the_resume(tmp_path) -> None:
     """Heavy-tailed stragglers: a user is still computing A^(u)T A^(u) X when a round ends (and others are
     left behind in a stage, so later checkpoints are put off)."""
     tables = copy.deepcopy(SCENARIOS["privirec-k, ideal secure aggregation: dropout, stragglers, an abort in round 3"])
@@ -393,10 +356,10 @@ def test_a_privirec_user_computing_its_power_input_at_a_checkpoint_sends_it_afte
     tables["availability"] = {"compute_median_s": 4.0, "compute_sigma": 1.5}
     tables["protocol"]["stage_timeout_s"] = 20.0
     uninterrupted = fedrecsim.run(tables)
-    _, written = every_checkpoint(tables, tmp_path / "checkpointed", monkeypatch)
+    _, written = every_checkpoint(tables, tmp_path / "checkpointed")
     computing = [
         saved for saved in written
-        if any(user["pending"] is not None and user["computing_until"] is not None for user in world_of(saved)["users"].values())
+        if any(user["pending"] is not None and user["computing_until"] is not None for user in checkpoint_world(saved)["users"].values())
     ]
     assert computing
     for saved in computing:

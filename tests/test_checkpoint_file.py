@@ -27,7 +27,7 @@ from fedrecsim.data import prepare_data
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.errors import CheckpointError, Interrupted, OutputError
 from fedrecsim.network.party import Party, Role
-from fedrecsim.testing import InterruptAfter
+from fedrecsim.testing import InterruptAfter, checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 
@@ -55,41 +55,16 @@ TINY: dict[str, dict[str, Any]] = {
 }
 
 
-def _saving_every_round(tables: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fedrecsim.RunResult, list[Saved]]:
-    written: list[Saved] = []
-    write = Checkpoints._write
-    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: (written.append(saved), write(self, saved)))
-    result = fedrecsim.run(tables, out=out, checkpoint_every=1)
-    monkeypatch.undo()
-    return result, written
-
-
-def _resume(saved: Saved, out: Path) -> fedrecsim.RunResult:
-    work_folder(out).mkdir()
-    (work_folder(out) / CHECKPOINT_FILE).write_bytes(pickle.dumps(saved))
-    return fedrecsim.resume(out)
-
-
-def _names_in(world: bytes) -> dict[str, Any]:
-    """A checkpoint's world with each live object left as its name."""
-
-    class Names(pickle.Unpickler):
-        def persistent_load(self, name: str) -> str:
-            return name
-
-    return Names(io.BytesIO(world)).load()
-
-
 # --------------------------------------------------------------------------- resume
 
 
 @pytest.mark.parametrize("name", TINY)
-def test_a_tiny_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, monkeypatch, name) -> None:
+def test_a_tiny_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, name) -> None:
     tables = TINY[name]
     uninterrupted = fedrecsim.run(tables)
-    checkpointed, written = _saving_every_round(tables, tmp_path / "checkpointed", monkeypatch)
+    checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed")
     assert [saved.round for saved in written] == list(range(1, tables["run"]["rounds"]))
-    for result in [checkpointed] + [_resume(saved, tmp_path / f"from-{saved.round}") for saved in written]:
+    for result in [checkpointed] + [resume_from(saved, tmp_path / f"from-{saved.round}") for saved in written]:
         for key in ("transcript_xxh3_128", "metrics", "ledger", "invariants", "virtual_time_s", "rounds_completed"):
             assert result.result[key] == uninterrupted.result[key], key
         assert set(result.outcome.state) == set(uninterrupted.outcome.state)
@@ -98,9 +73,9 @@ def test_a_tiny_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupt
                 np.testing.assert_array_equal(result.outcome.state[key], value)
 
 
-def test_what_a_checkpoint_records_about_its_run(tmp_path, monkeypatch) -> None:
+def test_what_a_checkpoint_records_about_its_run(tmp_path) -> None:
     tables = TINY["fcf: churn, dropout, a restart without state"]
-    result, written = _saving_every_round(tables, tmp_path / "run", monkeypatch)
+    result, written = every_checkpoint(tables, tmp_path / "run")
     train, test = prepare_data(fedrecsim.parse_scenario(tables).data, tables["run"]["seed"])
     for saved in written:
         assert (saved.format, saved.version) == (CHECKPOINT_FORMAT, fedrecsim.__version__)
@@ -112,7 +87,7 @@ def test_what_a_checkpoint_records_about_its_run(tmp_path, monkeypatch) -> None:
     assert times == sorted(times) and 0 < times[0] and times[-1] < result.result["virtual_time_s"]
     walls = [saved.wall_s for saved in written]
     assert walls == sorted(walls) and 0 < walls[0] and walls[-1] < result.result["wall_time_s"]
-    world = _names_in(written[1].world)
+    world = checkpoint_world(written[1])
     assert set(world) == {"network", "ledger", "model_use", "users", "population", "objects", "values"}
     assert "_mailbox" not in world["users"][next(iter(world["users"]))]  # fetched from the resumed network
     assert world["population"]["_followed"] == 0 and sorted(world["population"]["running"]) == world["population"]["running"]
@@ -120,9 +95,9 @@ def test_what_a_checkpoint_records_about_its_run(tmp_path, monkeypatch) -> None:
     assert {user["network"] for user in world["users"].values()} == {"network"}
 
 
-def test_a_resumed_run_starts_at_its_checkpoints_round_time_and_wall_time(tmp_path, monkeypatch) -> None:
+def test_a_resumed_run_starts_at_its_checkpoints_round_time_and_wall_time(tmp_path) -> None:
     tables = TINY["fcf: churn, dropout, a restart without state"]
-    _, written = _saving_every_round(tables, tmp_path / "run", monkeypatch)
+    _, written = every_checkpoint(tables, tmp_path / "run")
     saved = written[1]
     slower = Saved(**{**vars(saved), "wall_s": 1000.0})
     work_folder(tmp_path / "resumed").mkdir()
@@ -384,3 +359,12 @@ def test_references_to_users_the_population_and_the_drivers_objects_become_the_r
     assert server2.favourite is alice2 and server2.population is population2 and server2.network is ctx2.network
     assert ctx2.model_use.dropout is True
     assert restored == [("network", {"in_flight": 3}), ("ledger", {"msgs": 7}), ("population", {"_followed": 5})]
+
+
+def test_every_checkpoint_puts_the_writer_back_even_when_the_run_fails(tmp_path) -> None:
+    write = Checkpoints._write
+    tables = {**TINY["fcf: churn, dropout, a restart without state"]}
+    tables["run"] = {**tables["run"], "max_virtual_s": 3.0}
+    with pytest.raises(fedrecsim.PartyTimeout):
+        every_checkpoint(tables, tmp_path / "run")
+    assert Checkpoints._write is write and list(tmp_path.iterdir()) == []

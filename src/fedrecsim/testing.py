@@ -26,14 +26,18 @@ receives (`SimNetwork.record`) and asserts on the ledger (`SimNetwork.assert_byt
 `SimNetwork.assert_no_drops`). `open_network` gives the same object without the fixture, e.g. for a
 test that needs two networks or links that differ by role. To run a whole scenario in a test, await
 `fedrecsim.run_async` under ``autojump_clock``; to test that a protocol resumes from its checkpoints,
-interrupt a run with `InterruptAfter` and compare `fedrecsim.resume`'s result with the run's.
+interrupt a run with `InterruptAfter` and compare `fedrecsim.resume`'s result with the run's, or keep
+`every_checkpoint` of a run, `resume_from` each and look inside one with `checkpoint_world`.
 """
 
 from __future__ import annotations
 
+import io
 import math
+import pickle
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -44,6 +48,7 @@ import trio.testing
 from .actors.actor import Actor
 from .actors.population import Population
 from .actors.user import User
+from .checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, work_folder
 from .clock import VirtualClock
 from .network.availability import AlwaysOnline, Churn, ComputeTime, MidRoundDropout
 from .network.ledger import Ledger
@@ -236,6 +241,50 @@ def wire_size(src: Party, dst: Party, message: Any) -> int:
     return len(encode(src, dst, 0.0, message))
 
 
+def every_checkpoint(scenario: Any, out: Path | str) -> tuple[Any, list[Saved]]:
+    """Run ``scenario`` (as `fedrecsim.run` takes it) to the result folder ``out``, saving a checkpoint at
+    every round's end; returns the result and each checkpoint the run wrote, in order (the run removes the
+    files when it completes: `resume_from` puts one back)."""
+    from .runner import run
+
+    written: list[Saved] = []
+    write = Checkpoints._write
+
+    def keep(self: Checkpoints, saved: Saved) -> None:
+        written.append(saved)
+        write(self, saved)
+
+    Checkpoints._write = keep  # type: ignore[method-assign]
+    try:
+        result = run(scenario, out=out, checkpoint_every=1)
+    finally:
+        Checkpoints._write = write  # type: ignore[method-assign]
+    return result, written
+
+
+def resume_from(saved: Saved, out: Path | str) -> Any:
+    """Resume, from the checkpoint ``saved`` (`every_checkpoint`), the run whose result goes to ``out``, as
+    `fedrecsim.resume` does after the run was killed right after it saved it."""
+    from .runner import resume
+
+    folder = work_folder(Path(out))
+    folder.mkdir()
+    (folder / CHECKPOINT_FILE).write_bytes(pickle.dumps(saved))
+    return resume(out)
+
+
+def checkpoint_world(saved: Saved) -> dict[str, Any]:
+    """What the checkpoint ``saved`` holds -- the network's, the ledger's and the population's state, each
+    user's and object's attributes, the driver's values -- with each live object it refers to left as its
+    name (``"network"``, ``"user user:3"``): to look at, not to resume."""
+
+    class Names(pickle.Unpickler):
+        def persistent_load(self, name: str) -> str:
+            return name
+
+    return Names(io.BytesIO(saved.world)).load()
+
+
 class InterruptAfter:
     """A progress callback (`fedrecsim.run`'s ``progress``) that interrupts the run, as Ctrl-C would, once
     ``rounds`` rounds are complete: with ``checkpoint_every``, the run is left to `fedrecsim.resume`, so a
@@ -310,6 +359,9 @@ __all__ = [
     "DEFAULT_HORIZON_S",
     "Constant",
     "InterruptAfter",
+    "checkpoint_world",
+    "every_checkpoint",
+    "resume_from",
     "Empirical",
     "LinkSpec",
     "LogNormal",

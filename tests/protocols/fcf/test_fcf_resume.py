@@ -4,16 +4,14 @@ interrupted -- transcript hash, metrics, ledger, final model."""
 
 from __future__ import annotations
 
-import io
-import pickle
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import fedrecsim
-from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, work_folder
+from fedrecsim.checkpoint import Saved
+from fedrecsim.testing import checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _STRAGGLERS = {"compute_median_s": 1.0, "compute_sigma": 1.0}
@@ -38,26 +36,9 @@ RUNS: dict[str, dict[str, Any]] = {
 }
 
 
-def _checkpointed(tables: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[fedrecsim.RunResult, list[Saved]]:
-    """The run saving a checkpoint at every round's end, and each checkpoint it wrote."""
-    written: list[Saved] = []
-    write = Checkpoints._write
-    monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: (written.append(saved), write(self, saved)))
-    result = fedrecsim.run(tables, out=out, checkpoint_every=1)
-    monkeypatch.undo()
-    return result, written
-
-
-class _Names(pickle.Unpickler):
-    """Reads a checkpoint's world with each live object left as its name (to look at, not to resume)."""
-
-    def persistent_load(self, name: str) -> str:
-        return name
-
-
 def _under_way(saved: Saved) -> set[str]:
     """What ``saved`` caught unfinished: a crashed user's restart, a straggler's computation, a user offline."""
-    world = _Names(io.BytesIO(saved.world)).load()
+    world = checkpoint_world(saved)
     population, users = world["population"], world["users"].values()
     return {name for name, held in (
         ("a restart due", population["_restarts_due"]),
@@ -66,21 +47,14 @@ def _under_way(saved: Saved) -> set[str]:
     ) if held}
 
 
-def _resumed(saved: Saved, out: Path) -> fedrecsim.RunResult:
-    """The run resumed from ``saved``, as after a kill right after it was written."""
-    work_folder(out).mkdir()
-    (work_folder(out) / CHECKPOINT_FILE).write_bytes(pickle.dumps(saved))
-    return fedrecsim.resume(out)
-
-
 @pytest.mark.parametrize("name", RUNS)
-def test_a_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, monkeypatch, name) -> None:
+def test_a_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, name) -> None:
     tables = RUNS[name]
     uninterrupted = fedrecsim.run(tables)
-    checkpointed, written = _checkpointed(tables, tmp_path / "checkpointed", monkeypatch)
+    checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed")
     assert [saved.round for saved in written] == [1, 2, 3]
     assert set().union(*map(_under_way, written)) == {"a restart due", "a straggler computing", "a user offline"}
-    for result in [checkpointed, *(_resumed(saved, tmp_path / f"from-{saved.round}") for saved in written)]:
+    for result in [checkpointed, *(resume_from(saved, tmp_path / f"from-{saved.round}") for saved in written)]:
         for key in ("transcript_xxh3_128", "metrics", "ledger", "rounds_completed", "virtual_time_s"):
             assert result.result[key] == uninterrupted.result[key], key
         assert result.rounds == uninterrupted.rounds
