@@ -37,17 +37,25 @@ def test_the_line(monkeypatch) -> None:
         return {**result, "peak_rss_mb": 100.0}
 
     monkeypatch.setattr(w4_fedvae, "run_isolated", in_process)
+    monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: True)  # the test process keeps glibc's defaults
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d "
-        rf"sim_default_allocator_s={number} ratio_default_allocator=\d+\.\d\d krum_round_s={number} krum_filter_s={number} "
+        rf"sim_default_allocator_s={number} ratio_default_allocator=\d+\.\d\d message_passes_s={number} ratio_bound=\d+\.\d\d "
+        rf"krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=100 floor_peak_mb=100",
         line,
     ), line
     # The headline and Krum's rounds run as the command does; one round runs with glibc's defaults.
-    expected = [("sim", "none", True), ("sim", "none", False), ("floor", "none", True), ("sim", "krum", True)]
+    expected = [("sim", "none", True), ("sim", "none", False), ("floor", "none", True), ("sim", "krum", True),
+                ("message_passes", "none", True)]
     assert sorted(calls, key=str) == sorted(expected, key=str)
+
+
+def test_the_message_passes_run_on_the_users_gradients(monkeypatch) -> None:
+    monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: True)  # the test process keeps glibc's defaults
+    assert w4_fedvae.message_passes(w4_fedvae.QUICK)["seconds"] > 0
 
 
 def test_the_headline_round_keeps_freed_memory_as_the_command_does(monkeypatch) -> None:
