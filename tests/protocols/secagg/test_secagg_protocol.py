@@ -1,5 +1,5 @@
 """The stand-alone ``secagg`` protocol end to end: exact sums under dropout, real and ideal mode alike,
-SecAgg+, aborts reported as warnings, and a refused configuration."""
+SecAgg+, aborts reported as warnings, a crashed user idle until it recovers, and a refused configuration."""
 
 from __future__ import annotations
 
@@ -70,3 +70,14 @@ def test_the_same_seed_gives_the_same_transcript() -> None:
 def test_frac_bits_must_leave_an_integer_bit() -> None:
     with pytest.raises(ConfigError, match=r"protocol.frac_bits: must be < bits - 1 = 31, got 31"):
         _run("protocol.frac_bits=31")
+
+
+def test_a_user_that_crashed_spends_no_compute_time() -> None:
+    """Every user crashes at its stage of the one session: none computes, so the stragglers were not simulated."""
+    result = _run("run.rounds=1", "availability.dropout=1.0", "availability.compute_median_s=1.0")
+    [row] = result.rounds
+    assert (row["aborted"], row["participants"]) == (1, 0)
+    assert (
+        "availability.compute_median_s = 1.0 (stragglers) was not simulated: "
+        "no user of this protocol spent its compute time (User.compute)"
+    ) in result.result["warnings"]

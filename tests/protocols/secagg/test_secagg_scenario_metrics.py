@@ -140,3 +140,12 @@ def test_a_lone_user_is_its_own_mean() -> None:
     assert [(row["participants"], row["threshold"], row["degree"], row["wrong_words"]) for row in result.rounds] == [(1, 1, 0, 0)] * 2
     final, user = result.result["metrics"]["final"], result.result["ledger"]["parties"]["user:0"]
     assert (final["user_sent_bytes"], final["user_recv_bytes"]) == (user["sent_bytes"] / 2, user["recv_bytes"] / 2)
+
+
+def test_a_round_nobody_is_online_for_sums_nothing_exactly() -> None:
+    result = fedrecsim.run(_scenario('availability.model="bernoulli"', "availability.initial_online=0.0",
+                                     "availability.p_join=0.0", "run.rounds=1"))
+    [row] = result.rounds
+    assert (row["u0"], row["participants"], row["aborted"]) == (0, 0, 0)
+    assert (row["max_abs_error"], row["wrong_words"]) == (0.0, 0)
+    assert not result.outcome.state["sum"].any()
