@@ -292,3 +292,31 @@ def test_a_prototype_revealing_more_than_s_entries_is_an_invariant_violation_nam
     report = result.result["invariants"][0]
     assert (report["name"], report["checked"], report["violations"]) == ("prototype_support", SILOS, SILOS)
     assert report["detail"].startswith(f"silo:0: a prototype reveals {ITEMS} > s = 5 entries")
+
+
+def test_byzantine_prototypes_are_rejected_left_out_of_v_and_reported() -> None:
+    tables = _tables()
+    tables["faults"] = {"byzantine": [
+        {"party": "silo:0", "corrupt": "shape", "kind": "prototypes.prototypes"},
+        {"party": "silo:2", "corrupt": "huge", "kind": "prototypes.prototypes"},
+    ]}
+    result = fedrecsim.run(parse_scenario(tables))
+    assert result.result["metrics"]["rounds"][0] == {
+        "round": 1, "prototypes_received": 1, "silos_missing": 0, "silos_rejected": 2,
+    }
+    assert result.result["warnings"] == [
+        "2 silo(s) sent prototypes the server rejected (ledger.faults): silo:0, silo:2",
+    ]
+    assert set(result.outcome.state["prototypes"]) == {Party(Role.SILO, 1)}
+    # The server's bound (`prototype_bound`): all USERS users in one cluster at the value bound, plus 50
+    # Laplace scales s * bound / eps_values, eps_values = 0.45 of half the recovery's 1 - 0.125 - 0.125.
+    train, _, _ = _silos()
+    bound = float(train.rating_range[1])
+    largest = USERS * bound + 50 * 5 * bound / (0.45 * 0.75 / 2)
+    rejections = result.result["ledger"]["faults"]["rejections"]
+    assert [(row["src"], row["reason"], row["problem"]) for row in rejections] == [
+        ("silo:0", "invalid", "server:0 expected a valid prototypes.prototypes from silo:0: "
+                              f"prototypes of shape ({K}, {ITEMS}), received ({K - 1}, {ITEMS})"),
+        ("silo:2", "invalid", "server:0 expected a valid prototypes.prototypes from silo:2: "
+                              f"entries finite and at most {largest:g} in magnitude, received 1e+300"),
+    ]

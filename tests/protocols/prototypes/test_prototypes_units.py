@@ -36,6 +36,7 @@ from fedrecsim.protocols.prototypes.protocol import (
     FactorModel,
     PrototypesConfig,
     evaluate,
+    prototype_bound,
     shared_item_model,
     silo_params,
     value_bound,
@@ -322,6 +323,32 @@ async def test_the_server_refuses_prototypes_over_different_item_counts(autojump
             await server.learn([silo.party for silo in silos], trio.current_time() + 1.0)
 
 
+def test_a_server_that_has_not_learnt_has_received_and_rejected_nothing() -> None:
+    server = PrototypeServer(SERVER, _network(), np.random.default_rng(11), HYPER)
+    assert (server.received, server.rejected, server.item_factors) == ({}, [], None)
+
+
+async def test_the_server_accepts_entries_up_to_max_abs_and_rejects_larger_ones(autojump_clock) -> None:
+    network = _network()
+    network.attach(SERVER)
+    silos = [_silo(network, index, index) for index in range(3)]
+    server = PrototypeServer(SERVER, network, np.random.default_rng(12), HYPER, shape=(2, 6), max_abs=5.0)
+    at_bound = np.array([[5.0, 0.0, 1.0, 0.0, 0.0, 0.0], [0.0, -5.0, 0.0, 2.0, 0.0, 0.0]])
+    beyond = at_bound.copy()
+    beyond[1, 3] = -5.5
+    async with network.open():
+        for silo, prototypes in zip(silos, [at_bound, beyond, at_bound.T], strict=True):
+            network.send(silo.party, SERVER, Prototypes(prototypes))
+        assert await server.learn([silo.party for silo in silos], trio.current_time() + 1.0) == []
+    assert list(server.received) == [silos[0].party]
+    assert server.rejected == [silos[1].party, silos[2].party]
+    assert [row.problem for row in network.ledger.rejections] == [
+        "server:0 expected a valid prototypes.prototypes from silo:1: entries finite and at most 5 in magnitude, "
+        "received 5.5",
+        "server:0 expected a valid prototypes.prototypes from silo:2: prototypes of shape (2, 6), received (6, 2)",
+    ]
+
+
 # ------------------------------------------------------------------ driver helpers
 
 
@@ -389,3 +416,12 @@ def test_evaluate_reports_rmse_rank_and_map_with_the_suffix() -> None:
     empty = Ratings(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([]), 5, 5, (0.0, 5.0))
     none = evaluate(lambda users: scores[users], lambda users, items: np.zeros(users.size), train, empty, 2)
     assert all(math.isnan(value) for value in none.values()) and set(none) == {"test_rmse", "mean_rank", "map@2"}
+
+
+def test_the_prototype_bound_is_every_user_at_the_value_bound_plus_fifty_laplace_scales() -> None:
+    config = PrototypesConfig(epsilon=2.0, trials=2, support=7)
+    # Recovery: 2 * (1 - 0.125 - 0.125 - 0.25) = 1.0, over 2 trials and halved for a record moving between
+    # clusters: 0.25 per cluster, of which 0.45 for the values. Laplace scale s * bound / eps_values.
+    values_scale = 7 * 3.0 / (0.25 * 0.45)
+    expected = 11 * 3.0 + 50 * values_scale
+    assert prototype_bound(config, config.budget(), 3.0, 11) == pytest.approx(expected, rel=1e-12)
