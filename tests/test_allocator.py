@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 import textwrap
@@ -32,7 +33,10 @@ _FREE_AFTER_PEAK = textwrap.dedent("""
 
 
 def _resident_after_frees(mode: str) -> tuple[str, float, float]:
-    out = subprocess.run([sys.executable, "-c", _FREE_AFTER_PEAK, mode], capture_output=True, text=True, check=True, timeout=60)
+    """Run `_FREE_AFTER_PEAK` in a child that imports the fedrecsim this process imported."""
+    path = os.pathsep.join(entry for entry in sys.path if entry)
+    out = subprocess.run([sys.executable, "-c", _FREE_AFTER_PEAK, mode], capture_output=True, text=True, check=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=path))
     took, peak, after = out.stdout.split()
     return took, float(peak), float(after)
 

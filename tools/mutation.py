@@ -85,6 +85,7 @@ TARGETS = (
                                                   "tests/test_checkpoint_file.py")),
     Target("output", "src/fedrecsim/output.py", ("tests/test_output.py", "tests/test_output_target.py")),
     Target("checkpoint", "src/fedrecsim/checkpoint.py", ("tests/test_checkpoint_file.py",)),
+    Target("allocator", "src/fedrecsim/allocator.py", ("tests/test_allocator.py",)),
     Target("network", "src/fedrecsim/network", ("tests/network",)),
     Target("actors", "src/fedrecsim/actors", ("tests/actors",)),
     Target("protocols.fcf", "src/fedrecsim/protocols/fcf", ("tests/protocols/fcf",)),
