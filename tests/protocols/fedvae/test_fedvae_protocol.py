@@ -17,6 +17,7 @@ from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, in
 from fedrecsim.network.party import SERVER, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings, global_update
+from fedrecsim.protocols.fedvae.byzantine import choose_attackers
 from fedrecsim.protocols.fedvae.evaluation import centralized_curve
 from fedrecsim.protocols.fedvae.messages import Model
 from fedrecsim.scenario import parse_scenario
@@ -261,3 +262,85 @@ def test_omega_0_is_drawn_from_the_servers_own_generator() -> None:
     state = result.outcome.state
     expected = init_params(generator(5, Stream.ACTOR, Role.SERVER.code, 0), state["layout"])
     assert np.array_equal(state["initial_omega"], expected)
+
+
+def test_gamma_t_extrapolates_the_rounds_adam_step_from_omega_t_minus_1() -> None:
+    """Eq. (4) in round 1 (epoch 1, gamma_1 = 2 * 0.5 = 1): ω_1 = ω'_1 + 1 (ω'_1 - ω_0), where ω'_1 is the
+    plain round's ω (the same gradients: gamma does not change what users compute in round 1)."""
+    plain = fedrecsim.run(scenario(rounds=1)).outcome.state
+    boosted = fedrecsim.run(scenario(rounds=1, gamma=2.0, delta=0.5)).outcome.state
+    stepped, omega0 = plain["omega"], plain["initial_omega"]
+    assert np.array_equal(boosted["omega"], stepped + np.float32(1.0) * (stepped - omega0))
+    assert not np.array_equal(boosted["omega"], stepped)
+
+
+def test_the_attackers_are_drawn_from_the_protocols_own_stream() -> None:
+    result = fedrecsim.run(scenario(rounds=1, byzantine_fraction=0.2))
+    config = parse_scenario(scenario())
+    train, test = prepare_data(config.data, 5)
+    training = np.flatnonzero((train.user_counts() > 0) & (test.user_counts() == 0))
+    expected = choose_attackers(generator(5, Stream.PROTOCOL, 1), training, 0.2)
+    assert result.outcome.state["attackers"] == sorted(expected) and len(expected) == 8
+
+
+def test_krum_m_is_how_many_gradients_secure_filter_keeps() -> None:
+    """krum_m = 1 (the default) is Krum, one gradient a round; 3 is Multi-Krum keeping 3 of the 12."""
+    assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2)).rounds} == {1}
+    assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2, krum_m=3)).rounds} == {3}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_monitor_names_the_round_and_each_honest_gradient_the_server_rejected() -> None:
+    """A learning rate of 1e20 throws ω so far in round 1 that every honest gradient of round 2 overflows
+    to NaN: the server rejects them all, and the invariant reports each rejection as `InvalidGradient`
+    words it, in party order."""
+    result = fedrecsim.run(scenario(rounds=2, eta=1e20))
+    assert [row["rejected"] for row in result.rounds] == [0, 12]
+    rejections = sorted(result.result["ledger"]["faults"]["rejections"], key=lambda row: int(row["src"].split(":")[1]))
+    faults = [
+        f"server:0 rejected the gradient {row['src']} sent in round 2: "
+        + row["problem"].removeprefix(f"server:0 expected a valid fedvae.gradient from {row['src']}: ")
+        for row in rejections
+    ]
+    (monitor,) = result.result["invariants"]
+    assert monitor == {"name": "honest_gradients_accepted", "checked": 2, "violations": 1, "detail": "round 2: " + "; ".join(faults)}
+
+
+def test_the_final_metrics_are_the_last_rounds_row_and_progress_is_reported_after_each_round() -> None:
+    calls: list[tuple[int, int]] = []
+    result = fedrecsim.run(scenario(rounds=3), progress=lambda completed, total: calls.append((completed, total)))
+    assert calls == [(1, 3), (2, 3), (3, 3)] and result.result["rounds_completed"] == 3
+    last = dict(result.rounds[-1])
+    assert last.pop("round") == 3 and result.result["metrics"]["final"] == last
+
+
+def test_the_state_counts_the_populations_joins_leaves_and_crashes() -> None:
+    """Every user starts online (round 0's joins); later joins and every leave are announced to the server."""
+    table = scenario(rounds=4)
+    table["availability"] = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2}
+    result = fedrecsim.run(table)
+    ledger = result.result["ledger"]
+    initial = ledger["per_round"][0]["msgs"]
+    assert initial == 40
+    expected = {"joins": ledger["kinds"]["core.join"]["msgs"] - initial, "leaves": ledger["kinds"]["core.leave"]["msgs"], "crashes": 0}
+    assert result.outcome.state["population"] == expected and expected["joins"] > 0 and expected["leaves"] > 0
+
+
+def test_the_baseline_is_named_beside_each_metric_only_when_asked_for() -> None:
+    with_baseline = fedrecsim.run(scenario(rounds=4, baseline=True))
+    names = with_baseline.outcome.state["baseline"][-1]
+    assert with_baseline.result["metrics"]["baselines"] == {name: f"{name}_multvae" for name in names}
+    assert sorted(names) == ["ndcg@100", "ndcg@20", "recall@100", "recall@20"]
+    without = fedrecsim.run(scenario(rounds=4))
+    assert without.result["metrics"]["baselines"] == {} and "baseline" not in without.outcome.state
+    assert not any(name.endswith("_multvae") for row in without.rounds for name in row)
+
+
+def test_the_privacy_section_claims_no_guarantee_says_what_the_server_sees_and_counts_the_attackers() -> None:
+    result = fedrecsim.run(scenario(rounds=1, byzantine_fraction=0.1))
+    assert result.result["privacy"] == {
+        "guarantee": "none",
+        "note": "input dropout perturbs the gradients (Polato Sec. IV-C) but no differential-privacy bound is claimed; "
+        "the server sees each sampled user's gradient, whose non-zero W1 rows are the user's kept items",
+        "attackers": 4,
+    }

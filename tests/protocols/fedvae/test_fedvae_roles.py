@@ -140,3 +140,52 @@ async def test_the_server_receives_only_its_runs_gradient_format(autojump_clock,
     np.testing.assert_array_equal(server.omega, omega)
     (rejection,) = sim.ledger.faults()["rejections"]
     assert rejection["reason"] == "unexpected" and rejection["kind"] == ("fedvae.gradient" if sparse else "fedvae.sparse_gradient")
+
+
+class LateAndBroken(User):
+    """Answers round r's ω with ``gradient``; as user:3 it first sends a leftover gradient of round r - 1
+    (huge, so it would show in ω if it counted)."""
+
+    def __init__(self, network: Network, index: int, gradient: np.ndarray) -> None:
+        super().__init__(Party(Role.USER, index), network, np.random.default_rng(0))
+        self.gradient = gradient
+
+    async def run(self) -> None:
+        request = (await self.recv(Model, deadline=100.0)).body
+        if self.party.index == 3:
+            self.send(SERVER, Gradient(request.round - 1, np.full(request.weights.size, 1e6, np.float32)))
+        self.send(SERVER, Gradient(request.round, self.gradient))
+
+
+async def test_the_server_ignores_a_gradient_of_an_earlier_round_and_rejects_an_invalid_one_naming_its_round(
+    autojump_clock,
+) -> None:
+    omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
+    gradient = np.linspace(-1.0, 1.0, omega.size).astype(np.float32)
+    async with open_network(links=LINKS) as sim:
+        server = _server(sim.network, omega.copy(), users_per_round=5)
+        late = LateAndBroken(sim.network, 3, gradient)
+        broken = LateAndBroken(sim.network, 4, np.full(omega.size, np.nan, np.float32))
+        sim.attach(SERVER)
+        async with sim.population([late, broken]).open():
+            await trio.sleep(1.0)
+            report = await server.round(2, 0.0, trio.current_time() + 10)
+    assert report.accepted == report.kept == (late.party,) and report.missing == ()
+    (fault,) = report.rejected
+    assert (fault.party, fault.round) == (broken.party, 2) and "user:4 sent in round 2: the gradient holds" in str(fault)
+    expected, _ = adam_step(omega, gradient, adam_init(omega), AdamHyper(eta=0.01))
+    np.testing.assert_array_equal(server.omega, expected)
+    # The leftover is dropped unseen: the only rejection is the NaN gradient (no duplicate from user:3).
+    assert [row["src"] for row in sim.ledger.faults()["rejections"]] == ["user:4"]
+
+
+async def test_the_server_draws_from_its_generator_only_when_it_must_choose_among_more_than_r(autojump_clock) -> None:
+    """R = 2: two candidates are both taken without a draw, so the later choice of 2 among 4 is the
+    generator's first draw (`_server` seeds it with 1)."""
+    parties = [Party(Role.USER, index) for index in range(4)]
+    async with open_network(links=LINKS) as sim:
+        server = _server(sim.network, np.zeros(Layout.of(ITEMS, HYPER).size, np.float32), users_per_round=2)
+        assert server.select(parties[:2]) == parties[:2]
+        chosen = server.select(parties)
+    first_draw = np.random.default_rng(1).choice(4, size=2, replace=False)
+    assert chosen == sorted(parties[position] for position in first_draw)

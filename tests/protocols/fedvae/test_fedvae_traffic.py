@@ -140,3 +140,30 @@ def test_a_sparse_gradient_is_sized_at_each_users_mean_kept_rows_interpolated_be
         expected.append(size(low) + (mean - low) * (size(low + 1) - size(low)))
     messages, total, _ = planned(table)["fedvae.sparse_gradient"]
     assert messages == 40 and total / messages == pytest.approx(float(np.mean(expected)), rel=1e-12)
+
+
+def test_users_without_training_entries_are_not_parties_and_users_with_one_are() -> None:
+    """Explicit ratings kept from 4 up: 28 of the 50 users keep no entry (but keep their index) and 16 of the
+    21 training users keep exactly one; the plan counts and samples exactly the ledger's training users."""
+    table = tables()
+    table["data"].update(feedback="explicit", ratings=100, min_rating=4)
+    from fedrecsim.data import prepare_data
+
+    train, test = prepare_data(parse_scenario(table).data, 5)
+    counts, training = train.user_counts(), test.user_counts() == 0
+    assert (train.n_users, int(((counts == 0) & training).sum()), int(((counts == 1) & training).sum())) == (50, 28, 16)
+    inspection = inspect_scenario(parse_scenario(table), calibration_rounds=0)
+    plan, (ledger, result) = planned(table), measured(table)
+    roles = result.result["ledger"]["roles"]
+    assert inspection.parties == {"user": roles["user"]["parties"], "server": roles["server"]["parties"]} == {"user": 21, "server": 1}
+    assert plan["fedvae.model"][0] == ledger["fedvae.model"][0] == 21
+    assert inspection.estimate.assumptions == (
+        "the server samples min(R = 1000, online) of the 21 training users per round uniformly at random; "
+        "held-out users are not parties",
+    )
+
+
+def test_the_plan_is_not_exact_when_the_server_samples_fewer_than_every_training_user() -> None:
+    """Every user online, no dropout, dense gradients, but R = 10 of 40: which users send varies."""
+    assert not inspect_scenario(parse_scenario(tables(users_per_round=10)), calibration_rounds=0).estimate.exact
+    assert inspect_scenario(parse_scenario(tables(users_per_round=40)), calibration_rounds=0).estimate.exact

@@ -63,6 +63,40 @@ def test_krum_keeps_the_honest_gradient_closest_to_the_others_and_multi_krum_ave
     assert (update.omega < 0).all()  # the step follows the honest mean (+1 everywhere), not the attackers' -100
 
 
+def krum_choice(points: list[list[float]], f: int, m: int) -> set[int]:
+    """Blanchard et al. (2017), from the definition: each point's score is the sum of its squared distances
+    to its n - f - 2 nearest other points; Krum keeps the lowest score, Multi-Krum the m lowest."""
+    n = len(points)
+    scores = []
+    for i, point in enumerate(points):
+        distances = sorted(sum((a - b) ** 2 for a, b in zip(point, other)) for j, other in enumerate(points) if j != i)
+        scores.append(sum(distances[: n - f - 2]))
+    return set(sorted(range(n), key=scores.__getitem__)[:m])
+
+
+def test_krum_and_multi_krum_keep_the_gradients_of_lowest_score_over_their_n_minus_f_minus_2_nearest() -> None:
+    """Five hand-made gradients, f = floor(0.2 * 5) = 1, so each is scored over its 2 nearest others:
+    scores 10, 5, 13, 52 and 458 (no ties)."""
+    points = [[0.0, 0.0], [1.0, 0.0], [3.0, 0.0], [7.0, 0.0], [20.0, 0.0]]
+    batch = np.array(points, dtype=np.float32)
+    for m, keeps in ((1, 1), (2, 2), (3, 3), (0, 4), (9, 4)):
+        selection = secure_filter(batch, FilterSettings("krum", 0.2, m))
+        assert (selection.n, selection.f) == (5, 1)
+        assert set(selection.kept.tolist()) == krum_choice(points, 1, keeps), m
+    assert set(secure_filter(batch, FilterSettings("krum", 0.2, 1)).kept.tolist()) == {1}
+
+
+def test_krum_scores_three_gradients_without_byzantine_ones_and_not_three_with_one() -> None:
+    """n = 3: with f = 0 each is scored over its one nearest other (scores 1, 1 and 4); with f = 1
+    (krum_f = 0.4) n - f - 2 = 0, nothing to score on, and the round is left unfiltered (no update)."""
+    points = [[0.0], [1.0], [3.0]]
+    batch = np.array(points, dtype=np.float32)
+    scored = secure_filter(batch, FilterSettings("krum", 0.0, 2))
+    assert (scored.n, scored.f, set(scored.kept.tolist())) == (3, 0, krum_choice(points, 0, 2)) == (3, 0, {0, 1})
+    unscored = secure_filter(batch, FilterSettings("krum", 0.4, 1))
+    assert (unscored.n, unscored.f, unscored.kept) == (3, 1, None)
+
+
 def test_a_round_krum_cannot_filter_applies_no_update() -> None:
     omega = np.ones(40, dtype=np.float32)
     state = adam_init(omega)
@@ -111,7 +145,8 @@ def test_a_sparse_gradient_expands_to_the_dense_one_it_stands_for() -> None:
         (SparseGradient(3, np.array([5], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST, np.float32)), "within"),
         (SparseGradient(3, np.array([-1], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST, np.float32)), "within"),
         (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 2), np.float32), np.zeros(REST, np.float32)), "W1 rows"),
-        (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST - 1, np.float32)), "after W1"),
+        (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 3), np.float32), np.zeros(REST - 1, np.float32)),
+         f"expected {REST} entries after W1, received {REST - 1}"),
         (SparseGradient(3, np.array([1], np.int32), np.full((1, 3), np.nan, np.float32), np.zeros(REST, np.float32)), "W1 rows holds"),
         (SparseGradient(3, np.array([1], np.int32), np.zeros((1, 3), np.float32), np.full(REST, np.inf, np.float32)), "after W1 holds"),
     ],
