@@ -41,3 +41,10 @@ def unresumable(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     module.UNRESUMABLE = ProtocolSpec("unresumable", FCFConfig, run)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
     return {"run": {"protocol": "fedrecsim_checkpoint_test:UNRESUMABLE", "rounds": 3}, "data": {"users": 20, "items": 30, "ratings": 300}}
+
+
+@pytest.fixture(autouse=True)
+def _glibc_defaults_in_the_test_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fedrecsim run` called in-process would make this process keep the memory it frees for the rest of
+    the suite (`fedrecsim.allocator`, process-wide); tests/test_allocator.py tests the call itself."""
+    monkeypatch.setattr("fedrecsim.cli.keep_freed_memory", lambda: True)
