@@ -77,3 +77,27 @@ def test_the_command_and_the_sweeps_workers_keep_freed_memory(tmp_path, monkeypa
     with sweep.local_pool(1):
         pass
     assert pools == [allocator.keep_freed_memory]
+
+
+class _FakeLibc:
+    """A C library whose ``mallopt`` records its calls and answers from a list (1: taken, 0: refused)."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self.calls: list[tuple[int, int]] = []
+        answers = list(answers)
+
+        def mallopt(parameter: int, value: int) -> int:
+            self.calls.append((parameter, value))
+            return answers.pop(0)
+
+        self.mallopt = mallopt
+
+
+@pytest.mark.parametrize("answers, took", [([1, 1], True), ([1, 0], False), ([0, 1], False)])
+def test_it_sets_the_mmap_threshold_to_its_maximum_and_turns_trimming_off(monkeypatch, answers, took) -> None:
+    libc = _FakeLibc(answers)
+    monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: libc)
+    assert allocator.keep_freed_memory() is took
+    # M_MMAP_THRESHOLD (-3) to 32 MiB, then M_TRIM_THRESHOLD (-1) to -1, which glibc reads as SIZE_MAX.
+    assert libc.calls == [(-3, 32 * 1024 * 1024), (-1, -1)]
+    assert libc.mallopt.argtypes == (ctypes.c_int, ctypes.c_int) and libc.mallopt.restype is ctypes.c_int
