@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -15,6 +17,7 @@ from fedrecsim.models.gfcf import (
     gaussian_start,
     interaction_matrix,
     inverse_sqrt,
+    normalized_interactions,
     normalized_item_item,
     power_method,
     qr_positive,
@@ -145,3 +148,125 @@ def test_the_ideal_filter_can_use_the_leading_columns_only() -> None:
     np.testing.assert_array_equal(lead.basis, full.basis)
     with pytest.raises(ValueError, match="ideal_k"):
         GFCFHyper(k=3, ideal_k=4)
+
+
+def test_exact_basis_has_no_more_vectors_than_r_has_singular_values() -> None:
+    # Three users and six items: R~ has at most three singular values, so asking for five
+    # singular vectors gives the three that exist, orthonormal and spanning R~'s row space.
+    R = sp.csr_matrix(np.array([[1, 1, 0, 0, 1, 0], [0, 1, 1, 0, 0, 1], [1, 0, 0, 1, 0, 1]], dtype=float))
+    basis = exact_basis(R, 5)
+    assert basis.shape == (6, 3)
+    np.testing.assert_allclose(basis.T @ basis, np.eye(3), atol=1e-12)
+    Rt = normalized_interactions(R).toarray()
+    np.testing.assert_allclose(Rt @ basis @ basis.T, Rt, atol=1e-12)
+
+
+def test_interaction_matrix_keeps_users_and_items_without_entries() -> None:
+    ratings = Ratings(np.array([0, 1]), np.array([1, 0]), np.array([4.0, 2.0]), 3, 4, (1.0, 5.0))
+    assert interaction_matrix(ratings).toarray().tolist() == [[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]]
+
+
+def test_inverse_sqrt_of_integer_and_fractional_degrees() -> None:
+    np.testing.assert_array_equal(inverse_sqrt(np.array([4, 0, 1])), [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(inverse_sqrt(np.array([0.25, 0.0, 1.0])), [2.0, 0.0, 1.0])
+
+
+def test_normalized_interactions_of_any_dtype_are_float64() -> None:
+    dense = _matrix(8, 6, 0.5, seed=2).toarray()
+    d_user, d_item = dense.sum(1), dense.sum(0)
+    expected = dense * np.outer(inverse_sqrt(d_user), inverse_sqrt(d_item))
+    for dtype in (bool, np.int8, np.float32, np.longdouble):
+        got = normalized_interactions(sp.csr_matrix(dense.astype(dtype)))
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got.toarray(), expected, rtol=1e-15)
+
+
+def test_fit_from_a_boolean_matrix_has_float64_item_degrees() -> None:
+    R = _matrix()
+    filters = fit_gfcf(sp.csr_matrix(R.toarray().astype(bool)), GFCFHyper(k=3), np.random.default_rng(0))
+    assert filters.degrees.dtype == np.float64
+    np.testing.assert_array_equal(filters.degrees, R.toarray().sum(0))
+
+
+def test_qr_positive_of_a_rank_deficient_matrix_keeps_orthonormal_columns() -> None:
+    # The second column is zero, so T's second diagonal entry is 0: its sign is taken as +1.
+    Y = np.array([[3.0, 0.0], [4.0, 0.0], [0.0, 0.0]])
+    X, T = qr_positive(Y)
+    np.testing.assert_allclose(X.T @ X, np.eye(2), atol=1e-12)
+    np.testing.assert_allclose(X @ T, Y, atol=1e-12)
+    np.testing.assert_allclose(np.diag(T), [5.0, 0.0], atol=1e-12)
+
+
+def test_low_rank_gfcf_scores_use_the_spectrum_and_the_leading_ideal_columns() -> None:
+    R = _matrix()
+    rows = R.toarray()
+    hyper = GFCFHyper(k=5, iterations=3, low_rank=True, ideal_k=2)
+    filters = fit_gfcf(R, hyper, np.random.default_rng(3))
+    start = gaussian_start(R.shape[1], 5, np.random.default_rng(3))
+    P = normalized_item_item(R)
+    X, T = power_method(lambda X: P @ X, start, 3)
+    degrees = rows.sum(0)
+    S = X[:, :2]
+    F = np.diag(inverse_sqrt(degrees)) @ S @ S.T @ np.diag(np.sqrt(degrees))
+    low_rank_P = X @ np.diag(np.diag(T)) @ X.T
+    np.testing.assert_allclose(filters.gfcf_scores(R, gamma=0.5), rows @ (low_rank_P + 0.5 * F), atol=1e-12)
+
+
+def test_low_rank_ideal_filter_uses_all_k_columns_by_default() -> None:
+    R = _matrix()
+    filters = fit_gfcf(R, GFCFHyper(k=4, low_rank=True), np.random.default_rng(1))
+    S, degrees = filters.basis, R.toarray().sum(0)
+    assert S.shape == (30, 4)
+    F = np.diag(inverse_sqrt(degrees)) @ S @ S.T @ np.diag(np.sqrt(degrees))
+    np.testing.assert_allclose(filters.ideal_apply(R.toarray()), R.toarray() @ F, atol=1e-12)
+
+
+def test_turbo_defaults_to_filter_2_at_power_1_also_for_the_low_rank_form() -> None:
+    R = _matrix()
+    P, rows = normalized_item_item(R), R.toarray()
+    dense = fit_gfcf(R, GFCFHyper(k=4), np.random.default_rng(0))
+    np.testing.assert_allclose(dense.turbo_scores(R), rows @ (2 * P - P @ P), atol=1e-12)
+    low = fit_gfcf(R, GFCFHyper(k=4, low_rank=True), np.random.default_rng(0))
+    Q = low.basis @ np.diag(low.spectrum) @ low.basis.T
+    np.testing.assert_allclose(low.turbo_scores(R), rows @ (2 * Q - Q @ Q), atol=1e-12)
+
+
+def test_turbo_squares_the_item_item_entries_at_power_2() -> None:
+    R = _matrix()
+    P, rows = normalized_item_item(R), R.toarray()
+    filters = fit_gfcf(R, GFCFHyper(k=4), np.random.default_rng(0))
+    np.testing.assert_allclose(filters.turbo_scores(R, 1, power=2.0), rows @ (P * P), atol=1e-12)
+
+
+def test_turbo_scores_of_integer_rows_equal_those_of_float_rows() -> None:
+    R = _matrix()
+    P = normalized_item_item(R)
+    filters = fit_gfcf(R, GFCFHyper(k=4), np.random.default_rng(0))
+    integer_rows = R.toarray().astype(np.int64)
+    np.testing.assert_allclose(filters.turbo_scores(integer_rows, 1), R.toarray() @ P, atol=1e-12)
+
+
+def test_turbo_refusals_name_the_problem() -> None:
+    low = fit_gfcf(_matrix(), GFCFHyper(k=4, low_rank=True), np.random.default_rng(0))
+    message = "the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        low.turbo_scores(_matrix(), 2, power=0.5)
+
+
+def test_graph_filters_refusal_names_both_forms() -> None:
+    message = "give exactly one of item_item (PriviRec) and spectrum (PriviRec-k)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        GraphFilters(np.ones(2), np.eye(2))
+
+
+@pytest.mark.parametrize(("field", "low"), [("k", 1), ("iterations", 1), ("oversample", 0), ("ideal_k", 0)])
+def test_hyper_refusals_name_the_field_and_its_bound(field: str, low: int) -> None:
+    for bad in (low - 1, 2.0, True):
+        with pytest.raises(ValueError, match=f"^{field} must be an integer >= {low}, got {bad!r}$"):
+            GFCFHyper(**{field: bad})
+
+
+def test_hyper_accepts_its_bounds() -> None:
+    hyper = GFCFHyper(k=1, iterations=1, oversample=0, ideal_k=1)
+    assert (hyper.k, hyper.iterations, hyper.ideal_k, hyper.p) == (1, 1, 1, 1)
+    assert GFCFHyper(k=3, ideal_k=3).ideal_k == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,151 @@ def test_shapes_are_checked() -> None:
         implicit_round(np.zeros((r.n_items, 4)), r, 1.0, 0.1, 0.1, participating_users_mask=np.ones(3, dtype=bool))
     with pytest.raises(ValueError):
         item_gradient(np.zeros((5, 2)), np.zeros(3), np.array([0]), np.array([1.0]))
+
+
+def test_confidence_of_float32_values_is_computed_in_float64() -> None:
+    values = np.array([0.1, 0.7], dtype=np.float32)
+    got = confidence(values, 0.3)
+    assert got.dtype == np.float64
+    assert got.tolist() == [1.0 + 0.3 * float(v) for v in values]
+
+
+def test_user_factors_of_a_two_item_example_written_out() -> None:
+    # M = 3 items, F = 1: V = (1, 2, 3), the user holds items 0 and 2 with c = 2 and 3.
+    # V^T C V = 2*1 + 1*4 + 3*9 = 33, V^T C p = 2*1 + 3*3 = 11, so x = 11 / (33 + lam).
+    V = np.array([[1.0], [2.0], [3.0]])
+    assert user_factors(V, np.array([0, 2]), np.array([2.0, 3.0]), 0.5).tolist() == [11.0 / 33.5]
+
+
+def test_user_factors_uses_the_gram_it_is_given() -> None:
+    # A user that shares a precomputed V^T V does not recompute it: the system is gram + V_J^T (C_J - 1) V_J + lam.
+    V = np.array([[1.0], [2.0], [3.0]])
+    gram = np.array([[10.0]])
+    x = user_factors(V, np.array([0, 2]), np.array([2.0, 3.0]), 0.5, gram=gram)
+    assert x.tolist() == [11.0 / (10.0 + 1.0 + 2.0 * 9.0 + 0.5)]
+
+
+def test_a_user_without_items_given_as_empty_lists() -> None:
+    _, V, _, _ = setup()
+    assert np.array_equal(user_factors(V, [], [], 0.1), np.zeros(4))
+    x = np.array([0.5, -1.0, 0.25, 2.0])
+    # No interactions: every item gets 2 (x . v_i) x.
+    np.testing.assert_allclose(item_gradient(V, x, [], []), 2.0 * np.outer(V @ x, x), atol=1e-15)
+
+
+def test_extended_precision_inputs_are_computed_in_float64() -> None:
+    _, V, items, conf = setup()
+    x = np.array([0.5, -1.0, 0.25, 2.0])
+    wide = np.longdouble
+    expected_x = user_factors(V, items, conf, 0.1)
+    got_x = user_factors(V.astype(wide), items, conf.astype(wide), 0.1)
+    assert got_x.dtype == np.float64
+    np.testing.assert_allclose(got_x, expected_x, rtol=1e-12)
+    V_wide, x_wide, conf_wide = V.astype(wide) / 3, x.astype(wide) / 3, conf.astype(wide) / 3
+    gradient = item_gradient(V_wide, x_wide, items, conf_wide)
+    assert gradient.dtype == np.float64
+    np.testing.assert_array_equal(
+        gradient,
+        item_gradient(V_wide.astype(np.float64), x_wide.astype(np.float64), items, conf_wide.astype(np.float64)),
+    )
+
+
+def test_user_factors_refuses_mismatched_shapes_naming_them() -> None:
+    _, V, _, _ = setup()
+    needs = "user_factors needs V[M, F], items[m], conf[m]; got "
+    with pytest.raises(ValueError, match=f"^{re.escape(needs + '(12, 4), (2,), (1,)')}$"):
+        user_factors(V, np.array([1, 2]), np.array([2.0]), 0.1)
+    with pytest.raises(ValueError, match=f"^{re.escape(needs + '(12,), (1,), (1,)')}$"):
+        user_factors(V[:, 0], np.array([1]), np.array([2.0]), 0.1)
+
+
+@pytest.mark.parametrize(
+    ("V", "x", "items", "conf", "shapes"),
+    [
+        (np.zeros((5, 2)), np.zeros(2), np.array([0, 1]), np.array([1.0]), "(5, 2), (2,), (2,), (1,)"),
+        (np.zeros((5, 2)), np.zeros(3), np.array([0]), np.array([1.0]), "(5, 2), (3,), (1,), (1,)"),
+        (np.zeros(5), np.zeros(2), np.array([0]), np.array([1.0]), "(5,), (2,), (1,), (1,)"),
+    ],
+)
+def test_item_gradient_refuses_mismatched_shapes_naming_them(V, x, items, conf, shapes) -> None:
+    message = f"item_gradient needs V[M, F], x_u[F], items[m], conf[m]; got {shapes}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        item_gradient(V, x, items, conf)
+
+
+def test_server_step_from_a_single_user_and_the_refusal_of_none() -> None:
+    V = np.ones((3, 2))
+    one = server_step(V, np.full((3, 2), 4.0), 1, ImplicitHyper(d=2, gamma=0.1, lam=0.5))
+    assert np.allclose(one, 1 - 0.1 * (4.0 + 1.0))
+    with pytest.raises(ValueError, match=r"^server_step needs at least one user's gradient, got n_users=0$"):
+        server_step(V, V, 0, ImplicitHyper(d=2))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [
+        ({"gamma": 0.0}, "protocol.gamma"),
+        ({"lam": -1.0}, "protocol.lam"),
+        ({"alpha": -1.0}, "protocol.alpha"),
+        ({"normalize": 1}, "protocol.normalize"),
+    ],
+)
+def test_hyper_refusals_name_the_key(kwargs: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        ImplicitHyper(**kwargs)
+    assert caught.value.key_path == key
+    assert str(caught.value).startswith(f"{key}: ")
+
+
+def test_hyper_accepts_zero_regularization_and_zero_alpha() -> None:
+    hyper = ImplicitHyper(lam=0.0, alpha=0.0)
+    assert (hyper.lam, hyper.alpha) == (0.0, 0.0)
+
+
+def test_round_refuses_zero_factors_and_a_negative_alpha_as_config_errors() -> None:
+    r = data()
+    with pytest.raises(ConfigError) as caught:
+        implicit_round(np.zeros((r.n_items, 0)), r, 1.0, 0.1, 0.1)
+    assert caught.value.key_path == "protocol.d"
+    with pytest.raises(ConfigError) as caught:
+        implicit_round(np.full((r.n_items, 2), 0.1), r, -1.0, 0.1, 0.1)
+    assert caught.value.key_path == "protocol.alpha"
+
+
+def test_round_averages_the_gradients_by_default() -> None:
+    r = data()
+    V = unit_rows(np.random.default_rng(6), r.n_items, 3) * 0.5
+    expected = loop_round(V, r, 2.0, 0.05, 0.1, True, np.arange(r.n_users))
+    assert np.max(np.abs(implicit_round(V, r, 2.0, 0.05, 0.1) - expected)) < 1e-10
+
+
+def test_the_last_user_and_the_last_item_without_interactions() -> None:
+    r = Ratings(np.array([0, 0, 1]), np.array([0, 1, 1]), np.array([1.0, 2.0, 1.0]), 3, 3, (0.0, 2.0))
+    V = np.array([[0.5, 0.1], [-0.2, 0.4], [0.3, 0.3]])
+    X = all_user_factors(V, r, 1.0, 0.1)
+    assert X.shape == (3, 2) and np.array_equal(X[2], np.zeros(2))
+    expected = loop_round(V, r, 1.0, 0.1, 0.05, True, np.arange(3))
+    assert np.max(np.abs(implicit_round(V, r, 1.0, 0.1, 0.05) - expected)) < 1e-12
+
+
+def test_all_user_factors_takes_user_ids_as_any_sequence_of_whole_numbers() -> None:
+    # An empty list, or ids that arrive as floats (e.g. read from a float column).
+    r = data()
+    V = unit_rows(np.random.default_rng(4), r.n_items, 4)
+    assert all_user_factors(V, r, 1.0, 0.1, users=[]).shape == (0, 4)
+    everyone = all_user_factors(V, r, 1.0, 0.1)
+    np.testing.assert_array_equal(all_user_factors(V, r, 1.0, 0.1, users=np.array([3.0, 1.0])), everyone[[3, 1]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.longdouble])
+def test_item_factors_of_another_float_type_are_computed_in_float64(dtype) -> None:
+    r = data()
+    V = (unit_rows(np.random.default_rng(7), r.n_items, 4) * 0.5).astype(dtype)
+    exact = V.astype(np.float64)
+    X = all_user_factors(V, r, 2.0, 0.05)
+    assert X.dtype == np.float64
+    np.testing.assert_allclose(X, all_user_factors(exact, r, 2.0, 0.05), rtol=1e-12, atol=1e-14)
+    V_next = implicit_round(V, r, 2.0, 0.05, 0.1)
+    assert V_next.dtype == np.float64
+    np.testing.assert_allclose(V_next, implicit_round(exact, r, 2.0, 0.05, 0.1), rtol=1e-14, atol=1e-15)
+    assert implicit_loss(V, r, 2.0, 0.05) == pytest.approx(implicit_loss(exact, r, 2.0, 0.05), rel=1e-12)

@@ -157,3 +157,14 @@ def test_lloyd_iterations_from_the_seeds_match_the_definition(seed) -> None:
                 kmeans(np.random.default_rng(seed), X, k, iterations=iterations), reference_lloyd(X, seeds, iterations),
                 rtol=1e-12, atol=1e-12,
             )
+
+
+def test_lloyd_runs_at_most_50_iterations_by_default() -> None:
+    # Quantiles of a Laplace distribution: two-means from these seeds creeps towards its fixed point
+    # for about 60 iterations, so the 50th and the 51st iterations differ.
+    q = (np.arange(2000) + 0.5) / 2000
+    X = np.where(q < 0.5, np.log(2 * q), -np.log(2 - 2 * q))[:, None]
+    seeds = kmeans(np.random.default_rng(0), X, 2, iterations=0)
+    after_50 = reference_lloyd(X, seeds, 50)
+    assert not np.allclose(after_50, reference_lloyd(X, seeds, 51), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(kmeans(np.random.default_rng(0), X, 2), after_50, rtol=1e-12, atol=1e-12)

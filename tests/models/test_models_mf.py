@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -188,3 +190,106 @@ def test_sequential_sgd_reduces_the_error() -> None:
     for _ in range(3):
         U, V = sequential_sgd_epoch(U, V, r, MFHyper(d=8), rng)
     assert rmse(predict(U, V, r.users, r.items), r.values) < 0.5 * before
+
+
+def test_a_wrong_user_matrix_is_refused_even_with_a_right_item_matrix() -> None:
+    r = synthetic_explicit(np.random.default_rng(3), 10, 8, 40)
+    message = "U and V must have shapes (10, 4) and (8, 4), got (10, 5) and (8, 4)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        CentralizedMF(MFHyper(d=4)).round(np.zeros((10, 5)), np.zeros((8, 4)), r)
+
+
+def test_an_item_with_a_single_contribution_moves() -> None:
+    hyper = MFHyper(d=2, gamma=0.5, mu=0.1)
+    v = np.array([[1.0, 1.0], [2.0, 0.0]])
+    new_v = item_step(v, np.array([[4.0, 2.0], [1.0, 1.0]]), np.array([1, 0]), hyper)
+    # v_0 - gamma (G_0 / 1 + 2 mu v_0) = (1, 1) - 0.5 ((4, 2) + (0.2, 0.2)) = (-1.1, -0.1)
+    np.testing.assert_allclose(new_v, [[-1.1, -0.1], [2.0, 0.0]], atol=1e-15)
+
+
+def test_item_step_refuses_mismatched_shapes_naming_them() -> None:
+    message = "item_step needs v_rows[m, d], grad_sums[m, d], counts[m]; got (2, 2), (1, 2), (2,)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        item_step(np.zeros((2, 2)), np.zeros((1, 2)), np.array([1, 1]), MFHyper(d=2))
+
+
+def test_user_step_refuses_mismatched_shapes_naming_them() -> None:
+    hyper = MFHyper(d=2)
+    for u, v_rows, ratings, shapes in [
+        (np.zeros(2), np.zeros((3, 2)), np.zeros(2), "(2,), (3, 2), (2,)"),
+        (np.zeros((1, 2)), np.zeros((2, 2)), np.zeros(2), "(1, 2), (2, 2), (2,)"),
+    ]:
+        message = f"user_step needs u[d], v_rows[m, d], ratings[m]; got {shapes}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            user_step(u, v_rows, ratings, hyper)
+
+
+def test_extended_precision_inputs_give_the_float64_steps() -> None:
+    wide = np.longdouble
+    hyper = MFHyper(d=2, gamma=0.5, lam=0.1, mu=0.1)
+    u = np.array([1.0, 0.5], dtype=wide) / 3
+    v = np.array([[1.0, 0.0], [0.5, 1.0]], dtype=wide) / 3
+    r = np.array([3.0, 2.0], dtype=wide) / 3
+    new_u, grads = user_step(u, v, r, hyper)
+    expected_u, expected_grads = user_step(u.astype(np.float64), v.astype(np.float64), r.astype(np.float64), hyper)
+    assert new_u.dtype == np.float64 and grads.dtype == np.float64
+    np.testing.assert_array_equal(new_u, expected_u)
+    np.testing.assert_array_equal(grads, expected_grads)
+    rng = np.random.default_rng(0)
+    rows, sums = rng.standard_normal((6, 2)).astype(wide) / 3, rng.standard_normal((6, 2)).astype(wide) / 3
+    counts = np.array([1, 2, 3, 0, 5, 7])
+    new_rows = item_step(rows, sums, counts, hyper)
+    assert new_rows.dtype == np.float64
+    np.testing.assert_array_equal(new_rows, item_step(rows.astype(np.float64), sums.astype(np.float64), counts, hyper))
+
+
+def test_predict_takes_indices_as_any_sequence_of_whole_numbers() -> None:
+    # Ids that arrive as floats (e.g. read from a float column) index like integers.
+    U, V = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert predict(U, V, np.array([1.0, 0.0]), np.array([2.0, 1.0])).tolist() == [7.0, 2.0]
+
+
+def test_predict_refuses_unequal_or_two_dimensional_indices() -> None:
+    U = V = np.eye(2)
+    needs = "users and items must be equally long 1-D arrays, got "
+    with pytest.raises(ValueError, match=f"^{re.escape(needs + '(2,) and (1,)')}$"):
+        predict(U, V, [0, 1], [0])
+    with pytest.raises(ValueError, match=f"^{re.escape(needs + '(1, 2) and (1, 2)')}$"):
+        predict(U, V, [[0, 1]], [[0, 1]])
+
+
+@pytest.mark.parametrize("rounds", [-1, True, 2.0])
+def test_fit_refuses_rounds_that_are_not_a_non_negative_integer(rounds) -> None:
+    r = synthetic_explicit(np.random.default_rng(3), 10, 8, 40)
+    with pytest.raises(ValueError, match=f"^rounds must be a non-negative integer, got {re.escape(repr(rounds))}$"):
+        CentralizedMF(MFHyper(d=2)).fit(np.zeros((10, 2)), np.zeros((8, 2)), r, rounds)
+
+
+def test_fit_of_zero_rounds_returns_float64_copies_of_the_start() -> None:
+    rng = np.random.default_rng(3)
+    r = synthetic_explicit(rng, 10, 8, 40)
+    U0, V0 = unit_rows(rng, 10, 2).astype(np.float32), unit_rows(rng, 8, 2).astype(np.float32)
+    U, V = CentralizedMF(MFHyper(d=2)).fit(U0, V0, r, 0)
+    assert U.dtype == np.float64 and V.dtype == np.float64
+    assert np.array_equal(U, U0) and np.array_equal(V, V0)
+
+
+def test_fit_numbers_the_rounds_from_one() -> None:
+    rng = np.random.default_rng(3)
+    r = synthetic_explicit(rng, 10, 8, 40)
+    seen: list[int] = []
+    U0, V0 = unit_rows(rng, 10, 2), unit_rows(rng, 8, 2)
+    CentralizedMF(MFHyper(d=2)).fit(U0, V0, r, 3, on_round=lambda t, U, V: seen.append(t))
+    assert seen == [1, 2, 3]
+
+
+def test_sequential_sgd_of_float32_profiles_runs_in_float64() -> None:
+    rng = np.random.default_rng(7)
+    r = synthetic_explicit(rng, 15, 10, 60)
+    hyper = MFHyper(d=3, gamma=0.02)
+    U, V = unit_rows(rng, 15, 3).astype(np.float32), unit_rows(rng, 10, 3).astype(np.float32)
+    got = sequential_sgd_epoch(U, V, r, hyper, np.random.default_rng(8))
+    expected = sequential_sgd_epoch(U.astype(np.float64), V.astype(np.float64), r, hyper, np.random.default_rng(8))
+    assert got[0].dtype == np.float64 and got[1].dtype == np.float64
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
