@@ -124,6 +124,8 @@ TARGETS = (
     Target("protocols.secagg", "src/fedrecsim/protocols/secagg", ("tests/protocols/secagg",)),
     Target("protocols.privirec", "src/fedrecsim/protocols/privirec", ("tests/protocols/privirec",)),
     Target("protocols.fedvae", "src/fedrecsim/protocols/fedvae", ("tests/protocols/fedvae",)),
+    Target("protocols.dpmf", "src/fedrecsim/protocols/dpmf", ("tests/protocols/dpmf",)),
+    Target("protocols.ldp_implicit", "src/fedrecsim/protocols/ldp_implicit", ("tests/protocols/ldp_implicit",)),
     Target("inspect", "src/fedrecsim/inspect.py", ("tests/test_inspect.py",)),
 )
 
