@@ -17,13 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import fedrecsim
 from fedrecsim.checkpoint import CHECKPOINT_FILE, Checkpoints, load, work_folder
 from fedrecsim.errors import ConfigError, Interrupted
-from fedrecsim.testing import InterruptAfter, checkpoint_world, every_checkpoint, resume_from
+from fedrecsim.testing import InterruptAfter, assert_same_run, checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _CHURN = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1}
@@ -124,20 +123,6 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "protocol": {"users_per_round": 12, "hidden": 8, "latent": 4, "byzantine_fraction": 0.1, "gamma": 1.0, "baseline": False},
     },
 }
-
-
-def _about_the_run(warnings: list[str]) -> list[str]:
-    """The warnings but those about putting checkpoints off, which concern how the run was saved."""
-    return [warning for warning in warnings if "checkpoint(s) due at a round's end were put off" not in warning]
-
-
-def assert_same_run(resumed: fedrecsim.RunResult, uninterrupted: fedrecsim.RunResult) -> None:
-    for key in ("transcript_xxh3_128", "metrics", "ledger", "privacy", "invariants", "rounds_completed", "virtual_time_s"):
-        assert resumed.result[key] == uninterrupted.result[key], key
-    assert _about_the_run(resumed.result["warnings"]) == _about_the_run(uninterrupted.result["warnings"])
-    for name in ("item_factors", "user_factors"):
-        if name in uninterrupted.outcome.state:
-            np.testing.assert_array_equal(resumed.outcome.state[name], uninterrupted.outcome.state[name])
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

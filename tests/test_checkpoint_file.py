@@ -27,7 +27,7 @@ from fedrecsim.data import prepare_data
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.errors import CheckpointError, Interrupted, OutputError
 from fedrecsim.network.party import Party, Role
-from fedrecsim.testing import InterruptAfter, checkpoint_world, every_checkpoint, resume_from
+from fedrecsim.testing import InterruptAfter, assert_same_run, checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 
@@ -65,12 +65,7 @@ def test_a_tiny_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupt
     checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed")
     assert [saved.round for saved in written] == list(range(1, tables["run"]["rounds"]))
     for result in [checkpointed] + [resume_from(saved, tmp_path / f"from-{saved.round}") for saved in written]:
-        for key in ("transcript_xxh3_128", "metrics", "ledger", "invariants", "virtual_time_s", "rounds_completed"):
-            assert result.result[key] == uninterrupted.result[key], key
-        assert set(result.outcome.state) == set(uninterrupted.outcome.state)
-        for key, value in uninterrupted.outcome.state.items():
-            if isinstance(value, np.ndarray):
-                np.testing.assert_array_equal(result.outcome.state[key], value)
+        assert_same_run(result, uninterrupted)
 
 
 def test_what_a_checkpoint_records_about_its_run(tmp_path) -> None:

@@ -22,7 +22,7 @@ from fedrecsim.errors import CheckpointError, ConfigError, Interrupted, OutputEr
 from fedrecsim.network.party import SERVER
 from fedrecsim.protocols import ProtocolSpec
 from fedrecsim.protocols.runtime import Outcome
-from fedrecsim.testing import InterruptAfter
+from fedrecsim.testing import InterruptAfter, assert_same_run
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 
@@ -53,8 +53,7 @@ def test_an_interrupted_run_keeps_its_last_checkpoint_and_resume_completes_it(tm
     assert load(work_folder(out)).round == 4
     resumed = fedrecsim.resume(out)
     uninterrupted = fedrecsim.run(CHURN, transcript=True, out=tmp_path / "uninterrupted")
-    for key in ("transcript_xxh3_128", "metrics", "ledger", "invariants", "rounds_completed", "virtual_time_s"):
-        assert resumed.result[key] == uninterrupted.result[key], key
+    assert_same_run(resumed, uninterrupted)
     assert (out / "transcript.csv").read_bytes() == (tmp_path / "uninterrupted" / "transcript.csv").read_bytes()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run", "uninterrupted"]
     assert sorted(path.name for path in out.iterdir()) == ["ledger.csv", "metrics.csv", "result.json", "transcript.csv"]

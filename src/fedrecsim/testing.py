@@ -27,7 +27,8 @@ receives (`SimNetwork.record`) and asserts on the ledger (`SimNetwork.assert_byt
 test that needs two networks or links that differ by role. To run a whole scenario in a test, await
 `fedrecsim.run_async` under ``autojump_clock``; to test that a protocol resumes from its checkpoints,
 interrupt a run with `InterruptAfter` and compare `fedrecsim.resume`'s result with the run's, or keep
-`every_checkpoint` of a run, `resume_from` each and look inside one with `checkpoint_world`.
+`every_checkpoint` of a run, `resume_from` each, compare with `assert_same_run` and look inside one with
+`checkpoint_world`.
 """
 
 from __future__ import annotations
@@ -285,6 +286,30 @@ def checkpoint_world(saved: Saved) -> dict[str, Any]:
     return Names(io.BytesIO(saved.world)).load()
 
 
+#: What a run resumed from a checkpoint must have ended with exactly as the run never interrupted.
+SAME_RUN_KEYS = ("transcript_xxh3_128", "metrics", "ledger", "privacy", "invariants", "rounds_completed", "virtual_time_s")
+
+
+def assert_same_run(run: Any, reference: Any) -> None:
+    """Assert that ``run`` (a `fedrecsim.RunResult` of a run that saved checkpoints, or resumed from one)
+    ended exactly as ``reference``, the run never interrupted: `SAME_RUN_KEYS` of the result, its warnings
+    (but the one about checkpoints put off, which concerns how the run was saved), the per-round rows and
+    every array of the protocol's final state, entry by entry (its other entries may hold wall-clock
+    timings)."""
+    for key in SAME_RUN_KEYS:
+        assert run.result[key] == reference.result[key], f"{key} differs"
+
+    def about_the_run(warnings: list[str]) -> list[str]:
+        return [warning for warning in warnings if "checkpoint(s) due at a round's end were put off" not in warning]
+
+    assert about_the_run(run.result["warnings"]) == about_the_run(reference.result["warnings"])
+    assert run.rounds == reference.rounds
+    arrays = {name for name, value in reference.outcome.state.items() if isinstance(value, np.ndarray)}
+    assert arrays == {name for name, value in run.outcome.state.items() if isinstance(value, np.ndarray)}
+    for name in sorted(arrays):
+        np.testing.assert_array_equal(run.outcome.state[name], reference.outcome.state[name], err_msg=name)
+
+
 class InterruptAfter:
     """A progress callback (`fedrecsim.run`'s ``progress``) that interrupts the run, as Ctrl-C would, once
     ``rounds`` rounds are complete: with ``checkpoint_every``, the run is left to `fedrecsim.resume`, so a
@@ -359,6 +384,8 @@ __all__ = [
     "DEFAULT_HORIZON_S",
     "Constant",
     "InterruptAfter",
+    "SAME_RUN_KEYS",
+    "assert_same_run",
     "checkpoint_world",
     "every_checkpoint",
     "resume_from",

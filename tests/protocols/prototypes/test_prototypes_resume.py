@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import fedrecsim
-from fedrecsim.testing import checkpoint_world, every_checkpoint, resume_from
+from fedrecsim.testing import assert_same_run, checkpoint_world, every_checkpoint, resume_from
 
 SILOS = 4
 
@@ -50,12 +50,7 @@ def test_a_run_resumed_after_round_one_ends_as_the_run_never_interrupted(tmp_pat
     checkpointed, written = every_checkpoint(TABLES, tmp_path / "checkpointed")
     resumed = resume_from(written[0], tmp_path / "resumed")
     for result in (checkpointed, resumed):
-        for key in ("transcript_xxh3_128", "metrics", "ledger", "warnings", "invariants", "rounds_completed",
-                    "virtual_time_s"):
-            assert result.result[key] == uninterrupted.result[key], key
-        assert set(result.outcome.state) == set(uninterrupted.outcome.state)
-        np.testing.assert_array_equal(result.outcome.state["item_factors"], uninterrupted.outcome.state["item_factors"])
-        np.testing.assert_array_equal(result.outcome.state["user_factors"], uninterrupted.outcome.state["user_factors"])
+        assert_same_run(result, uninterrupted)
         assert result.outcome.state["prototypes"].keys() == uninterrupted.outcome.state["prototypes"].keys()
         for party, prototypes in uninterrupted.outcome.state["prototypes"].items():
             np.testing.assert_array_equal(result.outcome.state["prototypes"][party], prototypes)

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 
 import fedrecsim
 from fedrecsim.checkpoint import Saved
-from fedrecsim.testing import checkpoint_world, every_checkpoint, resume_from
+from fedrecsim.testing import assert_same_run, checkpoint_world, every_checkpoint, resume_from
 
 _LOGNORMAL = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 _STRAGGLERS = {"compute_median_s": 1.0, "compute_sigma": 1.0}
-_PUT_OFF = "checkpoint(s) due at a round's end were put off"
 
 RUNS: dict[str, dict[str, Any]] = {
     "real, complete graph: dropout, stragglers": {
@@ -64,14 +62,6 @@ def _under_way(saved: Saved) -> set[str]:
     ) if held}
 
 
-def _assert_same_run(result: fedrecsim.RunResult, uninterrupted: fedrecsim.RunResult) -> None:
-    for key in ("transcript_xxh3_128", "metrics", "ledger", "privacy", "invariants", "rounds_completed", "virtual_time_s"):
-        assert result.result[key] == uninterrupted.result[key], key
-    assert [warning for warning in result.result["warnings"] if _PUT_OFF not in warning] == uninterrupted.result["warnings"]
-    assert result.rounds == uninterrupted.rounds
-    np.testing.assert_array_equal(result.outcome.state["sum"], uninterrupted.outcome.state["sum"])
-
-
 @pytest.mark.parametrize("name", RUNS)
 def test_a_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tmp_path, name) -> None:
     tables = RUNS[name]
@@ -80,7 +70,7 @@ def test_a_run_resumed_from_each_checkpoint_ends_as_the_run_never_interrupted(tm
     checkpointed, written = every_checkpoint(tables, tmp_path / "checkpointed")
     assert len(written) >= 2
     for result in [checkpointed, *(resume_from(saved, tmp_path / f"from-{saved.round}") for saved in written)]:
-        _assert_same_run(result, uninterrupted)
+        assert_same_run(result, uninterrupted)
     assert set().union(*map(_under_way, written)) == CAUGHT[name]
 
 
