@@ -72,3 +72,35 @@ def test_every_user_is_equally_likely_to_lead_a_batch() -> None:
     leaders = [int(_pool(10, 4).release(rng, batch_size=8)[0][0][0]) // 4 for _ in range(2000)]
     counts = np.bincount(leaders, minlength=10)
     assert stats.chisquare(counts).pvalue > 0.01
+
+
+def test_a_new_pool_holds_nothing_and_is_not_held_until_its_deadline() -> None:
+    pool = ReportPool(3, deadline=12.5)
+    assert (pool.epoch, pool.deadline, pool.held) == (3, 12.5, False) and pool.held is False
+    assert (pool.users, pool.reports) == (0, 0)
+    assert pool.release(np.random.default_rng(0), batch_size=4) == []  # an empty pool releases no batch
+
+
+def test_a_batch_of_one_report_is_allowed_and_every_report_goes_out_alone() -> None:
+    """batch_size 1: 2 users x 3 reports leave as 6 single-report batches, together the pool's reports."""
+    batches = _pool(2, 3).release(np.random.default_rng(1), batch_size=1)
+    assert [indices.size for indices, _ in batches] == [1] * 6
+    assert sorted(int(indices[0]) for indices, _ in batches) == list(range(6))
+
+
+@pytest.mark.parametrize("batch_size", [0, -3])
+def test_a_batch_size_below_one_is_refused(batch_size: int) -> None:
+    with pytest.raises(ValueError, match=f"^batch_size must be >= 1, got {batch_size}$"):
+        _pool(2, 3).release(np.random.default_rng(1), batch_size=batch_size)
+
+
+@pytest.mark.parametrize("indices, signs", [
+    (np.zeros((2, 3), dtype=np.int32), np.ones((2, 3), dtype=np.int8)),  # equally shaped, but not 1-D
+    (np.zeros(3, dtype=np.int32), np.ones(2, dtype=np.int8)),
+], ids=["two-dimensional", "unequal-lengths"])
+def test_only_equally_long_one_dimensional_report_arrays_join_a_pool(indices: np.ndarray, signs: np.ndarray) -> None:
+    pool = ReportPool(1, 0.0)
+    with pytest.raises(ValueError) as caught:
+        pool.add(Party(Role.USER, 0), indices, signs)
+    assert str(caught.value) == f"indices and signs must be equally long 1-D arrays, got {indices.shape} and {signs.shape}"
+    assert (pool.users, pool.reports) == (0, 0)

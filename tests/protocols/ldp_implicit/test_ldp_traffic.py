@@ -157,3 +157,14 @@ def test_a_plan_without_users_sends_nothing_to_or_from_users() -> None:
     for flow in traffic.setup + traffic.per_round:
         if Role.USER in (flow.src, flow.dst) or flow.kind == "ldp.report_batch":
             assert (flow.messages, flow.bytes) == (0, 0), flow.kind
+
+
+def test_with_few_users_the_expected_pools_count_every_way_they_can_split_over_the_proxies() -> None:
+    """4 users reporting over 2 proxies, pools of 2 users: a proxy with X ~ Binomial(4, 1/2) users releases
+    floor(X / 2) pools; by hand, X = 0..4 with weights 1, 4, 6, 4, 1 / 16 gives 0, 0, 1, 1, 2 pools, so
+    2 * 12/16 = 1.5 pools per epoch -- the splits with 3 and 4 users at one proxy are half of it. Each pool
+    holds 2 * 5 = 10 reports: one batch of 7 and one of 3."""
+    context = _context(_table(proxies=2, min_users=2), online=4.0)
+    pools = 2 * sum(math.comb(4, users) / 16 * (users // 2) for users in range(5))
+    assert pools == 1.5
+    assert [messages for messages, _ in _flows(plan(context).per_round, "ldp.report_batch")] == [pools, pools]

@@ -106,7 +106,9 @@ class LDPImplicitConfig:
     batch_size: int = param(10_000, ge=1, doc="reports per proxy -> server batch")
     proxy_wait_s: float = param(5.0, gt=0, doc="a pool short of min_users this long after its first report: underfull")
     delta: float = param(1e-6, gt=0, lt=1, doc="the run's total delta for the shuffled central guarantee")
-    negatives: int = param(99, ge=1, doc="sampled untouched items each held-out item is ranked against")
+    negatives: int = param(
+        99, ge=max(_CUTOFFS) - 1, doc="sampled untouched items each held-out item is ranked against (HR@10 needs 9)"
+    )
     eval_every: int = param(1, ge=1, doc="measure hit rates every this many epochs (and after the last)")
 
     def hyper(self) -> ImplicitHyper:
@@ -185,7 +187,8 @@ def _check_invariants(
     sent = [user.sent for user in users.values() if user.sent is not None and user.sent.epoch == report.epoch]
     # A report as one key: its index and its sign, so the comparison is of multisets of (index, sign).
     sent_keys = np.concatenate([2 * s.indices + (s.signs > 0) for s in sent]) if sent else np.empty(0, np.int64)
-    sent_counts = np.bincount(sent_keys, minlength=2 * size)
+    # A report past V's last entry (a faulty user's; negative ones cannot be encoded) is refused by its proxy.
+    sent_counts = np.bincount(sent_keys, minlength=2 * size)[: 2 * size]
     received_counts = np.bincount(2 * report.indices.astype(np.int64) + (report.signs > 0), minlength=2 * size)
     holds = bool(np.all(received_counts <= sent_counts))
     if report.missing == 0 and report.silent_proxies == 0:
