@@ -103,3 +103,11 @@ def test_masks_from_a_key_are_reproducible_and_key_specific() -> None:
 def test_malformed_messages_are_refused_on_decode(message, problem: str) -> None:
     with pytest.raises(WireError, match=problem):
         decode(encode(SERVER, USER, 0.0, message()))
+
+
+def test_a_mask_key_seeds_pcg64_with_its_bytes_read_little_endian() -> None:
+    """The documented PRG: key byte 0 is the least significant byte of PCG64's 128-bit seed."""
+    ring = Ring(64, 32)
+    key = bytes([7]) + bytes(14) + bytes([1])  # 7 + 2^120
+    expected = ring.uniform(np.random.Generator(np.random.PCG64(7 + 2**120)), (3, 4))
+    np.testing.assert_array_equal(expand_masks(ring, key, 3, 4), expected)

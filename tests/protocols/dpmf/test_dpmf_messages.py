@@ -1,0 +1,237 @@
+"""Every DP-MF message refuses what it must not carry, with the exact text a rejection records.
+
+A message is checked when it is encoded (and again when decoded): its fields' dtypes, dimensions and
+finiteness by the wire, the relations between fields by its ``validate`` -- rows that match the items,
+items sorted, unique and non-negative, Exp(1) draws that are >= 0, at least one rater or sharer per item,
+known raters k_j >= served raters k'_j, masks explicit or seeded but not both, 16-byte seeds, rosters
+and contributor lists sorted. The boundary values (0, 1, the 32/33-item switch of the list path) pass or
+fail as stated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from fedrecsim.errors import WireError
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import encode
+from fedrecsim.protocols.dpmf.messages import (
+    Aggregate,
+    Contribution,
+    ItemRequest,
+    ItemVectors,
+    NaiveContribution,
+    NoiseSetup,
+    PresharingAggregate,
+    PresharingRequest,
+    PresharingShare,
+    RatingsUpload,
+    Roster,
+)
+
+USER = Party(Role.USER, 1)
+ITEMS_TEXT = "items must be non-negative, sorted and unique"
+
+
+def i32(*values: int) -> np.ndarray:
+    return np.array(values, dtype=np.int32)
+
+
+def words(rows: int, width: int = 4) -> np.ndarray:
+    return np.zeros((rows, width), dtype=np.uint32)
+
+
+def floats(rows: int, d: int = 2, value: float = 1.0) -> np.ndarray:
+    return np.full((rows, d), value)
+
+
+def _long(first: int, *, swap_at: int | None = None, repeat_at: int | None = None) -> np.ndarray:
+    """33 items (one past the list path) from ``first``, optionally out of order or repeated at a position."""
+    items = np.arange(first, first + 33, dtype=np.int32)
+    if swap_at is not None:
+        items[[swap_at, swap_at + 1]] = items[[swap_at + 1, swap_at]]
+    if repeat_at is not None:
+        items[repeat_at + 1] = items[repeat_at]
+    return items
+
+
+# Each message kind with items: built from its items (rows matching).
+WITH_ITEMS: dict[str, Callable[[np.ndarray], object]] = {
+    "dpmf.ratings": lambda items: RatingsUpload(items, np.full(items.size, 3.0)),
+    "dpmf.item_request": lambda items: ItemRequest(items),
+    "dpmf.presharing_request": lambda items: PresharingRequest(
+        1, items, floats(items.size), np.ones(items.size, np.int32), words(items.size)),
+    "dpmf.presharing_share": lambda items: PresharingShare(1, items, words(items.size)),
+    "dpmf.presharing_aggregate": lambda items: PresharingAggregate(1, items, words(items.size), (USER,)),
+    "dpmf.contribution": lambda items: Contribution(1, items, words(items.size)),
+    "dpmf.aggregate": lambda items: Aggregate(1, items, words(items.size), (USER,)),
+}
+
+BAD_ITEMS = {
+    "a negative first item": i32(-1, 2),
+    "unsorted": i32(3, 1),
+    "a repeated item": i32(1, 1),
+    "a repeat after the first pair": i32(0, 2, 4, 4),
+    "an unsorted pair after the first": i32(0, 2, 5, 4),
+    "32 items, the last out of order": np.r_[np.arange(31), 30].astype(np.int32),
+    "33 items, a negative first": _long(-1),
+    "33 items, unsorted inside": _long(0, swap_at=10),
+    "33 items, unsorted at the end": _long(0, swap_at=31),
+    "33 items, a repeat inside": _long(0, repeat_at=5),
+}
+
+GOOD_ITEMS = {
+    "none": i32(),
+    "from item 0": i32(0, 1, 7),
+    "one item": i32(0),
+    "32 items": np.arange(32, dtype=np.int32),
+    "33 items from 0": _long(0),
+    "33 spread items": (np.arange(33) * 3).astype(np.int32),
+}
+
+
+def _refused(body: object) -> str:
+    with pytest.raises(WireError) as caught:
+        encode(SERVER, USER, 0.0, body)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("kind", WITH_ITEMS)
+@pytest.mark.parametrize("case", BAD_ITEMS)
+def test_items_that_are_negative_unsorted_or_repeated_are_refused(kind: str, case: str) -> None:
+    assert _refused(WITH_ITEMS[kind](BAD_ITEMS[case])) == f"{kind}: {ITEMS_TEXT}"
+
+
+@pytest.mark.parametrize("kind", WITH_ITEMS)
+@pytest.mark.parametrize("case", GOOD_ITEMS)
+def test_sorted_unique_non_negative_items_pass(kind: str, case: str) -> None:
+    body = WITH_ITEMS[kind](GOOD_ITEMS[case])
+    body.validate()
+    assert encode(SERVER, USER, 0.0, body)
+
+
+REFUSED: dict[str, tuple[Callable[[], object], str]] = {
+    "ratings: values for other rows": (
+        lambda: RatingsUpload(i32(0, 1), np.ones(3)), "dpmf.ratings: values has 3 rows for 2 items"),
+    "noise_setup: H rows": (
+        lambda: NoiseSetup(floats(3), i32(1, 1)), "dpmf.noise_setup: h has 3 rows for 2 items"),
+    "noise_setup: negative H": (
+        lambda: NoiseSetup(np.array([[0.0, 1.0], [-0.5, 2.0]]), i32(1, 1)), "dpmf.noise_setup: H must be >= 0 (Exp(1) draws)"),
+    "noise_setup: no rater": (
+        lambda: NoiseSetup(floats(2), i32(1, 0)), "dpmf.noise_setup: every item has at least one rater"),
+    "noise_setup: NaN H": (
+        lambda: NoiseSetup(floats(2, value=np.nan), i32(1, 1)), None),
+    "noise_setup: float raters": (
+        lambda: NoiseSetup(floats(2), np.ones(2)), None),
+    "presharing_request: attempt 0": (
+        lambda: PresharingRequest(0, i32(0), floats(1), i32(1), words(1)), "dpmf.presharing_request: pre-sharing attempts count from 1"),
+    "presharing_request: H rows": (
+        lambda: PresharingRequest(1, i32(0, 1), floats(1), i32(1, 1), words(2)), "dpmf.presharing_request: h has 1 rows for 2 items"),
+    "presharing_request: sharers rows": (
+        lambda: PresharingRequest(1, i32(0, 1), floats(2), i32(1), words(2)), "dpmf.presharing_request: sharers has 1 rows for 2 items"),
+    "presharing_request: beta rows": (
+        lambda: PresharingRequest(1, i32(0, 1), floats(2), i32(1, 1), words(3)), "dpmf.presharing_request: beta has 3 rows for 2 items"),
+    "presharing_request: negative H": (
+        lambda: PresharingRequest(1, i32(0, 1), np.array([[0.0, 0.0], [1.0, -1e-9]]), i32(1, 1), words(2)),
+        "dpmf.presharing_request: H must be >= 0 (Exp(1) draws)"),
+    "presharing_request: no sharer": (
+        lambda: PresharingRequest(1, i32(0, 1), floats(2), i32(0, 1), words(2)), "dpmf.presharing_request: every item has at least one sharer"),
+    "presharing_share: attempt 0": (
+        lambda: PresharingShare(0, i32(0), words(1)), "dpmf.presharing_share: pre-sharing attempts count from 1"),
+    "presharing_share: tau rows": (
+        lambda: PresharingShare(1, i32(0), words(2)), "dpmf.presharing_share: tau has 2 rows for 1 items"),
+    "presharing_aggregate: attempt 0": (
+        lambda: PresharingAggregate(0, i32(0), words(1), ()), "dpmf.presharing_aggregate: pre-sharing attempts count from 1"),
+    "presharing_aggregate: tau~ rows": (
+        lambda: PresharingAggregate(1, i32(0), words(0), ()), "dpmf.presharing_aggregate: tau_tilde has 0 rows for 1 items"),
+    "roster: negative round": (
+        lambda: Roster(-1, (), 1.0), "dpmf.roster: round must be >= 0"),
+    "roster: round 0 without an attempt": (
+        lambda: Roster(0, (), 1.0), "dpmf.roster: a pre-sharing roster (round 0) has an attempt >= 1, an iteration's has attempt 0"),
+    "roster: an iteration with an attempt": (
+        lambda: Roster(2, (), 1.0, 1), "dpmf.roster: a pre-sharing roster (round 0) has an attempt >= 1, an iteration's has attempt 0"),
+    "roster: a negative attempt": (
+        lambda: Roster(2, (), 1.0, -1), "dpmf.roster: a pre-sharing roster (round 0) has an attempt >= 1, an iteration's has attempt 0"),
+    "roster: unsorted parties": (
+        lambda: Roster(1, (Party(Role.USER, 2), USER), 1.0), "dpmf.roster: parties must be sorted and unique"),
+    "roster: a repeated party": (
+        lambda: Roster(1, (USER, USER), 1.0), "dpmf.roster: parties must be sorted and unique"),
+    "item_vectors: raters rows": (
+        lambda: ItemVectors(1, words(2), i32(1)), "dpmf.item_vectors: raters has 1 rows for 2 items"),
+    "item_vectors: no rater": (
+        lambda: ItemVectors(1, words(2), i32(2, 0)), "dpmf.item_vectors: every served item has at least one rater"),
+    "item_vectors: no rater, 33 rows": (
+        lambda: ItemVectors(1, words(33), np.r_[np.ones(32), 0].astype(np.int32)), "dpmf.item_vectors: every served item has at least one rater"),
+    "item_vectors: known raters rows": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), known_raters=i32(1)), "dpmf.item_vectors: known_raters has 1 rows for 2 items"),
+    "item_vectors: fewer known than served": (
+        lambda: ItemVectors(1, words(2), i32(2, 3), known_raters=i32(3, 2)),
+        "dpmf.item_vectors: an item's known raters k_j cannot be fewer than its served raters k'_j"),
+    "item_vectors: fewer known than served, 33 rows": (
+        lambda: ItemVectors(1, words(33), np.full(33, 2, np.int32), known_raters=np.r_[np.full(32, 2), 1].astype(np.int32)),
+        "dpmf.item_vectors: an item's known raters k_j cannot be fewer than its served raters k'_j"),
+    "item_vectors: masks and a seed": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2), mask_seed=bytes(16)),
+        "dpmf.item_vectors: masks come explicitly or as a seed, not both"),
+    "item_vectors: masks of another shape": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2, 2)), "dpmf.item_vectors: masks has shape (2, 2), the vectors (2, 4)"),
+    "item_vectors: eta pieces of another shape": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), eta_pieces=words(3)), "dpmf.item_vectors: eta_pieces has shape (3, 4), the vectors (2, 4)"),
+    "item_vectors: a 15-byte seed": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(15)), "dpmf.item_vectors: a mask seed is 16 bytes"),
+    "item_vectors: a 17-byte seed": (
+        lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(17)), "dpmf.item_vectors: a mask seed is 16 bytes"),
+    "item_vectors: int64 raters": (
+        lambda: ItemVectors(1, words(2), np.ones(2, np.int64)), None),
+    "contribution: phi rows": (
+        lambda: Contribution(1, i32(0, 3), words(1)), "dpmf.contribution: phi has 1 rows for 2 items"),
+    "contribution: 1-d phi": (
+        lambda: Contribution(1, i32(0), np.zeros(4, np.uint32)), None),
+    "aggregate: sums rows": (
+        lambda: Aggregate(1, i32(0, 3), words(3), ()), "dpmf.aggregate: sums has 3 rows for 2 items"),
+    "aggregate: unsorted contributors": (
+        lambda: Aggregate(1, i32(0), words(1), (Party(Role.USER, 2), USER)), "dpmf.aggregate: contributors must be sorted and unique"),
+    "aggregate: a repeated contributor": (
+        lambda: Aggregate(1, i32(0), words(1), (USER, USER)), "dpmf.aggregate: contributors must be sorted and unique"),
+    "naive_contribution: int words": (
+        lambda: NaiveContribution(1, np.zeros((1, 4), np.int32)), None),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_malformed_message_is_refused_with_what_is_wrong(case: str) -> None:
+    build, text = REFUSED[case]
+    problem = _refused(build())
+    if text is not None:
+        assert problem == text
+    else:  # the wire's own check of a field (dtype, dimensions, NaN): it names the field
+        field = {"NaN H": ".h", "float raters": ".raters", "int64 raters": ".raters", "1-d phi": ".phi", "int words": ".values"}
+        assert any(name in problem for suffix, name in field.items() if case.endswith(suffix)), problem
+
+
+ACCEPTED: dict[str, Callable[[], object]] = {
+    "noise_setup: H of zeros, one rater": lambda: NoiseSetup(np.zeros((2, 2)), i32(1, 1)),
+    "noise_setup: no items": lambda: NoiseSetup(np.zeros((0, 2)), i32()),
+    "presharing_request: attempt 1, H of zeros, one sharer": lambda: PresharingRequest(1, i32(0, 1), np.zeros((2, 2)), i32(1, 1), words(2)),
+    "roster: an iteration": lambda: Roster(1, (USER, Party(Role.USER, 2)), 1.0),
+    "roster: round 0, attempt 1": lambda: Roster(0, (), 1.0, 1),
+    "item_vectors: one rater each": lambda: ItemVectors(1, words(2), i32(1, 1)),
+    "item_vectors: no rows": lambda: ItemVectors(1, words(0), i32(), known_raters=i32()),
+    "item_vectors: known equal to served": lambda: ItemVectors(1, words(2), i32(2, 3), known_raters=i32(2, 3)),
+    "item_vectors: 33 rows, known equal to served": lambda: ItemVectors(
+        1, words(33), np.ones(33, np.int32), known_raters=np.ones(33, np.int32)),
+    "item_vectors: explicit masks and eta pieces": lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2), eta_pieces=words(2)),
+    "item_vectors: a 16-byte seed": lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(16)),
+    "aggregate: sorted contributors": lambda: Aggregate(1, i32(0), words(1), (USER, Party(Role.USER, 2))),
+}
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_a_well_formed_message_at_the_boundaries_passes(case: str) -> None:
+    body = ACCEPTED[case]()
+    body.validate()
+    assert encode(SERVER, USER, 0.0, body)
+
