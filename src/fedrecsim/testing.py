@@ -28,7 +28,8 @@ test that needs two networks or links that differ by role. To run a whole scenar
 `fedrecsim.run_async` under ``autojump_clock``; to test that a protocol resumes from its checkpoints,
 interrupt a run with `InterruptAfter` and compare `fedrecsim.resume`'s result with the run's, or keep
 `every_checkpoint` of a run, `resume_from` each, compare with `assert_same_run` and look inside one with
-`checkpoint_world`.
+`checkpoint_world`. To check a protocol's traffic plan (what ``fedrecsim inspect`` prints) against a run's
+ledger, build the plan's input with `plan_context`.
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ from .actors.population import Population
 from .actors.user import User
 from .checkpoint import CHECKPOINT_FILE, Checkpoints, Saved, work_folder
 from .clock import VirtualClock
+from .data import prepare_data
 from .network.availability import AlwaysOnline, Churn, ComputeTime, MidRoundDropout
 from .network.ledger import Ledger
 from .network.links import Constant, Empirical, LinkSpec, Links, LogNormal, Uniform
 from .network.network import Network
 from .network.party import Party, Role
 from .network.wire import Broadcast, Envelope, decode, encode
+from .protocols.runtime import PlanContext
+from .scenario import parse_scenario
 from .seeding import Stream, generator
 
 M = TypeVar("M")
@@ -242,6 +246,17 @@ def wire_size(src: Party, dst: Party, message: Any) -> int:
     return len(encode(src, dst, 0.0, message))
 
 
+def plan_context(tables: Mapping[str, Any], **expected: float) -> PlanContext:
+    """The `PlanContext` a protocol's traffic plan reads for the scenario ``tables``: its data prepared as a run
+    prepares it, every user online from the start, no joins, leaves or dropout -- unless ``expected`` says
+    otherwise (``online=``, ``joins=``, ``dropout=``, ...: the expectations of the scenario's availability)."""
+    scenario = parse_scenario(tables)
+    train, test = prepare_data(scenario.data, scenario.run.seed)
+    users = float(train.n_users)
+    everyone = {"initial_online": users, "online": users, "joins": 0.0, "leaves": 0.0, "dropout": 0.0}
+    return PlanContext(scenario, train, test, **{**everyone, **expected})
+
+
 def every_checkpoint(scenario: Any, out: Path | str) -> tuple[Any, list[Saved]]:
     """Run ``scenario`` (as `fedrecsim.run` takes it) to the result folder ``out``, saving a checkpoint at
     every round's end; returns the result and each checkpoint the run wrote, in order (the run removes the
@@ -396,6 +411,7 @@ __all__ = [
     "SimNetwork",
     "Uniform",
     "open_network",
+    "plan_context",
     "sim_links",
     "sim_network",
     "sim_seed",

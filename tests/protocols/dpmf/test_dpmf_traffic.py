@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 import fedrecsim
-from fedrecsim.data.prepare import prepare_data
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.network.ledger import Ledger
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
@@ -32,6 +31,7 @@ from fedrecsim.protocols.dpmf.messages import Aggregate, Contribution, ItemVecto
 from fedrecsim.protocols.dpmf.traffic import _distinct_items, plan
 from fedrecsim.protocols.runtime import Flow, PlanContext
 from fedrecsim.scenario import parse_scenario
+from fedrecsim.testing import plan_context
 
 USER, SERVER_ROLE, TP = Role.USER, Role.SERVER, Role.THIRD_PARTY
 DATA = {"source": "synthetic", "users": 20, "items": 30, "ratings": 200}
@@ -56,14 +56,6 @@ def _table(data: dict | None = None, rounds: int = 2, seed: int = 5, availabilit
         table["availability"] = dict(availability)
     table["protocol"].update(protocol)
     return table
-
-
-def _context(table: dict, **expected: float) -> PlanContext:
-    scenario = parse_scenario(table)
-    train, test = prepare_data(scenario.data, scenario.run.seed)
-    users = float(train.n_users)
-    defaults = {"initial_online": users, "online": users, "joins": 0.0, "leaves": 0.0, "dropout": 0.0}
-    return PlanContext(scenario, train, test, **{**defaults, **expected})
 
 
 @contextlib.contextmanager
@@ -147,7 +139,7 @@ def test_distinct_items_is_the_exact_expectation_over_every_choice_of_users() ->
 
 def test_common_sharers_pre_share_every_item_through_k_users() -> None:
     """The paper's one set of k = 4 sharers: each asked about all 30 items, one roster and one aggregate."""
-    traffic = plan(_context(_table(scenario="S3", k_presharing=4)))
+    traffic = plan(plan_context(_table(scenario="S3", k_presharing=4)))
     request, share = _flow(traffic.setup, "dpmf.presharing_request"), _flow(traffic.setup, "dpmf.presharing_share")
     items = np.arange(30, dtype=np.int32)
     assert (request.messages, request.exact) == (4, True)
@@ -162,7 +154,7 @@ def test_sizes_are_those_of_an_iteration_in_the_middle_of_the_run() -> None:
     """Iteration numbers travel in the vectors, contributions, rosters and aggregates: 150 (the middle
     of 300) takes msgpack one byte more than 1 does (uint8 against a positive fixint). Requests carry none."""
     for protocol in ({}, {"variant": "naive"}, {"scenario": "S3", "k_presharing": 4}):
-        short, long = (plan(_context(_table(rounds=rounds, **protocol))) for rounds in (3, 300))
+        short, long = (plan(plan_context(_table(rounds=rounds, **protocol))) for rounds in (3, 300))
         assert long.setup == short.setup
         for before, after in zip(short.per_round, long.per_round, strict=True):
             carries_round = before.kind not in ("dpmf.item_request", "core.join", "core.leave")
@@ -195,7 +187,7 @@ _DIRECTIONS = {
 def test_each_flow_goes_the_way_the_protocol_sends_it(variant: str, protocol: dict) -> None:
     """Users talk to the recommender, except that contributions and pre-sharing shares go to the third
     party; with dropout a crashed user's join again is one more user -> server flow."""
-    traffic = plan(_context(_table(**protocol), online=15.0, joins=1.0, leaves=1.0, dropout=0.1))
+    traffic = plan(plan_context(_table(**protocol), online=15.0, joins=1.0, leaves=1.0, dropout=0.1))
     setup, per_round = _DIRECTIONS[variant]
     assert {(flow.kind, flow.src, flow.dst) for flow in traffic.setup} == setup
     assert {(flow.kind, flow.src, flow.dst) for flow in traffic.per_round} == per_round
@@ -214,22 +206,22 @@ def test_each_flow_goes_the_way_the_protocol_sends_it(variant: str, protocol: di
     ({"variant": "naive"}, {"online": 19.0}, False),
 ])
 def test_the_iteration_is_exact_only_when_every_rater_is_online_and_served(protocol: dict, expected: dict, exact: bool) -> None:
-    traffic = plan(_context(_table(**protocol), **expected))
+    traffic = plan(plan_context(_table(**protocol), **expected))
     iteration = {"dpmf.item_request", "dpmf.item_vectors", "dpmf.contribution", "dpmf.naive_contribution", "dpmf.aggregate"}
     assert {flow.exact for flow in traffic.per_round if flow.kind in iteration} == {exact}
     assert all(flow.exact is True for flow in traffic.per_round if flow.kind not in iteration)
 
 
 def test_the_plan_states_what_it_assumes() -> None:
-    assert plan(_context(_table(scenario="S1"))).assumptions == ("S1: users upload their ratings on every (re)join, nothing else travels",)
-    assert plan(_context(_table())).assumptions == (ASK_AGAIN,)
-    assert plan(_context(_table(variant="naive"))).assumptions == (ASK_AGAIN,)
-    assert plan(_context(_table(scenario="S3"))).assumptions == (ASK_AGAIN, ONE_ATTEMPT)
+    assert plan(plan_context(_table(scenario="S1"))).assumptions == ("S1: users upload their ratings on every (re)join, nothing else travels",)
+    assert plan(plan_context(_table())).assumptions == (ASK_AGAIN,)
+    assert plan(plan_context(_table(variant="naive"))).assumptions == (ASK_AGAIN,)
+    assert plan(plan_context(_table(scenario="S3"))).assumptions == (ASK_AGAIN, ONE_ATTEMPT)
 
 
 def test_joins_leaves_and_the_initial_users_count_only_the_users_with_ratings() -> None:
     """SPARSE: 10 of the 20 users have ratings, so half of those who join or are online ask to be served."""
-    context = _context(_table(SPARSE), initial_online=12.0, online=16.0, joins=2.0, leaves=1.0)
+    context = plan_context(_table(SPARSE), initial_online=12.0, online=16.0, joins=2.0, leaves=1.0)
     traffic = plan(context)
     assert [(flow.kind, flow.messages) for flow in traffic.setup] == [("core.join", 12), ("dpmf.item_request", 6), ("dpmf.noise_setup", 6)]
     counts = {(flow.kind, flow.src): flow.messages for flow in traffic.per_round}
@@ -238,7 +230,7 @@ def test_joins_leaves_and_the_initial_users_count_only_the_users_with_ratings() 
         ("core.join", USER): 2, ("core.leave", USER): 1, ("dpmf.item_request", USER): 9, ("dpmf.item_vectors", SERVER_ROLE): 8,
         ("dpmf.contribution", USER): 8, ("dpmf.roster", SERVER_ROLE): 1, ("dpmf.aggregate", TP): 1,
     }
-    trusted = plan(_context(_table(SPARSE, scenario="S1"), initial_online=12.0, online=16.0, joins=2.0, leaves=1.0))
+    trusted = plan(plan_context(_table(SPARSE, scenario="S1"), initial_online=12.0, online=16.0, joins=2.0, leaves=1.0))
     assert [(flow.kind, flow.messages) for flow in trusted.setup] == [("core.join", 12), ("dpmf.ratings", 6)]
     assert [(flow.kind, flow.messages) for flow in trusted.per_round] == [("core.join", 2), ("core.leave", 1), ("dpmf.ratings", 1)]
 
@@ -257,7 +249,7 @@ def test_a_plan_without_users_or_ratings_sends_nothing_to_or_from_users() -> Non
 
 
 def test_with_nobody_online_at_the_start_nothing_is_pre_shared() -> None:
-    traffic = plan(_context(_table(scenario="S3"), initial_online=0.0))
+    traffic = plan(plan_context(_table(scenario="S3"), initial_online=0.0))
     assert [flow.kind for flow in traffic.setup] == ["core.join", "dpmf.item_request"]
     assert all(flow.messages == 0 for flow in traffic.setup)
 
@@ -285,7 +277,7 @@ _SETUP_EXPECTED = {"dpmf.item_request", "dpmf.noise_setup", "dpmf.ratings"}
     "s2-130-users", "s1", "s1-users-without-ratings",
 ])
 def test_with_everyone_online_and_served_each_flow_is_the_ledgers_byte_for_byte(table: dict, parties: dict) -> None:
-    traffic = plan(_context(table))
+    traffic = plan(plan_context(table))
     ledger, by_round = _run(table)
     assert traffic.parties == parties
     assert traffic.parties == {Role(role): counters["parties"] for role, counters in ledger["roles"].items()}
@@ -307,10 +299,10 @@ def test_with_everyone_online_and_served_each_flow_is_the_ledgers_byte_for_byte(
 def test_an_item_vectors_message_carries_each_rated_items_rows() -> None:
     """S2, everyone online: per rated item a row of v_j and one of masks (d = 3 elements of the 64-bit
     ring, two 32-bit words each) and its rater count -- or, seeded, one 16-byte key instead of the masks."""
-    train = _context(_table()).train
+    train = plan_context(_table()).train
     assert len(train) == 180  # 200 ratings, 10% held out for testing
     for transport in ("explicit", "seeded"):
-        flow = _flow(plan(_context(_table(mask_transport=transport))).per_round, "dpmf.item_vectors")
+        flow = _flow(plan(plan_context(_table(mask_transport=transport))).per_round, "dpmf.item_vectors")
         masks = transport == "explicit"
         exact = sum(
             _size(ItemVectors(1, _words(n), np.ones(n, dtype=np.int32), masks=_words(n) if masks else None,
@@ -333,7 +325,7 @@ def test_s3_serves_k_of_the_online_raters_and_the_plan_is_the_mean_of_their_traf
     whole items: 0.5; the 12-round mean's standard error: ~0.3 items)."""
     rounds, k = 12, 5
     table = _table(rounds=rounds, scenario="S3", k_presharing=4, max_users=k)
-    context = _context(table)
+    context = plan_context(table)
     traffic = plan(context)
     _, by_round = _run(table)
     for round_index in range(1, rounds + 1):
@@ -369,7 +361,7 @@ def test_crashed_users_contributions_are_missing_and_they_join_and_ask_again() -
     within 1.5 items' bytes of the ledger's mean (rounding and sampling, as for K above)."""
     rounds = 12
     table = _table(rounds=rounds, availability={"model": "always", "dropout": 0.2})
-    traffic = plan(_context(table, dropout=0.2))
+    traffic = plan(plan_context(table, dropout=0.2))
     _, by_round = _run(table)
     for round_index in range(1, rounds + 1):
         sent = by_round[round_index]
@@ -386,7 +378,7 @@ def test_crashed_users_contributions_are_missing_and_they_join_and_ask_again() -
     assert abs(means["dpmf.contribution", USER][0] - 16.0) < 2.0
     assert abs(means["core.join", USER][0] - 4.0) < 2.0
     size = sum(_size(Contribution(1, np.arange(n, dtype=np.int32), _words(n)), Party(USER, u), THIRD_PARTY)
-               for u, n in enumerate(_context(table).train.user_counts())) / 20
+               for u, n in enumerate(plan_context(table).train.user_counts())) / 20
     assert contribution.bytes == pytest.approx(16.0 * size)
     aggregate = _flow(traffic.per_round, "dpmf.aggregate")
     assert aggregate.exact is False
@@ -418,7 +410,7 @@ def test_per_item_sharers_are_the_expected_users_drawn_at_least_once(data: dict,
     over them. The ledger's mean over the seeds' runs is within 1.5 sharers of it, and its mean request
     and share are within half a row of the plan's (which rounds to whole rows)."""
     tables = [_table(data, rounds=1, seed=seed, scenario="S3", k_presharing=k, sharers="per_item") for seed in seeds]
-    context = _context(tables[0])
+    context = plan_context(tables[0])
     n_users, n_items = context.train.n_users, context.train.n_items
     traffic = plan(context)
     expected = _expected_sharers(n_users, k, n_items)

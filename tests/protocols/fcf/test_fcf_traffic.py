@@ -9,9 +9,9 @@ import fedrecsim
 from fedrecsim.network.party import Role
 from fedrecsim.protocols.fcf.traffic import plan
 from fedrecsim.protocols.runtime import PlanContext
-from fedrecsim.data.prepare import prepare_data
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.scenario import parse_scenario
+from fedrecsim.testing import plan_context
 
 LATENCY = {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}
 EXPLICIT = {
@@ -27,21 +27,13 @@ IMPLICIT = {
 }
 
 
-def _context(table: dict, **expected: float) -> PlanContext:
-    scenario = parse_scenario(table)
-    train, test = prepare_data(scenario.data, scenario.run.seed)
-    users = float(train.n_users)
-    defaults = {"initial_online": users, "online": users, "joins": 0.0, "leaves": 0.0, "dropout": 0.0}
-    return PlanContext(scenario, train, test, **{**defaults, **expected})
-
-
 def _by_kind(flows: tuple) -> dict[str, tuple[float, float]]:
     return {flow.kind: (flow.messages, flow.bytes) for flow in flows if flow.messages}
 
 
 @pytest.mark.parametrize("table", [EXPLICIT, IMPLICIT], ids=["explicit", "implicit"])
 def test_with_everyone_online_the_plan_is_each_rounds_ledger_byte_for_byte(table: dict) -> None:
-    traffic = plan(_context(table))
+    traffic = plan(plan_context(table))
     assert traffic.parties == {Role.USER: 30, Role.SERVER: 1}
     rows = fedrecsim.run(parse_scenario(table)).result["ledger"]["per_round"]
     for row in rows:
@@ -52,7 +44,7 @@ def test_with_everyone_online_the_plan_is_each_rounds_ledger_byte_for_byte(table
 
 def test_explicit_round_sends_each_selected_user_its_rows_and_gets_as_many_back() -> None:
     """Sizes from the message definitions: float64 rows of d values, one per rated item, both ways."""
-    context = _context(EXPLICIT)
+    context = plan_context(EXPLICIT)
     kinds = _by_kind(plan(context).per_round)
     assert set(kinds) == {"fcf.item_vectors", "fcf.item_gradients"}
     (sent, sent_bytes), (back, back_bytes) = kinds["fcf.item_vectors"], kinds["fcf.item_gradients"]
@@ -64,7 +56,7 @@ def test_explicit_round_sends_each_selected_user_its_rows_and_gets_as_many_back(
 
 
 def test_selection_dropout_and_joins_scale_the_flows() -> None:
-    context = _context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0, joins=2.0, leaves=1.0, dropout=0.25)
+    context = plan_context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0, joins=2.0, leaves=1.0, dropout=0.25)
     kinds = _by_kind(plan(context).per_round)
     assert kinds["fcf.item_vectors"][0] == 10 and kinds["fcf.item_gradients"][0] == pytest.approx(7.5)
     assert kinds["fcf.register"][0] == 2 and kinds["core.join"][0] == 2 and kinds["core.leave"][0] == 1
@@ -91,7 +83,7 @@ def test_with_churn_and_selection_the_plan_is_within_ten_percent_of_the_ledger()
     (EXPLICIT, ("fcf.item_vectors", "fcf.item_gradients")), (IMPLICIT, ("fcf.model", "fcf.model_gradient")),
 ], ids=["explicit", "implicit"])
 def test_each_flow_goes_the_way_the_protocol_sends_it(table: dict, exchanged: tuple[str, str]) -> None:
-    traffic = plan(_context(table, joins=1.0, leaves=1.0))
+    traffic = plan(plan_context(table, joins=1.0, leaves=1.0))
     down, up = (Role.SERVER, Role.USER), (Role.USER, Role.SERVER)
     directions = {(flow.kind, flow.src, flow.dst) for flow in traffic.setup + traffic.per_round}
     expected = {("core.join", *up), ("core.leave", *up), (exchanged[0], *down), (exchanged[1], *up)}
@@ -111,22 +103,22 @@ def test_each_flow_goes_the_way_the_protocol_sends_it(table: dict, exchanged: tu
 def test_the_exchange_is_exact_only_when_everyone_is_online_and_selected_every_round(
     online: float, joins: float, dropout: float, max_users: int, exact: bool
 ) -> None:
-    context = _context({**EXPLICIT, "protocol": {"d": 3, "max_users": max_users}}, online=online, joins=joins, dropout=dropout)
+    context = plan_context({**EXPLICIT, "protocol": {"d": 3, "max_users": max_users}}, online=online, joins=joins, dropout=dropout)
     traffic = plan(context)
     assert {flow.exact for flow in traffic.per_round if flow.kind.startswith("fcf.item")} == {exact}
     assert {flow.exact for flow in traffic.setup if flow.kind == "fcf.register"} == {exact}
 
 
 def test_the_plan_states_how_the_server_selects() -> None:
-    assert plan(_context(EXPLICIT)).assumptions == ("the server selects every online user(s) per round uniformly at random",)
-    selective = _context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0)
+    assert plan(plan_context(EXPLICIT)).assumptions == ("the server selects every online user(s) per round uniformly at random",)
+    selective = plan_context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0)
     assert plan(selective).assumptions == ("the server selects at most 10 online user(s) per round uniformly at random",)
 
 
 def test_sizes_are_those_of_a_round_in_the_middle_of_the_run() -> None:
     """Round numbers travel in every message: 300 (the middle of 600 rounds) takes msgpack two bytes more
     than 1 does (uint16 against a positive fixint), in each of the 30 messages each way."""
-    short, long = (_by_kind(plan(_context({**EXPLICIT, "run": {**EXPLICIT["run"], "rounds": rounds}})).per_round) for rounds in (3, 600))
+    short, long = (_by_kind(plan(plan_context({**EXPLICIT, "run": {**EXPLICIT["run"], "rounds": rounds}})).per_round) for rounds in (3, 600))
     for kind in ("fcf.item_vectors", "fcf.item_gradients"):
         assert long[kind][1] - short[kind][1] == 30 * 2
 
