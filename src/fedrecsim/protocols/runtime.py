@@ -16,7 +16,6 @@ always, then asks `RunContext.resumed` for the state to carry on from, and ends 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,8 +168,12 @@ class Outcome:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-def _index_length(indices: np.ndarray) -> np.ndarray:
-    """The msgpack length of each non-negative integer: 1 up to 127, 2 up to 255, 3 up to 65535, else 5."""
+def index_length(indices: np.ndarray) -> np.ndarray:
+    """The msgpack length of each non-negative integer: 1 up to 127, 2 up to 255, 3 up to 65535, else 5.
+
+    A party's index travels in every message it sends or receives, so a message's size depends on which
+    user sends it once the users' indices pass 127: a plan's size for "one of these users" is their mean,
+    certain only when all their indices have one length."""
     return 1 + (indices > 127) + 1 * (indices > 255) + 2 * (indices > 65535)
 
 
@@ -225,19 +228,42 @@ class PlanContext:
             [self.message_bytes(make(int(n)), *((other, first) if to_user else (first, other))) for n in distinct],
             dtype=np.int64,
         )
-        return sizes[inverse] + _index_length(np.arange(counts.size)) - _index_length(np.zeros(1, dtype=np.int64))
+        return sizes[inverse] + index_length(np.arange(counts.size)) - index_length(np.zeros(1, dtype=np.int64))
 
     def flow(self, body: Any, src: Party, dst: Party, messages: float = 1.0) -> Flow:
         """``messages`` messages of exactly ``body``'s size from ``src``'s role to ``dst``'s role."""
         return Flow(kind_of(type(body)), src.role, dst.role, messages, messages * self.message_bytes(body, src, dst))
 
-    def membership(self, home: Role = Role.SERVER, *, initial: bool = False) -> tuple[Flow, ...]:
+    def users_flow(
+        self, body: Any, other: Party, messages: float, users: np.ndarray | None = None, *, to_user: bool = False
+    ) -> Flow:
+        """``messages`` messages of ``body``, each between one of ``users`` (indices; default every user of
+        the data) and ``other``: sent to that user (``to_user``) or by it. Each is sized at the mean over
+        ``users`` (`index_length`), exact when all their indices have one length, when there are no
+        messages, or when ``messages`` is one message per user of ``users``."""
+        indices = np.arange(self.train.n_users) if users is None else np.asarray(users)
+        first = Party(Role.USER, 0)
+        size = self.message_bytes(body, *((other, first) if to_user else (first, other)))
+        lengths = index_length(indices)
+        extra = float(lengths.mean()) - 1.0 if indices.size else 0.0
+        exact = not messages or indices.size == 0 or bool(lengths.min() == lengths.max()) or messages == indices.size
+        src, dst = (other.role, Role.USER) if to_user else (Role.USER, other.role)
+        return Flow(kind_of(type(body)), src, dst, messages, messages * (size + extra), exact)
+
+    def membership(
+        self, home: Role = Role.SERVER, *, initial: bool = False, users: np.ndarray | None = None
+    ) -> tuple[Flow, ...]:
         """The ``core.join`` / ``core.leave`` messages users send their ``home`` role: per round, or
-        (``initial``) the initial online users' joins of the set-up."""
-        user, to = Party(Role.USER, 0), Party(home, 0) if home is not Role.SERVER else SERVER
+        (``initial``) the initial online users' joins of the set-up. ``users`` (indices; default every
+        user of the data) are the users that are parties: the availability's expected counts, which are
+        over every user of the data, are scaled to their share, and each message is sized as one of
+        theirs (`users_flow`)."""
+        to = Party(home, 0) if home is not Role.SERVER else SERVER
+        n_users = self.train.n_users
+        share = (n_users if users is None else len(users)) / n_users if n_users else 0.0
         if initial:
-            return (self.flow(Join(), user, to, self.initial_online),)
-        return (self.flow(Join(), user, to, self.joins), self.flow(Leave(), user, to, self.leaves))
+            return (self.users_flow(Join(), to, self.initial_online * share, users),)
+        return (self.users_flow(Join(), to, self.joins * share, users), self.users_flow(Leave(), to, self.leaves * share, users))
 
 
 @dataclass(frozen=True)
@@ -259,10 +285,6 @@ class Flow:
     messages: float
     bytes: float
     exact: bool = True
-
-    def scaled(self, factor: float) -> Flow:
-        """The same flow with ``factor`` times the messages and the bytes (e.g. only the users that reply)."""
-        return dataclasses.replace(self, messages=self.messages * factor, bytes=self.bytes * factor)
 
 
 @dataclass(frozen=True)

@@ -195,21 +195,24 @@ def test_each_flow_goes_the_way_the_protocol_sends_it(variant: str, protocol: di
         assert [flow.kind for flow in traffic.per_round].count("core.join") == 2
 
 
-@pytest.mark.parametrize("protocol, expected, exact", [
-    ({}, {}, True),
-    ({"max_users": 5}, {}, True),  # S2 serves every user whatever K says
-    ({}, {"online": 19.0}, False),  # who is online is luck
-    ({}, {"joins": 1.0}, False),  # who joins is luck
-    ({}, {"dropout": 0.1}, False),  # who crashes is luck
-    ({"scenario": "S3", "max_users": 20}, {}, True),  # K covers the 20 raters online
-    ({"scenario": "S3", "max_users": 19}, {}, False),  # which 19 of them is luck
-    ({"variant": "naive"}, {"online": 19.0}, False),
+@pytest.mark.parametrize("protocol, expected, exact, roster", [
+    ({}, {}, True, True),
+    ({"max_users": 5}, {}, True, True),  # S2 serves every user whatever K says
+    ({}, {"online": 19.0}, False, False),  # who is online is luck, and so how many the roster lists
+    ({}, {"joins": 1.0}, False, False),  # who joins is luck
+    ({}, {"dropout": 0.1}, False, True),  # who crashes is luck; the roster lists them all the same
+    ({"scenario": "S3", "max_users": 20}, {}, True, True),  # K covers the 20 raters online
+    ({"scenario": "S3", "max_users": 19}, {}, False, True),  # which 19 of them is luck; indices all < 128
+    ({"variant": "naive"}, {"online": 19.0}, False, None),  # no third party, no roster
 ])
-def test_the_iteration_is_exact_only_when_every_rater_is_online_and_served(protocol: dict, expected: dict, exact: bool) -> None:
+def test_the_iteration_is_exact_only_when_every_rater_is_online_and_served(
+    protocol: dict, expected: dict, exact: bool, roster: bool | None
+) -> None:
     traffic = plan(plan_context(_table(**protocol), **expected))
     iteration = {"dpmf.item_request", "dpmf.item_vectors", "dpmf.contribution", "dpmf.naive_contribution", "dpmf.aggregate"}
     assert {flow.exact for flow in traffic.per_round if flow.kind in iteration} == {exact}
-    assert all(flow.exact is True for flow in traffic.per_round if flow.kind not in iteration)
+    assert {flow.exact for flow in traffic.per_round if flow.kind == "dpmf.roster"} == ({roster} if roster is not None else set())
+    assert all(flow.exact is True for flow in traffic.per_round if flow.kind not in iteration | {"dpmf.roster"})
 
 
 def test_the_plan_states_what_it_assumes() -> None:
@@ -269,12 +272,18 @@ _SETUP_EXPECTED = {"dpmf.item_request", "dpmf.noise_setup", "dpmf.ratings"}
     (_table(SPARSE, scenario="S3", k_presharing=1, mask_transport="seeded", normalize=False), {USER: 20, SERVER_ROLE: 1, TP: 1}),
     (_table({**DATA, "users": 1, "ratings": 10}, scenario="S3"), {USER: 1, SERVER_ROLE: 1, TP: 1}),  # k = 10 > 1 user online
     (_table({**DATA, "users": 130, "ratings": 1300}, rounds=1), {USER: 130, SERVER_ROLE: 1, TP: 1}),  # indices over 127
+    (_table({**SPARSE, "users": 130, "ratings": 200}, rounds=1), {USER: 130, SERVER_ROLE: 1, TP: 1}),
+    (_table({**DATA, "users": 130, "ratings": 1300}, rounds=1, scenario="S3", k_presharing=130, max_users=130),
+     {USER: 130, SERVER_ROLE: 1, TP: 1}),  # every user shares every item
+    (_table({**DATA, "users": 130, "ratings": 1300}, rounds=1, scenario="S3", k_presharing=130, max_users=130,
+            sharers="per_item"), {USER: 130, SERVER_ROLE: 1, TP: 1}),
     (_table(scenario="S1"), {USER: 20, SERVER_ROLE: 1}),
     (_table(SPARSE, scenario="S1"), {USER: 20, SERVER_ROLE: 1}),
 ], ids=[
     "s2-explicit-64bit", "s2-seeded-32bit-users-without-ratings", "s2-naive", "s2-naive-seeded-32bit-users-without-ratings",
     "s3-common-K-equals-raters-online", "s3-one-sharer-seeded-unnormalized-users-without-ratings", "s3-one-user",
-    "s2-130-users", "s1", "s1-users-without-ratings",
+    "s2-130-users", "s2-130-users-some-without-ratings", "s3-130-users-all-sharing", "s3-130-users-all-sharing-per-item",
+    "s1", "s1-users-without-ratings",
 ])
 def test_with_everyone_online_and_served_each_flow_is_the_ledgers_byte_for_byte(table: dict, parties: dict) -> None:
     traffic = plan(plan_context(table))
@@ -282,18 +291,42 @@ def test_with_everyone_online_and_served_each_flow_is_the_ledgers_byte_for_byte(
     assert traffic.parties == parties
     assert traffic.parties == {Role(role): counters["parties"] for role, counters in ledger["roles"].items()}
     assert sorted(by_round) == list(range(table["run"]["rounds"] + 1))
-    # `PlanContext.membership` sizes every join as user 0's: a user index over 127 takes msgpack a byte more.
-    long_indices = max(0, parties[USER] - 128)
     for round_index, sent in by_round.items():
         flows = traffic.setup if round_index == 0 else traffic.per_round
-        planned = _planned(flows)
-        if round_index == 0 and long_indices:
-            messages, size = planned["core.join", USER]
-            planned["core.join", USER] = (messages, size + long_indices)
-        assert planned == sent, round_index
+        assert _planned(flows) == sent, round_index
     # S1's per-round uploads follow who (re)joins: an expectation, even when nobody does.
     assert all(flow.exact is (flow.kind != "dpmf.ratings") for flow in traffic.per_round)
     assert all(flow.exact is (flow.kind not in _SETUP_EXPECTED) for flow in traffic.setup)
+
+
+_LISTS_AND_SHARERS = ("dpmf.roster", "dpmf.presharing_request", "dpmf.presharing_share", "dpmf.presharing_aggregate")
+
+
+@pytest.mark.parametrize("users, sharers, presharing, roster", [
+    (100, "common", True, True),  # 4 of 100 users: every index one byte on the wire, whichever 4
+    (130, "common", False, False),  # 2 of the 130 indices take two bytes: which 4 users is luck
+    (20, "per_item", False, True),  # 4 per item: how many users share, and how many rows each, is luck
+])
+def test_s3_lists_and_sharers_are_exact_only_when_which_users_cannot_change_their_size(
+    users: int, sharers: str, presharing: bool, roster: bool
+) -> None:
+    """K = 4 served and k = 4 pre-sharers, one round: the pre-sharing roster, requests, shares and
+    aggregate, and the iteration's roster. Where they are expectations over 130 users, the run's bytes
+    are within one byte per listed or addressed user of the plan (an index over 127 takes one byte more,
+    and none here is over 255)."""
+    table = _table({**DATA, "users": users, "ratings": 10 * users}, rounds=1, scenario="S3", k_presharing=4,
+                   max_users=4, sharers=sharers)
+    traffic = plan(plan_context(table))
+    assert {flow.exact for flow in traffic.setup if flow.kind in _LISTS_AND_SHARERS} == {presharing}
+    assert _flow(traffic.per_round, "dpmf.roster").exact is roster
+    if users > 128:
+        _, by_round = _run(table)
+        for round_index, planned_flows in ((0, traffic.setup), (1, traffic.per_round)):
+            planned = _planned(planned_flows)
+            for (kind, role), (messages, size) in by_round[round_index].items():
+                if kind in _LISTS_AND_SHARERS:
+                    assert planned[kind, role][0] == messages
+                    assert abs(planned[kind, role][1] - size) <= 4 * messages, (kind, round_index)
 
 
 def test_an_item_vectors_message_carries_each_rated_items_rows() -> None:

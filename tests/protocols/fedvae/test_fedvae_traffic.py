@@ -51,6 +51,17 @@ def test_the_dense_plan_is_the_ledger_whatever_the_length_of_the_users_indices(u
         assert exact and messages == training and ledger[kind] == (training, size)
 
 
+@pytest.mark.parametrize("users", [50, 400])
+def test_the_training_users_joins_are_the_set_up_byte_for_byte(users: int) -> None:
+    """Only training users are parties and join; with 400 users their indices take 1, 2 or 3 bytes."""
+    table = tables(users)
+    (join,) = inspect_scenario(parse_scenario(table), calibration_rounds=0).estimate.setup_flows
+    _, result = measured(table)
+    (opening,) = [row for row in result.result["ledger"]["per_round"] if row["round"] == 0]
+    assert (join.kind, join.messages, join.bytes, join.exact) == ("core.join", opening["msgs"], opening["bytes"], True)
+    assert opening["msgs"] == round(0.8 * users)
+
+
 @pytest.mark.parametrize("policy", ["scaled_negative", "wrong_shape", "gaussian"])
 def test_with_attackers_the_dense_plan_sizes_their_forgeries(policy: str) -> None:
     """40 training users, 8 of them attackers: a wrong_shape forgery is one float (4 bytes) short."""

@@ -6,7 +6,9 @@ contributions, noise setups, rating uploads), an expectation where it depends on
 K users S3 serves, how many distinct items their contributions cover). Counts follow the availability
 the scenario expects (`PlanContext`): S3 serves ``min(K, online users with ratings)`` per iteration, S2
 every online user with ratings, and a crashed user's contribution is missing while its join and item
-request are not.
+request are not. A message between the server and one user, or one that lists users (rosters, an
+aggregate's contributors), is sized over the users it may concern -- a party index over 127 takes msgpack
+a byte more -- and is exact only when which users they are cannot change its size.
 
 Assumptions, stated in the plan: one pre-sharing attempt brings all k pieces (S3), and every served
 user's request is pending again by the next iteration (users ask right after contributing).
@@ -14,6 +16,7 @@ user's request is pending again by the next iteration (users ask right after con
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +25,7 @@ import numpy as np
 
 from ...actors.membership import Join
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
-from ..runtime import Flow, PlanContext, TrafficPlan
+from ..runtime import Flow, PlanContext, TrafficPlan, index_length
 from .config import DPMFConfig
 from .messages import (
     Aggregate,
@@ -53,11 +56,19 @@ def _ones(n: int) -> np.ndarray:
     return np.ones(n, dtype=np.int32)
 
 
-def _parties(count: int, n_users: int) -> tuple[Party, ...]:
-    """``count`` users spread evenly over the indices: a roster's or contributor list's typical size."""
-    if count <= 0 or n_users <= 0:
-        return ()
-    return tuple(Party(Role.USER, int(index)) for index in np.unique(np.linspace(0, n_users - 1, min(count, n_users)).astype(int)))
+def _listed(count: int, candidates: np.ndarray, certain: bool) -> tuple[tuple[Party, ...], bool]:
+    """A list of ``count`` of the ``candidates`` (user indices, ascending) spread evenly over them -- a
+    roster's or contributor list's typical members -- and whether its size is certain: the count is
+    (``certain``), and it lists every candidate or all the candidates' indices have one length on the wire."""
+    listed = min(count, candidates.size)
+    if listed <= 0:
+        return (), certain
+    picks = np.unique(np.linspace(0, candidates.size - 1, listed).astype(int))
+    lengths = index_length(candidates)
+    return (
+        tuple(Party(Role.USER, int(candidates[pick])) for pick in picks),
+        certain and (listed == candidates.size or bool(lengths.min() == lengths.max())),
+    )
 
 
 def _distinct_items(item_counts: np.ndarray, raters: int, chosen: int) -> float:
@@ -119,7 +130,7 @@ def _trusted(ctx: PlanContext, users: _Users, parties: dict[Role, int]) -> Traff
 
 
 def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[Role, int]) -> TrafficPlan:
-    n_users, n_items = ctx.train.n_users, ctx.train.n_items
+    n_users = ctx.train.n_users
     rnd = max(1, ctx.rounds // 2)
     s3 = config.scenario == "S3"
     protected = config.variant == "protected"
@@ -154,15 +165,23 @@ def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[
         users.flow(vectors, SERVER, served, to_user=True, exact=everyone),
         users.flow(contribution, answer_to, replying, to_user=False, exact=everyone),
     ]
+    rated = np.flatnonzero(users.rated)
     if ctx.dropout:
         # A crashed user announces a join again at the round's end (its item request is counted above).
-        per_round.append(ctx.flow(Join(), _USER, SERVER, served * ctx.dropout))
+        per_round.append(ctx.users_flow(Join(), SERVER, served * ctx.dropout, rated))
     if protected:
         item_counts = ctx.train.item_counts()
-        distinct = _distinct_items(item_counts, int(users.rated.sum()), int(round(replying)))
-        roster = Roster(rnd, _parties(int(round(served)), n_users), 0.0)
-        aggregate = Aggregate(rnd, _items(int(round(distinct))), _words(int(round(distinct)), config), _parties(int(round(replying)), n_users))
-        per_round += [ctx.flow(roster, SERVER, THIRD_PARTY), _expected(ctx.flow(aggregate, THIRD_PARTY, SERVER), everyone)]
+        distinct = _distinct_items(item_counts, int(rated.size), int(round(replying)))
+        # How many the roster lists is certain when who is online is (K of them, or all in S2).
+        certain = ctx.online >= n_users and not ctx.joins and not ctx.leaves
+        listed, roster_exact = _listed(int(round(served)), rated, certain)
+        contributors, _ = _listed(int(round(replying)), rated, everyone)
+        roster = Roster(rnd, listed, 0.0)
+        aggregate = Aggregate(rnd, _items(int(round(distinct))), _words(int(round(distinct)), config), contributors)
+        per_round += [
+            _expected(ctx.flow(roster, SERVER, THIRD_PARTY), roster_exact),
+            _expected(ctx.flow(aggregate, THIRD_PARTY, SERVER), everyone),
+        ]
     setup = [*ctx.membership(initial=True), users.flow(request, SERVER, ctx.initial_online * users.share, to_user=False, exact=False)]
     assumptions = ["every served user asks to be served again right after it contributed"]
     if s3:
@@ -177,31 +196,41 @@ def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[
 
 
 def _expected(flow: Flow, exact: bool) -> Flow:
-    return flow if exact else Flow(flow.kind, flow.src, flow.dst, flow.messages, flow.bytes, False)
+    """``flow``, exact only if ``exact`` holds too."""
+    return dataclasses.replace(flow, exact=flow.exact and exact)
 
 
 def _presharing(ctx: PlanContext, config: DPMFConfig) -> list[Flow]:
-    """S3's first pre-sharing attempt, for every item: k sharers, one roster, one aggregate."""
-    n_items, d = ctx.train.n_items, config.d
+    """S3's first pre-sharing attempt, for every item: k sharers, one roster, one aggregate.
+
+    The sharers are k of the users online at the set-up (``common``), or k per item (``per_item``), so who
+    they are -- and, per item, how many they are and how many rows each gets -- is luck, unless every
+    online user shares every item."""
+    n_users, n_items, d = ctx.train.n_users, ctx.train.n_items, config.d
     online = int(round(ctx.initial_online))
     k = min(config.k_presharing, online)
     if k == 0:
         return []
+    every_online_user_shares = k == online
     if config.sharers == "common":
         sharers, rows = float(k), n_items
     else:
         # k of the online users per item: a user is a sharer unless it was passed over for every item.
         sharers = online * (1.0 - (1.0 - k / online) ** n_items)
         rows = max(1, int(round(n_items * k / sharers)))
+    rows_certain = config.sharers == "common" or every_online_user_shares
+    count_certain = (config.sharers == "common" and config.k_presharing <= online) or (
+        every_online_user_shares and ctx.initial_online >= n_users
+    )
+    listed, list_exact = _listed(int(round(sharers)), np.arange(n_users), count_certain)
     request = PresharingRequest(1, _items(rows), np.zeros((rows, d)), _ones(rows), _words(rows, config))
     share = PresharingShare(1, _items(rows), _words(rows, config))
-    aggregate = PresharingAggregate(1, _items(n_items), _words(n_items, config), _parties(int(round(sharers)), ctx.train.n_users))
-    exact = config.sharers == "common"
+    aggregate = PresharingAggregate(1, _items(n_items), _words(n_items, config), listed)
     return [
-        ctx.flow(Roster(0, _parties(int(round(sharers)), ctx.train.n_users), 0.0, 1), SERVER, THIRD_PARTY),
-        _expected(ctx.flow(request, SERVER, _USER, sharers), exact),
-        _expected(ctx.flow(share, _USER, THIRD_PARTY, sharers), exact),
-        ctx.flow(aggregate, THIRD_PARTY, SERVER),
+        _expected(ctx.flow(Roster(0, listed, 0.0, 1), SERVER, THIRD_PARTY), list_exact),
+        _expected(ctx.users_flow(request, SERVER, sharers, to_user=True), rows_certain),
+        _expected(ctx.users_flow(share, THIRD_PARTY, sharers), rows_certain),
+        _expected(ctx.flow(aggregate, THIRD_PARTY, SERVER), list_exact),
     ]
 
 

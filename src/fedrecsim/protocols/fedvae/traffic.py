@@ -59,7 +59,6 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     layout = Layout.of(ctx.train.n_items, config.hyper())
     train_counts, test_counts = ctx.train.user_counts(), ctx.test.user_counts()
     training = np.flatnonzero((train_counts > 0) & (test_counts == 0))
-    share = training.size / ctx.train.n_users if ctx.train.n_users else 0.0
     online = ctx.online * training.size / ctx.train.n_users if ctx.train.n_users else 0.0
     selected = min(float(config.users_per_round), online)
     replying = selected * (1.0 - ctx.dropout)
@@ -115,7 +114,7 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     uniform = not attack or config.byzantine_policy != "wrong_shape"
     exact = everyone and not ctx.joins and not ctx.dropout and not config.sparse and uniform
     per_round = [
-        *(flow.scaled(share) for flow in ctx.membership()),
+        *ctx.membership(users=training),
         Flow(Model.KIND, Role.SERVER, Role.USER, selected, selected * _mean_over_users(training, down), exact),
         Flow(
             (SparseGradient if config.sparse else Gradient).KIND, Role.USER, Role.SERVER, replying,
@@ -123,8 +122,8 @@ def plan(ctx: PlanContext) -> TrafficPlan:
         ),
     ]
     if ctx.dropout:
-        per_round.append(ctx.flow(Join(), _FIRST, SERVER, selected * ctx.dropout))
-    setup = tuple(flow.scaled(share) for flow in ctx.membership(initial=True))
+        per_round.append(ctx.users_flow(Join(), SERVER, selected * ctx.dropout, training))
+    setup = ctx.membership(initial=True, users=training)
     parties = {Role.USER: int(training.size), Role.SERVER: 1}
     assumptions = (
         f"the server samples min(R = {config.users_per_round}, online) of the {training.size} training users per round "

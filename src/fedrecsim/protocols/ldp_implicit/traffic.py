@@ -21,7 +21,6 @@ from ...network.party import SERVER, Party, Role
 from ..runtime import Flow, PlanContext, TrafficPlan
 from .messages import Model, Relayed, ReportBatch, Reports
 
-_USER = Party(Role.USER, 0)
 _PROXY = Party(Role.PROXY, 0)
 
 
@@ -48,7 +47,7 @@ def plan(ctx: PlanContext) -> TrafficPlan:
         *_batches(ctx, epoch, replying, proxies),
     ]
     if ctx.dropout:
-        per_round.append(ctx.flow(Join(), _USER, _PROXY, ctx.online * ctx.dropout))
+        per_round.append(ctx.users_flow(Join(), _PROXY, ctx.online * ctx.dropout))
     parties = {Role.USER: ctx.train.n_users, Role.SERVER: 1, Role.PROXY: proxies}
     assumptions = (
         f"each user reports to one of {proxies} prox{'y' if proxies == 1 else 'ies'} drawn uniformly; a proxy releases "
