@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 
 import fedrecsim
+from fedrecsim.actors.membership import Join, Leave
 from fedrecsim.inspect import inspect_scenario
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.protocols.fedvae.traffic import plan as fedvae_plan
 from fedrecsim.scenario import parse_scenario
+from fedrecsim.testing import plan_context, wire_size
 
 
 def tables(users: int = 50, **protocol: Any) -> dict[str, Any]:
@@ -60,6 +64,22 @@ def test_the_training_users_joins_are_the_set_up_byte_for_byte(users: int) -> No
     (opening,) = [row for row in result.result["ledger"]["per_round"] if row["round"] == 0]
     assert (join.kind, join.messages, join.bytes, join.exact) == ("core.join", opening["msgs"], opening["bytes"], True)
     assert opening["msgs"] == round(0.8 * users)
+
+
+def test_joins_leaves_and_crashed_users_joins_are_those_of_training_users() -> None:
+    """400 users, 320 of them training: the availability's 10 joins and 5 leaves per round over all users
+    are 8 and 4 of training users, and the users crashing (dropout 0.25 of the R = 1000 > 320 selected) send
+    joins sized as theirs: the mean over the training users' indices (1, 2 or 3 bytes on the wire)."""
+    table = tables(400)
+    context = plan_context(table, joins=10.0, leaves=5.0, dropout=0.25)
+    training = np.flatnonzero((context.train.user_counts() > 0) & (context.test.user_counts() == 0))
+    assert training.size == 320
+    join = np.mean([wire_size(Party(Role.USER, int(user)), SERVER, Join()) for user in training])
+    leave = np.mean([wire_size(Party(Role.USER, int(user)), SERVER, Leave()) for user in training])
+    joins = [flow for flow in fedvae_plan(context).per_round if flow.kind in ("core.join", "core.leave")]
+    assert [(flow.kind, flow.messages) for flow in joins] == [("core.join", 8.0), ("core.leave", 4.0), ("core.join", 80.0)]
+    assert [flow.bytes for flow in joins] == pytest.approx([8.0 * join, 4.0 * leave, 80.0 * join])
+    assert not any(flow.exact for flow in joins)
 
 
 @pytest.mark.parametrize("policy", ["scaled_negative", "wrong_shape", "gaussian"])
@@ -131,9 +151,7 @@ def test_a_sparse_gradient_is_sized_at_each_users_mean_kept_rows_interpolated_be
     """Input dropout 0.3: user u keeps 0.7 n_u rows on average; the plan sizes its gradient between the
     sizes of floor(0.7 n_u) and floor(0.7 n_u) + 1 rows, weighted by the fraction (wire sizes here)."""
     from fedrecsim.data import prepare_data
-    from fedrecsim.network.party import SERVER, Party, Role
     from fedrecsim.protocols.fedvae.messages import SparseGradient
-    from fedrecsim.testing import wire_size
 
     table = tables(sparse=True, dropout=0.3)
     train, test = prepare_data(parse_scenario(table).data, 5)

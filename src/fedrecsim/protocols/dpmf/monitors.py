@@ -251,7 +251,7 @@ class Verifier:
     ) -> dict[str, float]:
         """The rho~ accounting, the aggregate range check, and the shortfall measurement, per updated item."""
         ring = self.public.ring
-        beyond = np.count_nonzero(np.abs(real_sums + eta) >= ring.max_abs)
+        beyond = np.count_nonzero(~ring.fits(real_sums + eta))
         self.overflow.tally(real_sums.size, beyond, f"{where}: {beyond} aggregate values exceed the ring's range and wrapped")
         counts = update.counts[keep]
         raters = served.raters[update.items[keep]]
