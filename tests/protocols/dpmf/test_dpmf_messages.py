@@ -159,6 +159,14 @@ REFUSED: dict[str, tuple[Callable[[], object], str]] = {
         lambda: Roster(1, (Party(Role.USER, 2), USER), 1.0), "dpmf.roster: parties must be sorted and unique"),
     "roster: a repeated party": (
         lambda: Roster(1, (USER, USER), 1.0), "dpmf.roster: parties must be sorted and unique"),
+    "item_vectors: iteration 0": (
+        lambda: ItemVectors(0, words(1), i32(1)), "dpmf.item_vectors: iterations count from 1"),
+    "contribution: iteration 0": (
+        lambda: Contribution(0, i32(0), words(1)), "dpmf.contribution: iterations count from 1"),
+    "aggregate: iteration 0": (
+        lambda: Aggregate(0, i32(0), words(1), ()), "dpmf.aggregate: iterations count from 1"),
+    "naive_contribution: a negative iteration": (
+        lambda: NaiveContribution(-1, words(1)), "dpmf.naive_contribution: iterations count from 1"),
     "item_vectors: raters rows": (
         lambda: ItemVectors(1, words(2), i32(1)), "dpmf.item_vectors: raters has 1 rows for 2 items"),
     "item_vectors: no rater": (
@@ -226,6 +234,7 @@ ACCEPTED: dict[str, Callable[[], object]] = {
     "item_vectors: explicit masks and eta pieces": lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2), eta_pieces=words(2)),
     "item_vectors: a 16-byte seed": lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(16)),
     "aggregate: sorted contributors": lambda: Aggregate(1, i32(0), words(1), (USER, Party(Role.USER, 2))),
+    "naive_contribution: iteration 1": lambda: NaiveContribution(1, words(1)),
 }
 
 

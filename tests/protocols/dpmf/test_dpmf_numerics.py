@@ -4,6 +4,8 @@
   (normalized: mu n_j; raw sums: mu), items nobody rated keep their profile;
 - `noise.central_noise`: Theorem 1's density p(eta) ~ exp(-eps ||eta|| / (2 Delta)) (so ||eta|| ~ Gamma(d,
   2 Delta / eps)) or Lemma 1's iid Laplace(2 Delta sqrt(d) / eps), by Kolmogorov-Smirnov tests on fixed seeds;
+- `noise.PublicCoin`: H_j(t) ~ Exp(1), drawn from the run's public stream (Stream.PROTOCOL, sub-stream 1,
+  iteration t) so every party derives it alone, one matrix per (seed, t), handed out read-only;
 - `headroom.frac_bits_for` at the boundaries of the ring's range, and `aggregate_headroom` from its formula;
 - the privacy report's eps, Delta, b and the ring report of a run, from the scenario's numbers;
 - S2's per-round rows (served, contributors, items updated) from the data and their bytes from the transcript,
@@ -26,7 +28,8 @@ from fedrecsim.mechanisms.ring import Ring
 from fedrecsim.models.mf import MFHyper
 from fedrecsim.protocols.dpmf.central import refit_items
 from fedrecsim.protocols.dpmf.headroom import ITEM_NORM_BOUND, TAIL_PROBABILITY, Headroom, aggregate_headroom, check_ring, frac_bits_for
-from fedrecsim.protocols.dpmf.noise import central_noise
+from fedrecsim.protocols.dpmf.noise import PublicCoin, central_noise
+from fedrecsim.seeding import Stream, generator
 
 # A KS test on a fixed seed rejects the true distribution at this level with probability 1e-3.
 KS_LEVEL = 1e-3
@@ -113,6 +116,28 @@ def test_laplace_noise_has_lemma1_iid_laplace_elements() -> None:
     assert stats.kstest(eta.ravel(), stats.laplace(scale=b).cdf).pvalue > KS_LEVEL
     # Power: Theorem 1's Gamma norms are rejected on the same sample.
     assert stats.kstest(np.linalg.norm(eta, axis=1), stats.gamma(a=d, scale=2 * delta / epsilon).cdf).pvalue < 1e-6
+
+
+def test_the_public_coin_is_exp1_from_the_runs_public_stream_per_iteration() -> None:
+    """H_j(t) for t = 0, 1, 2 is the Exp(1) matrix of the public stream (Stream.PROTOCOL, 1, t) of the seed."""
+    coin = PublicCoin(7, 40, 5)
+    for round_index in range(3):
+        expected = generator(7, Stream.PROTOCOL, 1, round_index).standard_exponential((40, 5))
+        np.testing.assert_array_equal(coin.h(round_index), expected)
+    assert stats.kstest(coin.h(3).ravel(), stats.expon.cdf).pvalue > KS_LEVEL
+    assert not np.array_equal(PublicCoin(8, 40, 5).h(0), coin.h(0))
+
+
+def test_the_public_coin_hands_out_one_read_only_matrix_per_iteration() -> None:
+    coin = PublicCoin(7, 3, 2)
+    first = coin.h(1)
+    assert coin.h(1) is first
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0] = 0.0
+    second = coin.h(2)
+    assert not np.array_equal(second, first)
+    np.testing.assert_array_equal(coin.h(1), first)
+    np.testing.assert_array_equal(PublicCoin(7, 3, 2).h(2), second)
 
 
 def _ring_max_abs(bits: int, frac_bits: int) -> float:

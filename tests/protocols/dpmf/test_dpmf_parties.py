@@ -4,7 +4,8 @@ S1: the trusted recommender keeps each user's latest valid upload (refusing unkn
 outside the public range), runs eqs. (2)-(5) over the users whose ratings it holds, and publishes V refit
 with Theorem 1's noise. S2/S3: the private user answers the third party with
 phi_j = grad_j + noise_j + rho~_j + psi_j (mod P), naive users send grad_j + eta_j to the recommender, and
-the third party forwards per-item sums minus its alpha_j.
+the third party forwards per-item sums minus its alpha_j. A user's generator draws u_i before any noise,
+and a user takes its setup and item vectors from the recommender only (an S2 user never pre-shares).
 """
 
 from __future__ import annotations
@@ -271,6 +272,60 @@ async def test_an_s3_user_weights_gradient_and_rho_by_known_over_served_raters_a
     _, real = _expected(u, v, public, rng, 3, raters, weight=known / raters)
     expected = ring.add(ring.add(ring.encode(real)[0], tau_pieces), masks)
     np.testing.assert_array_equal(_ring_words(ring, envelope.body.phi), expected)
+
+
+async def test_a_fresh_user_draws_u_first_then_its_noise_and_has_contributed_nothing(autojump_clock) -> None:
+    """u_i is the first draw of the user's generator (one unit row); the C of its eta-pieces come right after.
+
+    Before its first contribution the ``last_*`` records are empty (no rows, nothing overflowed) and it serves
+    no round; its items and ratings are kept as int64 and float64 whatever they came in.
+    """
+    public = _public("S2")
+    ring, network = public.ring, _network()
+    network.attach(ALICE)
+    user = PrivateUser(ALICE, network, generator(0, Stream.ACTOR, 1, 0), np.array(ITEMS, dtype=np.int32), np.array([5, 2, 4]), public)
+    rng = generator(0, Stream.ACTOR, 1, 0)
+    np.testing.assert_array_equal(user.u, unit_rows(rng, 1, D)[0])
+    assert (user.items.dtype, user.ratings.dtype) == (np.int64, np.float64)
+    assert (user.items.tolist(), user.ratings.tolist()) == (ITEMS, RATINGS)
+    for record, dtype in ((user.last_signal, ring.dtype), (user.last_plain, ring.dtype), (user.last_real, np.float64), (user.last_rho, np.float64)):
+        assert (record.shape, record.dtype) == ((0, D), dtype)
+    assert user.last_overflow == 0 and user.serving is None
+    h, raters = np.array([[0.5, 2.0], [1.0, 0.1], [3.0, 0.7]]), np.array([2, 1, 3], dtype=np.int32)
+    async with network.open():
+        user._set_up(NoiseSetup(h, raters))
+    expected = ring.encode(public.scale * np.sqrt(2.0 * h / raters[:, None]) * rng.standard_normal(h.shape))[0]
+    np.testing.assert_array_equal(user.eta, expected)
+
+
+async def test_a_user_takes_its_setup_and_item_vectors_from_the_recommender_only(autojump_clock) -> None:
+    """Another user's setup and item vectors are left unread, and an S2 user never pre-shares: with nothing
+    else from the recommender it waits until its horizon and times out, having sent nothing to the third party."""
+    public = _public("S2")
+    ring, network = public.ring, _network()
+    for party in (SERVER, THIRD_PARTY, BOB):
+        network.attach(party)
+    user = _private(network, public)
+    user.horizon_s = 5.0
+    h, raters = np.full((len(ITEMS), D), 0.5), np.array([2, 1, 3], dtype=np.int32)
+    words, _ = _vectors(ring)
+    masks = to_words(ring, ring.uniform(np.random.default_rng(4), (len(ITEMS), D)))
+    beta = to_words(ring, ring.uniform(np.random.default_rng(6), (1, D)))
+    async with network.open():
+        rng = copy.deepcopy(user.rng)
+        network.send(BOB, ALICE, NoiseSetup(np.zeros((len(ITEMS), D)), raters))
+        await trio.sleep(0.01)  # Bob's setup is delivered first
+        network.send(SERVER, ALICE, NoiseSetup(h, raters))
+        network.send(SERVER, ALICE, PresharingRequest(1, i32(1), np.ones((1, D)), i32(1), beta))
+        network.send(BOB, ALICE, ItemVectors(1, words, raters, masks=masks))
+        with pytest.raises(PartyTimeout) as caught:
+            await user.run()
+        assert trio.current_time() == pytest.approx(5.0)
+        sent = network.mailbox(THIRD_PARTY).take_all(PresharingShare.KIND) + network.mailbox(THIRD_PARTY).take_all(Contribution.KIND)
+    assert str(caught.value) == "user:0 waited for the recommender until t=5.000s; nothing came"
+    expected = ring.encode(public.scale * np.sqrt(2.0 * h / raters[:, None]) * rng.standard_normal(h.shape))[0]
+    np.testing.assert_array_equal(user.eta, expected)
+    assert (sent, user.shared, user.last_real.shape) == ([], {}, (0, D))
 
 
 def _refusal(user: PrivateUser, request: object, method: str = "_contribute") -> str:

@@ -1,7 +1,11 @@
-"""The S3 recommender's bookkeeping of item requests and of the raters it knows of."""
+"""The S2 / S3 recommender: its bookkeeping of item requests and of the raters it knows of, whom it
+serves (S2: the users of the noise setup; S3: at most K, drawing from its generator only to choose among
+more than K), what it unmasks and steps, and what it records (the encoding counters, the last two
+iterations' aggregates)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import numpy as np
@@ -77,6 +81,40 @@ async def test_a_request_before_its_join_waits_and_a_leave_withdraws_it(autojump
         await trio.sleep(0.01)
         recommender.refresh()
         np.testing.assert_array_equal(recommender.known_raters, [1, 0, 2, 1, 0, 0])
+
+
+async def test_a_leave_also_withdraws_a_request_still_waiting_for_its_join(autojump_clock) -> None:
+    network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
+    recommender = _recommender(network)
+    async with network.open():
+        _send(network, BOB, ItemRequest(np.array([1, 3], dtype=np.int32)))
+        await trio.sleep(0.01)
+        recommender.refresh()
+        _send(network, BOB, Join())
+        await trio.sleep(0.01)
+        _send(network, BOB, Leave())  # the join and the leave are applied in one refresh
+        await trio.sleep(0.01)
+        recommender.refresh()
+        _send(network, BOB, Join())  # back, without asking again
+        await trio.sleep(0.01)
+        recommender.refresh()
+        assert recommender.members == {BOB}
+        assert recommender.requests == {}, "the request sent before the leave is gone"
+
+
+def test_a_fresh_recommender_counts_nothing_and_has_served_and_updated_nothing() -> None:
+    recommender = _recommender(Network(Links(0, LinkSpec(Constant(0.0))), Ledger()))
+    for counts in (recommender.known_raters, recommender.eta_pieces):
+        assert counts.dtype.kind == "i" and counts.tolist() == [0] * N_ITEMS
+    assert (recommender.set_up, recommender.served, recommender.last, list(recommender.recent)) == (None, None, None, [])
+
+
+async def test_collecting_before_serving_is_refused(autojump_clock) -> None:
+    network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
+    recommender = _recommender(network)
+    async with network.open():
+        with pytest.raises(ProtocolViolation, match="^server:0 was asked to collect before it served an iteration$"):
+            await recommender.collect(trio.current_time() + 1.0)
 
 
 # ---------------------------------------------------------------------------------------------- S2 iterations
@@ -189,6 +227,43 @@ async def test_a_naive_iteration_nobody_answered_updates_nothing(autojump_clock)
         update = await recommender.collect(trio.current_time() + 1.0)
     assert update.contributors == [] and update.items.size == 0 and update.unmasked.shape == (0, D)
     np.testing.assert_array_equal(recommender.item_factors, before)
+
+
+async def test_s2_serves_the_set_up_users_only_and_nobody_before_the_setup(autojump_clock) -> None:
+    network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
+    recommender = _s2_recommender(network, "protected")
+    erin = Party(Role.USER, 4)
+    network.attach(THIRD_PARTY)
+    async with network.open():
+        _send(network, ALICE, Join())
+        _send(network, ALICE, ItemRequest(np.array(RATED[ALICE], dtype=np.int32)))
+        await trio.sleep(0.01)
+        nobody = recommender.serve(1, 10.0)
+        assert list(recommender.requests) == [ALICE], "a request stays pending until its sender is set up"
+        await _join_and_set_up(network, recommender)
+        _send(network, erin, Join())  # joins after the setup: no eta-pieces, never served
+        _send(network, erin, ItemRequest(np.array([0, 4], dtype=np.int32)))
+        await trio.sleep(0.01)
+        served = recommender.serve(2, 10.0)
+    assert nobody.parties == [] and nobody.row_items.size == 0
+    assert nobody.offsets.tolist() == [0] and nobody.offsets.dtype.kind == "i"
+    assert nobody.raters.tolist() == [0] * N_ITEMS
+    assert served.parties == sorted(RATED) and list(recommender.requests) == [erin]
+    assert served.offsets.tolist() == [0, 3, 5, 8, 9] and served.raters.tolist() == [1, 1, 3, 2, 0, 2]
+
+
+async def test_the_encoding_counters_add_up_over_the_iterations(autojump_clock) -> None:
+    """Every serve encodes all of V (N_ITEMS x D values); 1e12 does not fit 2^31 and overflows each time."""
+    network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
+    recommender = _s2_recommender(network, "naive")
+    async with network.open():
+        await _join_and_set_up(network, recommender)
+        recommender.item_factors[3] = [1e12, 0.0]
+        for round_index in (1, 2, 3):
+            recommender.serve(round_index, 10.0)
+            await recommender.collect(trio.current_time() + 1.0)
+    assert (recommender.vector_values, recommender.vector_overflow) == (3 * N_ITEMS * D, 3)
+    assert [round_index for round_index, *_ in recommender.recent] == [2, 3], "the last two iterations only"
 
 
 async def _protected_round(network: Network, recommender: Recommender, answering: list[Party]) -> tuple[dict[Party, np.ndarray], object]:
@@ -476,6 +551,23 @@ async def test_s3_serves_at_most_k_users_and_does_not_step_items_whose_eta_is_no
     untouched = [item for item in range(N_ITEMS) if item not in whole]
     np.testing.assert_array_equal(recommender.item_factors[untouched], before[untouched])
     assert not np.allclose(recommender.item_factors[whole], before[whole])
+
+
+async def test_s3_with_exactly_k_users_pending_serves_them_all_without_drawing_a_choice(autojump_clock) -> None:
+    """K = 4 pending users: all are served, and the recommender's first draw is the explicit masks."""
+    network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
+    recommender = _s3_recommender(network, max_users=len(RATED))
+    network.attach(THIRD_PARTY)
+    async with network.open():
+        for party, items in RATED.items():
+            _send(network, party, Join())
+            _send(network, party, ItemRequest(np.array(items, dtype=np.int32)))
+        await trio.sleep(0.01)
+        rng = copy.deepcopy(recommender.rng)
+        served = recommender.serve(1, 10.0)
+    assert served.parties == sorted(RATED) and recommender.requests == {}
+    np.testing.assert_array_equal(served.masks, RING.uniform(rng, (served.row_items.size, D)))
+    assert served.known_raters.dtype.kind == "i" and served.known_raters.tolist() == [1, 1, 3, 2, 0, 2]
 
 
 async def test_s3_presharing_accepts_nothing_from_a_silent_or_empty_third_party_and_refuses_a_wrong_one(autojump_clock) -> None:

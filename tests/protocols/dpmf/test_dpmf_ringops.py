@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -13,7 +14,7 @@ from fedrecsim.mechanisms import Ring
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.dpmf.messages import Aggregate, Contribution, ItemRequest, ItemVectors, Roster
-from fedrecsim.protocols.dpmf.ringops import expand_masks, from_words, split_by_item, sum_by_item, to_words
+from fedrecsim.protocols.dpmf.ringops import Grouping, expand_masks, from_words, split_by_item, sum_by_item, to_words
 
 RINGS = [Ring(32, 16), Ring(64, 32)]
 USER = Party(Role.USER, 3)
@@ -111,3 +112,94 @@ def test_a_mask_key_seeds_pcg64_with_its_bytes_read_little_endian() -> None:
     key = bytes([7]) + bytes(14) + bytes([1])  # 7 + 2^120
     expected = ring.uniform(np.random.Generator(np.random.PCG64(7 + 2**120)), (3, 4))
     np.testing.assert_array_equal(expand_masks(ring, key, 3, 4), expected)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=lambda ring: f"Z_2^{ring.bits}")
+def test_elements_of_any_integer_dtype_or_byte_order_pack_to_the_same_words(ring: Ring) -> None:
+    elements = ring.uniform(np.random.default_rng(3), (4, 3))
+    words = to_words(ring, elements)
+    big_endian = elements.astype(np.dtype(ring.dtype).newbyteorder(">"))
+    np.testing.assert_array_equal(to_words(ring, big_endian), words)
+    small = np.arange(12, dtype=np.int64).reshape(4, 3)
+    np.testing.assert_array_equal(to_words(ring, small), to_words(ring, small.astype(ring.dtype)))
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=lambda ring: f"Z_2^{ring.bits}")
+def test_words_of_any_integer_dtype_or_byte_order_unpack_to_the_same_elements(ring: Ring) -> None:
+    elements = ring.uniform(np.random.default_rng(4), (4, 3))
+    words = to_words(ring, elements)
+    np.testing.assert_array_equal(from_words(ring, words.astype(">u4"), 3, "test"), elements)
+    np.testing.assert_array_equal(from_words(ring, words.astype(np.int64), 3, "test"), elements)
+
+
+def test_unpacking_views_the_received_words_without_copying() -> None:
+    ring = Ring(64, 32)
+    words = to_words(ring, ring.uniform(np.random.default_rng(5), (3, 2)))
+    assert np.shares_memory(from_words(ring, words, 2, "test"), words)
+
+
+def test_sum_by_item_wraps_in_the_ring_whatever_dtype_the_rows_come_in() -> None:
+    ring = Ring(32, 16)
+    rows = np.array([[2**32 - 1], [2], [7]], dtype=np.int64)
+    present, sums = sum_by_item(ring, np.array([1, 1, 0]), rows, 2)
+    assert sums.dtype == np.uint32
+    np.testing.assert_array_equal(present, [0, 1])
+    np.testing.assert_array_equal(sums, [[7], [1]])  # (2^32 - 1 + 2) mod 2^32 = 1
+
+
+def test_an_item_equal_to_n_items_is_refused_naming_the_valid_range() -> None:
+    ring = Ring(64, 32)
+    with pytest.raises(ProtocolViolation, match=r"outside 0\.\.4 was summed"):
+        sum_by_item(ring, np.array([0, 5]), ring.uniform(np.random.default_rng(0), (2, 1)), 5)
+
+
+def test_float_sums_add_each_items_rows_in_the_order_given() -> None:
+    """Within an item the rows are added first to last (stable grouping), so float rounding is reproducible.
+
+    Magnitudes from 1e-8 to 1e8 make the float sum depend on the order; the expected sum is a plain
+    left-to-right Python sum over the item's rows in input order, compared bit for bit.
+    """
+    rng = np.random.default_rng(6)
+    items = rng.integers(0, 3, size=300)
+    rows = (rng.standard_normal(300) * 10.0 ** rng.integers(-8, 9, size=300)).reshape(300, 1)
+    grouping = Grouping(items, 3)
+    sums = grouping.sum(rows)
+    for item, total in zip(grouping.present, sums):
+        expected = 0.0
+        for value in rows[items == item, 0]:
+            expected += float(value)
+        assert float(total[0]) == expected
+    np.testing.assert_array_equal(grouping.order, np.argsort(items, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64, np.int64, np.float32, np.float64, np.float16])
+def test_grouped_sums_come_back_in_the_dtype_asked_for(dtype: type) -> None:
+    grouping = Grouping(np.array([2, 0, 2]), 3)
+    sums = grouping.sum(np.array([[1], [2], [3]], dtype=np.uint32), dtype)
+    assert sums.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(sums, [[2], [4]])
+
+
+def test_grouped_sums_default_to_the_rows_dtype_and_widen_when_asked() -> None:
+    grouping = Grouping(np.array([0, 0]), 1)
+    rows = np.array([[2**32 - 1], [1]], dtype=np.uint32)
+    assert grouping.sum(rows).dtype == np.uint32
+    np.testing.assert_array_equal(grouping.sum(rows), [[0]])
+    np.testing.assert_array_equal(grouping.sum(rows, np.uint64), [[2**32]])
+
+
+def test_a_grouping_builds_its_summing_matrix_once_per_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = []
+    original = scipy.sparse.csr_matrix
+
+    def counting(*args, **kwargs):
+        built.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.sparse, "csr_matrix", counting)
+    grouping = Grouping(np.array([1, 0, 1]), 2)
+    rows = np.arange(6, dtype=np.uint64).reshape(3, 2)
+    for _ in range(3):
+        np.testing.assert_array_equal(grouping.sum(rows), [[2, 3], [4, 6]])
+    np.testing.assert_array_equal(grouping.sum(rows, np.float64), [[2.0, 3.0], [4.0, 6.0]])
+    assert len(built) == 2

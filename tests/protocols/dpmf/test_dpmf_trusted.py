@@ -5,6 +5,10 @@ the unit ball) over the uploaded ratings, then publishes V minimizing objective 
 Theorem 1 (or Lemma 1). The tests replay the iterations with `fedrecsim.models.mf.CentralizedMF`, solve
 (6) item by item in numpy, and recompute the metrics, the baseline (the same pipeline with eta = 0), the
 privacy report's eta figures, the error distributions and the rounds' rows from the data and that model.
+
+`fedrecsim.protocols.dpmf.central`'s pieces on hand-built ratings: a baseline round is eq. (2) for every
+user with ratings and leaves the others alone, the replay computes in float64, an item's refit depends on
+its own ratings only (bit for bit), and no ratings give an all-zero error distribution.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from scipy import stats
 
 import fedrecsim
 from fedrecsim.data import prepare_data
+from fedrecsim.data.ratings import Ratings
 from fedrecsim.models.mf import CentralizedMF, MFHyper, unit_rows
 from fedrecsim.network.party import Role
+from fedrecsim.protocols.dpmf.central import error_distribution, refit_items, replay, train_baseline
 from fedrecsim.seeding import Stream, generator
 
 SEED = 5
@@ -242,3 +248,71 @@ def test_s1_refuses_a_rating_range_without_width(tmp_path) -> None:  # type: ign
     error = _innermost(raised.value)
     assert isinstance(error, fedrecsim.ConfigError) and error.key_path == "data"
     assert "the rating range (3.0, 3.0) is empty: Delta = max_r - min_r must be > 0" in str(error)
+
+
+def _small_ratings() -> Ratings:
+    """Four users on three items: user 0 rates items 0 and 2, user 1 only item 1, user 2 nothing, user 3 all."""
+    users = np.array([0, 0, 1, 3, 3, 3])
+    items = np.array([0, 2, 1, 0, 1, 2])
+    values = np.array([4.0, 2.0, 5.0, 1.0, 3.0, 4.0])
+    return Ratings(users, items, values, 4, 3, (1.0, 5.0))
+
+
+def test_a_baseline_round_moves_every_rater_by_eq_2_and_leaves_a_user_without_ratings_alone() -> None:
+    """One round over every user: u_i -= gamma (-2 sum_j (r_ij - u_i.v_j) v_j / n_i + 2 lambda u_i), then the ball."""
+    ratings = _small_ratings()
+    rng = np.random.default_rng(8)
+    U0, V0 = rng.standard_normal((4, 3)), rng.standard_normal((3, 3))
+    U0 *= 0.5 / np.linalg.norm(U0, axis=1)[:, None]  # inside the ball, so the start is not projected
+    hyper = MFHyper(d=3, gamma=0.1, lam=0.05)
+    U, _ = train_baseline(U0, V0, ratings, hyper, 1)
+    for user in (0, 1, 3):
+        mine = ratings.users == user
+        rated, values = ratings.items[mine], ratings.values[mine]
+        errors = values - V0[rated] @ U0[user]
+        step = U0[user] - 0.1 * (-2.0 * errors @ V0[rated] / mine.sum() + 2.0 * 0.05 * U0[user])
+        np.testing.assert_allclose(U[user], step / max(1.0, np.linalg.norm(step)), rtol=1e-12)
+    np.testing.assert_array_equal(U[2], U0[2])
+
+
+def test_replay_computes_and_returns_float64_whatever_the_initial_profiles_dtype() -> None:
+    ratings = _small_ratings()
+    rng = np.random.default_rng(9)
+    U0, V0 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3, 3)).astype(np.float32)
+    hyper = MFHyper(d=3, gamma=0.1)
+    participants = [None, np.array([1, 3])]
+    U, V = replay(U0, V0, ratings, hyper, participants)
+    U_wide, V_wide = replay(U0.astype(np.float64), V0.astype(np.float64), ratings, hyper, participants)
+    assert U.dtype == V.dtype == np.float64
+    np.testing.assert_array_equal(U, U_wide)
+    np.testing.assert_array_equal(V, V_wide)
+    U_none, V_none = replay(U0, V0, ratings, hyper, [])
+    assert U_none.dtype == V_none.dtype == np.float64
+    np.testing.assert_array_equal(V_none, V0)
+
+
+def test_an_items_refit_depends_on_its_own_ratings_only_bit_for_bit() -> None:
+    """Objective (6) splits by item: refitting with every other item's ratings removed gives the same row exactly.
+
+    Each item's system sums over its raters in the ratings' order (ascending user), whatever other items
+    are interleaved; U's rows span six orders of magnitude so that a different order changes the bits.
+    """
+    rng = np.random.default_rng(1)
+    n_users, n_items, d = 200, 3, 8
+    pairs = rng.permutation(n_users * n_items)[:600]
+    users, items = pairs // n_items, pairs % n_items
+    values = rng.integers(1, 6, size=600).astype(float)
+    U = rng.standard_normal((n_users, d)) * 10.0 ** rng.integers(-3, 3, size=(n_users, 1))
+    V, eta = rng.standard_normal((n_items, d)), rng.standard_normal((n_items, d))
+    hyper = MFHyper(d=d, mu=0.01)
+    everything = refit_items(U, V, Ratings(users, items, values, n_users, n_items, (1.0, 5.0)), eta, hyper)
+    for item in range(n_items):
+        mine = items == item
+        alone = refit_items(U, V, Ratings(users[mine], items[mine], values[mine], n_users, n_items, (1.0, 5.0)), eta, hyper)
+        np.testing.assert_array_equal(alone[item], everything[item])
+
+
+def test_the_error_distribution_of_no_ratings_is_21_zeros() -> None:
+    empty = Ratings(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), 2, 2, (1.0, 5.0))
+    distribution = error_distribution(np.ones((2, 3)), np.ones((2, 3)), empty, "nobody")
+    assert distribution == {"of": "nobody", "unit": "rating units", "quantiles": QUANTILES, "values": [0.0] * 21}

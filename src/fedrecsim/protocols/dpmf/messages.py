@@ -75,6 +75,11 @@ def _check_attempt(attempt: int) -> None:
         raise ValueError("pre-sharing attempts count from 1")
 
 
+def _check_iteration(round_index: int) -> None:
+    if round_index < 1:
+        raise ValueError("iterations count from 1")
+
+
 def _check_rows(name: str, array: np.ndarray, rows: int) -> None:
     if array.shape[0] != rows:
         raise ValueError(f"{name} has {array.shape[0]} rows for {rows} items")
@@ -223,6 +228,7 @@ class ItemVectors:
     known_raters: Array("int32", ndim=1) | None = None
 
     def validate(self) -> None:
+        _check_iteration(self.round)
         rows = self.vectors.shape[0]
         _check_rows("raters", self.raters, rows)
         # A user's few items are compared as lists: numpy's per-call cost dominates below a few dozen.
@@ -258,6 +264,7 @@ class Contribution:
     phi: Array("uint32", ndim=2)
 
     def validate(self) -> None:
+        _check_iteration(self.round)
         _check_items(self.items)
         _check_rows("phi", self.phi, self.items.size)
 
@@ -278,6 +285,7 @@ class Aggregate:
     contributors: tuple[Party, ...]
 
     def validate(self) -> None:
+        _check_iteration(self.round)
         _check_items(self.items)
         _check_rows("sums", self.sums, self.items.size)
         if list(self.contributors) != sorted(set(self.contributors)):
@@ -291,6 +299,9 @@ class NaiveContribution:
 
     round: int
     values: Array("uint32", ndim=2)
+
+    def validate(self) -> None:
+        _check_iteration(self.round)
 
 
 __all__ = [
