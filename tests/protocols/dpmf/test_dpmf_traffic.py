@@ -329,6 +329,27 @@ def test_s3_lists_and_sharers_are_exact_only_when_which_users_cannot_change_thei
                     assert abs(planned[kind, role][1] - size) <= 4 * messages, (kind, round_index)
 
 
+def test_k_common_sharers_as_many_as_the_users_expected_online_are_k_sharers_for_sure() -> None:
+    """19 of the 20 users expected online at the set-up and k = 19: the 19 sharers are certain in number,
+    and all their indices are one byte long, so the pre-sharing roster and aggregate are exact."""
+    table = _table(scenario="S3", k_presharing=19, max_users=20)
+    setup = plan(plan_context(table, initial_online=19.0)).setup
+    assert _flow(setup, "dpmf.roster").exact is True and _flow(setup, "dpmf.presharing_aggregate").exact is True
+
+
+def test_crashed_users_joins_are_sized_as_the_served_raters() -> None:
+    """130 users, 22 of them with training ratings (one past index 127): the crashed users who join again are among the
+    raters the recommender serves, so their joins are sized at the mean over the raters' indices."""
+    table = _table({**SPARSE, "users": 130, "ratings": 30}, rounds=1)
+    context = plan_context(table, dropout=0.5)
+    rated = np.flatnonzero(context.train.user_counts() > 0)
+    assert np.any(rated > 127) and rated.size < 130
+    joins = [flow for flow in plan(context).per_round if flow.kind == "core.join"]
+    size = np.mean([_size(_join(), Party(USER, int(user)), SERVER) for user in rated])
+    assert joins[1].messages == pytest.approx(rated.size * 0.5)
+    assert joins[1].bytes == pytest.approx(rated.size * 0.5 * size)
+
+
 def test_an_item_vectors_message_carries_each_rated_items_rows() -> None:
     """S2, everyone online: per rated item a row of v_j and one of masks (d = 3 elements of the 64-bit
     ring, two 32-bit words each) and its rater count -- or, seeded, one 16-byte key instead of the masks."""
