@@ -372,6 +372,27 @@ async def test_s3_presharing_with_nobody_online_or_nothing_short_asks_nobody(aut
     assert recommender.attempt == 0 and recommender.presharing == [] and network.view(THIRD_PARTY) == []
 
 
+async def _answer_presharing(
+    network: Network, rng: np.random.Generator, silent: int = 0
+) -> dict[Party, tuple[int, np.ndarray, np.ndarray]]:
+    """The asked users' side of a pre-sharing attempt: each draws its eta-piece for the items it is asked
+    about and sends the third party the piece added to beta -- but the first ``silent`` of them, who stay
+    silent. Returns each asked user's (attempt, items, piece)."""
+    await trio.sleep(0.01)
+    drawn: dict[Party, tuple[int, np.ndarray, np.ndarray]] = {}
+    for party in RATED:
+        envelope = network.mailbox(party).take(PresharingRequest.KIND, SERVER)
+        if envelope is None:
+            continue
+        request = envelope.body
+        piece = RING.uniform(rng, (request.items.size, D))
+        drawn[party] = (request.attempt, request.items.astype(np.int64), piece)
+        if len(drawn) > silent:
+            tau = RING.add(piece, from_words(RING, request.beta, D, "test"))
+            network.send(party, THIRD_PARTY, PresharingShare(request.attempt, request.items, to_words(RING, tau)))
+    return drawn
+
+
 async def test_s3_unmasking_leaves_the_contributors_values_plus_exactly_the_presharers_eta(autojump_clock) -> None:
     network = Network(Links(0, LinkSpec(Constant(0.0))), Ledger())
     recommender = _s3_recommender(network)
@@ -384,28 +405,16 @@ async def test_s3_unmasking_leaves_the_contributors_values_plus_exactly_the_pres
             _send(network, party, Join())
             _send(network, party, ItemRequest(np.array(items, dtype=np.int32)))
         await trio.sleep(0.01)
-        # Pre-sharing: each asked user adds its own eta-piece to beta for every item it is asked about.
-        async def presharers() -> dict[Party, tuple[np.ndarray, np.ndarray]]:
-            await trio.sleep(0.01)
-            drawn = {}
-            for party in RATED:
-                envelope = network.mailbox(party).take(PresharingRequest.KIND, SERVER)
-                if envelope is None:
-                    continue
-                request = envelope.body
-                piece = RING.uniform(rng, (request.items.size, D))
-                drawn[party] = (request.items.astype(np.int64), piece)
-                tau = RING.add(piece, from_words(RING, request.beta, D, "test"))
-                network.send(party, THIRD_PARTY, PresharingShare(request.attempt, request.items, to_words(RING, tau)))
-            return drawn
-        shared: dict[Party, tuple[np.ndarray, np.ndarray]] = {}
+        shared: dict[Party, tuple[int, np.ndarray, np.ndarray]] = {}
+
         async def run_presharers() -> None:
-            shared.update(await presharers())
+            shared.update(await _answer_presharing(network, rng))
+
         nursery.start_soon(run_presharers)
         accepted = await recommender.preshare(10.0)
         assert len(shared) == 2, "k = 2 common sharers"
         eta = np.zeros((N_ITEMS, D), dtype=RING.dtype)
-        for items, piece in shared.values():
+        for _, items, piece in shared.values():
             assert items.tolist() == list(range(N_ITEMS))
             eta[items] = RING.add(eta[items], piece)
         np.testing.assert_array_equal(accepted, np.arange(N_ITEMS))
@@ -455,19 +464,7 @@ async def test_s3_items_that_come_back_short_of_k_pieces_are_preshared_again_fro
     attempts: list[dict[Party, tuple[int, np.ndarray, np.ndarray]]] = []
 
     async def answer(silent: int) -> None:
-        await trio.sleep(0.01)
-        drawn = {}
-        for party in RATED:
-            envelope = network.mailbox(party).take(PresharingRequest.KIND, SERVER)
-            if envelope is None:
-                continue
-            request = envelope.body
-            piece = RING.uniform(rng, (request.items.size, D))
-            drawn[party] = (request.attempt, request.items.astype(np.int64), piece)
-            if len(drawn) > silent:
-                tau = RING.add(piece, from_words(RING, request.beta, D, "test"))
-                network.send(party, THIRD_PARTY, PresharingShare(request.attempt, request.items, to_words(RING, tau)))
-        attempts.append(drawn)
+        attempts.append(await _answer_presharing(network, rng, silent))
 
     async with network.open(), trio.open_nursery() as nursery:
         nursery.start_soon(third_party.run)
