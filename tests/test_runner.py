@@ -39,12 +39,12 @@ def test_result_folder_follows_the_contract(tiny_fcf, tmp_path) -> None:
     assert set(document["metrics"]["final"]) >= {"train_rmse", "train_mae", "test_rmse", "test_mae"}
     assert [row["round"] for row in document["metrics"]["rounds"]] == [1, 2, 3, 4, 5]
     ledger = document["ledger"]
-    assert set(ledger) == {"parties", "roles", "kinds", "per_round", "withheld", "faults"}
+    assert set(ledger) == {"parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "withheld", "faults"}
     assert ledger["roles"]["user"]["parties"] == 40
     assert set(ledger["parties"]["server:0"]) == {"sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs"}
     assert ledger["kinds"]["fcf.item_vectors"]["msgs"] == 5 * 40
     rows = list(csv.DictReader(open(out / "metrics.csv")))
-    assert len(rows) == 5 and float(rows[-1]["test_rmse"]) == pytest.approx(document["metrics"]["final"]["test_rmse"])
+    assert [row["round"] for row in rows] == ["0", "1", "2", "3", "4", "5"] and float(rows[-1]["test_rmse"]) == pytest.approx(document["metrics"]["final"]["test_rmse"])
     ledger_rows = list(csv.DictReader(open(out / "ledger.csv")))
     assert sum(int(row["sent_bytes"]) for row in ledger_rows) == sum(
         counters["sent_bytes"] for counters in ledger["roles"].values()

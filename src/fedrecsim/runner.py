@@ -39,6 +39,7 @@ from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
+from .network.ledger import COUNTER_NAMES as LEDGER_COUNTERS
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party
@@ -580,21 +581,40 @@ def write_result_folder(target: OutputTarget, run_result: RunResult) -> Path:
     with open(staging / "result.json", "w", encoding="utf-8") as handle:
         json.dump(run_result.result, handle, indent=2, allow_nan=False)
         handle.write("\n")
-    _write_metrics_csv(staging / "metrics.csv", run_result.rounds)
+    _write_metrics_csv(staging / "metrics.csv", run_result.rounds, run_result.result["ledger"]["rounds_by_role"])
     run_result.ledger.write_csv(staging / "ledger.csv")
     if run_result.ledger.transcript is not None:
         run_result.ledger.write_transcript_csv(staging / "transcript.csv")
     return target.commit()
 
 
-def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
+def _write_metrics_csv(path: Path, rounds: list[dict[str, float]], rounds_by_role: list[dict[str, Any]]) -> None:
+    """``metrics.csv``: one row per round, the protocol's metrics and then each role's traffic in that round
+    (``<role>.<counter>``, the ledger's ``rounds_by_role``; 0 for a role without traffic in the round).
+    Round 0, the set-up, has a row of its own with traffic and no metrics."""
+    traffic = {
+        entry["round"]: {f"{role}.{name}": value for role, counters in entry["roles"].items() for name, value in counters.items()}
+        for entry in rounds_by_role
+    }
+    traffic_names = sorted({name for columns in traffic.values() for name in columns}, key=_traffic_column_order)
+    by_round = {row.get("round"): dict(row) for row in rounds}
+    for index in traffic:
+        by_round.setdefault(index, {"round": index})
+    table = [by_round[index] for index in sorted(by_round, key=lambda index: (index is None, index or 0))]
+    for row in table:
+        row.update(dict.fromkeys(traffic_names, 0) | traffic.get(row.get("round"), {}))
     names: list[str] = []
-    for row in rounds:
-        names.extend(name for name in row if name not in names)
+    for row in table:
+        names.extend(name for name in row if name not in names and name not in traffic_names)
     with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
+        writer = csv.DictWriter(handle, fieldnames=[*names, *traffic_names])
         writer.writeheader()
-        writer.writerows(rounds)
+        writer.writerows(table)
+
+
+def _traffic_column_order(name: str) -> tuple[str, int]:
+    role, counter = name.split(".", 1)
+    return role, LEDGER_COUNTERS.index(counter)
 
 
 __all__ = [

@@ -114,8 +114,11 @@ class _RecordingLedger(Ledger):
         super().__init__(record_transcript=True)
         self.recorded: dict[Party, Received] = {}
 
-    def record_delivered(self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0) -> None:
-        super().record_delivered(time, src, dst, kind, data, padding)
+    def record_delivered(
+        self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0,
+        sent_round: int | None = None,
+    ) -> None:
+        super().record_delivered(time, src, dst, kind, data, padding, sent_round)
         received = self.recorded.get(dst)
         if received is not None:
             received.envelopes.append(decode(bytes(data)))

@@ -40,7 +40,8 @@ def test_a_fresh_ledger_is_empty_and_hashes_nothing() -> None:
         "rejections": [],
     }
     assert ledger.summary() == {
-        "parties": {}, "roles": {}, "kinds": {}, "per_round": [], "withheld": {}, "faults": no_faults
+        "parties": {}, "roles": {}, "kinds": {}, "per_round": [], "rounds_by_role": [], "setup_parties": {},
+        "withheld": {}, "faults": no_faults,
     }
     assert HASH_NAME == "xxh3_128"
     assert Ledger(record_transcript=True).transcript == []
@@ -91,7 +92,7 @@ def test_summary_sums_roles_kinds_and_rounds_over_several_parties() -> None:
     ledger.begin_round(3, online=6)  # a round again: its counters continue, its online count is replaced
     ledger.record_sent(BOB, "k.a", 2)
     summary = ledger.summary()
-    assert list(summary) == ["parties", "roles", "kinds", "per_round", "withheld", "faults"]
+    assert list(summary) == ["parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "withheld", "faults"]
     assert list(summary["parties"]) == ["silo:2", "user:0", "user:1"]
     assert summary["roles"] == {
         "silo": {"sent_bytes": 1, "recv_bytes": 0, "sent_msgs": 1, "recv_msgs": 0, "dropped_msgs": 0, "parties": 1},
@@ -154,9 +155,9 @@ def test_csv_files_hold_exactly_the_documented_columns_and_values(tmp_path) -> N
     ledger.write_transcript_csv(tmp_path / "transcript.csv")
     with open(tmp_path / "transcript.csv", newline="") as handle:
         assert list(csv.reader(handle)) == [
-            ["time_s", "src", "dst", "kind", "bytes", "status"],
-            ["0.333333333", "user:0", "server:0", "k.a", "10", "delivered"],
-            ["2.000000000", "user:0", "server:0", "k.a", "6", "dropped:unfinished"],
+            ["time_s", "src", "dst", "kind", "bytes", "status", "round"],
+            ["0.333333333", "user:0", "server:0", "k.a", "10", "delivered", "0"],
+            ["2.000000000", "user:0", "server:0", "k.a", "6", "dropped:unfinished", "0"],
         ]
 
 

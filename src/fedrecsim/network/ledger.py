@@ -10,6 +10,21 @@ account) and then like any message as received or dropped. So at every quiescent
 
 and byte counts are the lengths of the encoded messages, nothing estimated.
 
+Rounds. A message's *round* is the round the run was in when it was sent: the last round begun
+(`begin_round`, called by `Population.begin_round` or a protocol's own round loop) before the send, and
+round 0 -- the *set-up* -- before the first round begins (the initial joins, a protocol's set-up such as
+dpmf's noise pre-sharing). Messages sent after round r's work, between rounds (churn's joins and
+leaves, crash recoveries), belong to round r. The message is counted in its round on every account it
+touches: sent by its sender, and received or dropped later -- even after a later round began -- in the
+round it was sent in. So the per-round, per-role counters (`rounds_by_role`) add up, round by round, to
+the totals::
+
+    sum over rounds r of rounds_by_role[r][role][counter] == roles[role][counter]
+
+for every role and counter, and ``rounds_by_role[0]`` is the set-up apart from the rounds. A ledger
+combined from the processes of a TCP run (`combined`) cannot tell the rounds of a receipt (a process
+only knows its own rounds), so it keeps no per-round counters (`rounds_attributed` is False).
+
 A received message may still be *rejected* by its receiver -- bytes that do not decode, a kind its role
 never receives, a second message for the same (sender, round, kind), a value its checks refuse. A
 rejection does not change the counters above (the bytes did arrive); it is counted by reason and the
@@ -48,7 +63,7 @@ from typing import Any
 
 import xxhash
 
-from .party import Party
+from .party import Party, Role
 from .wire import Broadcast
 
 #: The transcript hash; the result key is ``transcript_<HASH_NAME>``.
@@ -57,6 +72,8 @@ HASH_NAME = "xxh3_128"
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 _HASH_PREFIX = struct.Struct("<dQ")
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
+#: A party's, role's or round's counters, in the order of ledger.csv's columns.
+COUNTER_NAMES = _COUNTER_NAMES
 
 
 class DropReason(enum.StrEnum):
@@ -107,6 +124,9 @@ class TranscriptRow:
     kind: str
     nbytes: int
     status: str
+    round: int = 0
+    """The message's round (module docstring): the round it was sent in. A rejection's row has the round
+    the run was in when the receiver refused it."""
 
 
 class Ledger:
@@ -131,6 +151,7 @@ class Ledger:
         self.round = 0
         self._round_counters = self._rounds[0] = [0, 0]
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
+        self._start_round_roles()
 
     def _counters(self, party: Party) -> list[int]:
         counters = self._parties.get(party)
@@ -143,6 +164,7 @@ class Ledger:
         self.round = round_index
         self._online[round_index] = online
         self._round_counters = self._rounds.setdefault(round_index, [0, 0])
+        self._round_roles = self._by_round.setdefault(round_index, {})
 
     def fold(self) -> None:
         """Restart the transcript hash from its digest so far (a resumable protocol's round end)."""
@@ -179,15 +201,20 @@ class Ledger:
         per_round = self._round_counters
         per_round[0] += nbytes
         per_round[1] += 1
+        self._count_in_round(self.round, src, _SENT_BYTES, nbytes, _SENT_MSGS)
 
     def record_delivered(
-        self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0
+        self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0,
+        sent_round: int | None = None,
     ) -> None:
-        """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`)."""
+        """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`).
+        ``sent_round``: the round it was sent in (default: the current round)."""
         nbytes = len(data) + padding
         counters = self._counters(dst)
         counters[_RECV_BYTES] += nbytes
         counters[_RECV_MSGS] += 1
+        round_index = self.round if sent_round is None else sent_round
+        self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
         # The encoded envelope already names src, dst and kind; the prefix adds time and length.
         self._hash.update(_HASH_PREFIX.pack(time, nbytes))
         if type(data) is Broadcast:
@@ -196,19 +223,24 @@ class Ledger:
         else:
             self._hash.update(data)
         if self.transcript is not None:
-            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered"))
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
 
-    def record_dropped(self, time: float, src: Party, dst: Party, kind: str, nbytes: int, reason: DropReason) -> None:
+    def record_dropped(
+        self, time: float, src: Party, dst: Party, kind: str, nbytes: int, reason: DropReason, sent_round: int | None = None
+    ) -> None:
+        """A message ``src`` sent in ``sent_round`` (default: the current round) never arrived."""
         self._counters(src)[_DROPPED_MSGS] += 1
         self._dropped_by_reason[reason] += 1
+        round_index = self.round if sent_round is None else sent_round
+        self._count_in_round(round_index, src, None, 0, _DROPPED_MSGS)
         if self.transcript is not None:
-            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, f"dropped:{reason.value}"))
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, f"dropped:{reason.value}", round_index))
 
     def record_duplicated(self, time: float, src: Party, dst: Party, kind: str, nbytes: int) -> None:
         """The link ``src -> dst`` delivers a message a second time (the copy is then received or dropped)."""
         self.duplicated += 1
         if self.transcript is not None:
-            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "duplicated"))
+            self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "duplicated", self.round))
 
     def record_rejected(self, time: float, src: Party, dst: Party, kind: str, reason: RejectReason, problem: str) -> None:
         """``dst`` refused a message of ``kind`` from ``src`` that arrived; ``problem`` says what was wrong
@@ -217,7 +249,7 @@ class Ledger:
         if len(self.rejections) < MAX_REJECTIONS:
             self.rejections.append(Rejection(time, src, dst, kind, reason, problem))
         if self.transcript is not None:
-            self.transcript.append(TranscriptRow(time, src, dst, kind, 0, f"rejected:{reason.value}"))
+            self.transcript.append(TranscriptRow(time, src, dst, kind, 0, f"rejected:{reason.value}", self.round))
 
     def record_withheld(self, party: Party, items: str, fate: str, count: int) -> None:
         """Count ``count`` ``items`` (e.g. reports) that ``party`` received and did not pass on at once:
@@ -226,6 +258,61 @@ class Ledger:
         per_party = self._withheld.setdefault(party, {})
         key = f"{items} {fate}"
         per_party[key] = per_party.get(key, 0) + count
+
+    # ------------------------------------------------------------------ rounds per role
+
+    def _start_round_roles(self) -> None:
+        """The per-round, per-role counters (module docstring, "Rounds") and each party's set-up counters."""
+        self._by_round: dict[int, dict[Role, list[int]]] = {0: {}}
+        self._round_roles = self._by_round[0]
+        self._setup_parties: dict[Party, list[int]] = {}
+        self.rounds_attributed = True
+
+    def _count_in_round(self, round_index: int, party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
+        """Add one message (and ``nbytes`` at counter ``bytes_at``) to ``party``'s role in ``round_index``,
+        and to ``party``'s set-up counters if that is round 0."""
+        roles = self._round_roles if round_index == self.round else self._by_round.setdefault(round_index, {})
+        counters = roles.get(party.role)
+        if counters is None:
+            counters = roles[party.role] = [0, 0, 0, 0, 0]
+        counters[msgs_at] += 1
+        if bytes_at is not None:
+            counters[bytes_at] += nbytes
+        if round_index == 0:
+            setup = self._setup_parties.get(party)
+            if setup is None:
+                setup = self._setup_parties[party] = [0, 0, 0, 0, 0]
+            setup[msgs_at] += 1
+            if bytes_at is not None:
+                setup[bytes_at] += nbytes
+
+    def rounds_by_role(self) -> list[dict[str, Any]]:
+        """``[{"round": r, "roles": {role: {counter: int}}}, ...]`` for every round with traffic or begun,
+        round 0 (the set-up) first; empty when the rounds are not attributed (`rounds_attributed`)."""
+        if not self.rounds_attributed:
+            return []
+        begun = set(self._online)
+        return [
+            {
+                "round": index,
+                "roles": {
+                    role.value: dict(zip(_COUNTER_NAMES, counters))
+                    for role, counters in sorted(roles.items(), key=lambda item: item[0].value)
+                },
+            }
+            for index, roles in sorted(self._by_round.items())
+            if roles or index in begun
+        ]
+
+    def setup_party(self, party: Party) -> dict[str, int]:
+        """The five counters of ``party`` in the set-up, round 0 (zeros if it had no set-up traffic)."""
+        return dict(zip(_COUNTER_NAMES, self._setup_parties.get(party, [0, 0, 0, 0, 0])))
+
+    def setup_parties(self) -> dict[str, dict[str, int]]:
+        """Each party with set-up traffic (round 0) and its five counters there, in party order."""
+        if not self.rounds_attributed:
+            return {}
+        return {str(party): self.setup_party(party) for party in sorted(self._setup_parties)}
 
     # ------------------------------------------------------------------ across processes
 
@@ -272,6 +359,7 @@ class Ledger:
                     per_party[key] = per_party.get(key, 0) + count
             ledger._hash.update(part["digest"])
         ledger.round = max(ledger._rounds)
+        ledger.rounds_attributed = False
         return ledger
 
     # ------------------------------------------------------------------ read-outs
@@ -338,6 +426,8 @@ class Ledger:
             "roles": dict(sorted(roles.items())),
             "kinds": kinds,
             "per_round": per_round,
+            "rounds_by_role": self.rounds_by_role(),
+            "setup_parties": self.setup_parties(),
             "withheld": withheld,
             "faults": self.faults(),
         }
@@ -352,7 +442,8 @@ class Ledger:
 
     def write_transcript_csv(self, path: Path) -> None:
         """The transcript as CSV (requires ``record_transcript=True``), in time order; the rows of one
-        instant by sender, then receiver, each link's in the order they happened.
+        instant by sender, then receiver, each link's in the order they happened. Columns: ``time_s, src,
+        dst, kind, bytes, status, round`` (`TranscriptRow`; ``round`` the round the message was sent in).
 
         The order within an instant is fixed here because the ledger records a message lost, dropped or
         rejected when the task that sends or takes it runs, and tasks runnable at one instant run in any
@@ -361,9 +452,9 @@ class Ledger:
             raise ValueError("this ledger did not record a transcript")
         with open(path, "w", newline="") as handle:
             writer = csv.writer(handle)
-            writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status"))
+            writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status", "round"))
             for row in sorted(self.transcript, key=_time_and_link):
-                writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status))
+                writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status, row.round))
 
 
 def _time_and_link(row: TranscriptRow) -> tuple[float, Party, Party]:
@@ -375,4 +466,4 @@ def _add(into: list[int], counts: list[int]) -> None:
         into[position] += count
 
 
-__all__ = ["DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]
+__all__ = ["COUNTER_NAMES", "DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]

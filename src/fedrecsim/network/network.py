@@ -258,7 +258,8 @@ class Network:
         self._attached: set[Party] = set()
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int]]] = {}
+        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds).
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int]]] = {}
         self._in_flight = 0
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
@@ -418,13 +419,14 @@ class Network:
         self._in_flight += 1
         if forged:
             self._forged.add(seq)
+        delivery = (src, dst, seq, kind, data, padding, self.ledger.round)
         bucket = self._buckets.get(arrival)
         if bucket is None:
-            self._buckets[arrival] = [(src, dst, seq, kind, data, padding)]
+            self._buckets[arrival] = [delivery]
             heapq.heappush(self._arrivals, arrival)
             self._wake_by(arrival)
         else:
-            bucket.append((src, dst, seq, kind, data, padding))
+            bucket.append(delivery)
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -460,14 +462,14 @@ class Network:
             bucket = self._buckets.pop(arrival)
             bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
             self._in_flight -= len(bucket)
-            for src, dst, seq, kind, data, padding in bucket:
+            for src, dst, seq, kind, data, padding, sent_round in bucket:
                 strict = bool(forged) and seq in forged
                 if strict:
                     forged.discard(seq)
                 if dst not in attached:
-                    ledger.record_dropped(arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE)
+                    ledger.record_dropped(arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round)
                     continue
-                ledger.record_delivered(arrival, src, dst, kind, data, padding)
+                ledger.record_delivered(arrival, src, dst, kind, data, padding, sent_round)
                 if strict:
                     envelope = self._decode_forged(arrival, src, dst, kind, data)
                 elif type(data) is Broadcast:
@@ -609,8 +611,8 @@ class Network:
             self._sleep = None
             now = trio.current_time()
             for arrival in sorted(self._buckets):
-                for src, dst, _, kind, data, padding in sorted(self._buckets[arrival]):
-                    self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED)
+                for src, dst, _, kind, data, padding, sent_round in sorted(self._buckets[arrival]):
+                    self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED, sent_round)
             self._buckets.clear()
             self._arrivals.clear()
             self._forged.clear()
