@@ -39,7 +39,7 @@ def test_run_prints_a_summary_and_writes_results(scenario_file, tmp_path, capsys
     assert main(["run", str(scenario_file), "--out", str(out), "--seed", "5", "--set", "run.rounds=2"]) == 0
     printed = capsys.readouterr().out
     assert "final metrics" in printed and "test_rmse" in printed
-    assert "per user per round" in printed and "upload" in printed
+    assert "upload per round" in printed and "set-up (round 0) upload" in printed
     document = json.loads((out / "result.json").read_text())
     assert document["seed"] == 5 and document["rounds_completed"] == 2
 

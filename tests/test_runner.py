@@ -381,6 +381,11 @@ def test_numpy_scalars_are_written_as_plain_json_numbers(own_protocols, tmp_path
     assert document["warnings"] == ["not finite, written as null: metrics.final.bad"]
 
 
+NO_POPULATION = {
+    "population": "", "population_size": 0, "population_samples": 0, "measured_max": None, "heaviest": None, "heaviest_label": "",
+}
+
+
 def test_privacy_paper_figures_and_baselines_are_reported_with_nulls_named(own_protocols) -> None:
     outcome = Outcome(
         1,
@@ -394,8 +399,8 @@ def test_privacy_paper_figures_and_baselines_are_reported_with_nulls_named(own_p
     assert document["metrics"]["baselines"] == {"err": "baseline_err"}
     assert document["privacy"] == {"mechanism": "laplace", "epsilon": None}
     assert document["paper_figures"] == [
-        {"quantity": "download", "paper": "<= 12 KB", "measured": None, "unit": "B", "setting": "ring 32"},
-        {"quantity": "upload", "paper": "1 KB", "measured": 3.0, "unit": "B", "setting": ""},
+        {"quantity": "download", "paper": "<= 12 KB", "measured": None, "unit": "B", "setting": "ring 32", **NO_POPULATION},
+        {"quantity": "upload", "paper": "1 KB", "measured": 3.0, "unit": "B", "setting": "", **NO_POPULATION},
     ]
     assert document["warnings"] == ["not finite, written as null: privacy.epsilon, paper_figures[0].measured"]
 

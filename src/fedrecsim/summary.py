@@ -2,8 +2,9 @@
 
 Sections, in order: the run line and transcript hash; warnings (what the scenario configured but the run
 did not simulate); final metrics, each beside its non-private baseline where the protocol computes one;
-who took part; traffic per role (bytes and messages sent and received, messages dropped); traffic per
-user; the paper's own figures beside this run's, where the protocol states them; the privacy accounting; every invariant monitor with its checks and violations.
+who took part; traffic per role (bytes and messages sent and received, messages dropped) over the whole
+run, then the set-up (round 0) apart from the mean round; traffic per user, set-up apart from the rounds
+(a message counts in the round it was sent in: `fedrecsim.network.ledger`); the paper's own figures beside this run's, where the protocol states them; the privacy accounting; every invariant monitor with its checks and violations.
 
 Counts are printed with thousands separators and never in exponent notation.
 """
@@ -47,6 +48,7 @@ def summary_text(run_result: RunResult) -> str:
     lines += _metrics(result)
     lines += _participation(result)
     lines += _traffic_per_role(result)
+    lines += _traffic_per_round(result)
     lines += _traffic_per_user(result)
     lines += _paper_figures(result.get("paper_figures", []))
     lines += _privacy(result["privacy"])
@@ -96,34 +98,102 @@ def _traffic_per_role(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _traffic_per_round(result: Mapping[str, Any]) -> list[str]:
+    """Each role's set-up (round 0) and its mean per round over rounds 1..R, apart (the ledger's
+    ``rounds_by_role``); nothing when the ledger could not tell the rounds apart (a TCP run)."""
+    by_round = result["ledger"].get("rounds_by_role") or []
+    rounds = [entry for entry in by_round if entry["round"] >= 1]
+    if not by_round:
+        return []
+    setup = next((entry["roles"] for entry in by_round if entry["round"] == 0), {})
+    count = max(len(rounds), 1)
+    header = f"  {'role':<12} {'set-up sent':>12} {'set-up recv':>12} {'sent/round':>14} {'recv/round':>14} {'msgs sent/round':>16}"
+    lines = ["", f"traffic per role: set-up (round 0) apart from the rounds (bytes; mean over {len(rounds):,} rounds)", header]
+    for role in result["ledger"]["roles"]:
+        zero = {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0}
+        before = setup.get(role, zero)
+        sent = sum(entry["roles"].get(role, zero)["sent_bytes"] for entry in rounds) / count
+        received = sum(entry["roles"].get(role, zero)["recv_bytes"] for entry in rounds) / count
+        messages = sum(entry["roles"].get(role, zero)["sent_msgs"] for entry in rounds) / count
+        lines.append(
+            f"  {role:<12} {before['sent_bytes']:>12,} {before['recv_bytes']:>12,} {sent:>14,.1f} {received:>14,.1f} {messages:>16,.1f}"
+        )
+    return lines
+
+
 def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
+    """Per user: the set-up's bytes and each round's (rounds 1..R only), mean over the users that took
+    part and the heaviest user. Over TCP, where the rounds are not told apart, the whole run's bytes
+    divided by the rounds, labelled so."""
     rounds = max(result["rounds_completed"], 1)
-    users = [counters for party, counters in result["ledger"]["parties"].items() if party.startswith("user:")]
+    ledger = result["ledger"]
+    users = {party: counters for party, counters in ledger["parties"].items() if party.startswith("user:")}
     if not users:
         return []
-    up = [counters["sent_bytes"] / rounds for counters in users]
-    down = [counters["recv_bytes"] / rounds for counters in users]
+    if not ledger.get("rounds_by_role"):
+        up = [counters["sent_bytes"] / rounds for counters in users.values()]
+        down = [counters["recv_bytes"] / rounds for counters in users.values()]
+        return [
+            "",
+            f"per user per round (bytes; whole run, set-up included, / {rounds:,} rounds: this ledger does not tell "
+            f"the rounds apart)  {'mean over users':>16} {'heaviest user':>14}",
+            f"  upload {'':<35}{_mean(up):>16,.1f} {max(up):>14,.1f}",
+            f"  download {'':<33}{_mean(down):>16,.1f} {max(down):>14,.1f}",
+        ]
+    setup = ledger.get("setup_parties", {})
+    zero = {"sent_bytes": 0, "recv_bytes": 0}
+    setup_up = [setup.get(party, zero)["sent_bytes"] for party in users]
+    setup_down = [setup.get(party, zero)["recv_bytes"] for party in users]
+    up = [(counters["sent_bytes"] - before) / rounds for counters, before in zip(users.values(), setup_up)]
+    down = [(counters["recv_bytes"] - before) / rounds for counters, before in zip(users.values(), setup_down)]
     return [
         "",
-        f"per user per round (bytes; {rounds:,} rounds)  {'mean over users':>16} {'heaviest user':>14}",
-        f"  upload {'':<35}{sum(up) / len(up):>16,.1f} {max(up):>14,.1f}",
-        f"  download {'':<33}{sum(down) / len(down):>16,.1f} {max(down):>14,.1f}",
+        f"per user (bytes; {len(users):,} users, set-up apart from the {rounds:,} rounds)  {'mean over users':>16} {'heaviest user':>14}",
+        f"  set-up (round 0) upload {'':<18}{_mean(setup_up):>16,.1f} {max(setup_up):>14,.1f}",
+        f"  set-up (round 0) download {'':<16}{_mean(setup_down):>16,.1f} {max(setup_down):>14,.1f}",
+        f"  upload per round {'':<25}{_mean(up):>16,.1f} {max(up):>14,.1f}",
+        f"  download per round {'':<23}{_mean(down):>16,.1f} {max(down):>14,.1f}",
     ]
 
 
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
 def _paper_figures(figures: list[Mapping[str, Any]]) -> list[str]:
+    """Each paper figure beside this run's on the paper's own population (`PaperFigure`): its mean and
+    largest value there, and the run's heaviest party of any kind only beside it, labelled."""
     if not figures:
         return []
     lines = ["", "the paper's figures beside this run"]
     for figure in figures:
-        measured = (
-            f"{figure['measured']:,.0f} B ({figure['measured'] / 1024:,.1f} KiB)"
-            if figure["unit"] == "B"
-            else f"{number(figure['measured'])} {figure['unit']}"
-        )
-        setting = f"; {figure['setting']}" if figure["setting"] else ""
-        lines += [f"  {figure['quantity']}", f"    paper: {figure['paper']}", f"    this run: {measured}{setting}"]
+        lines += [f"  {figure['quantity']}", f"    paper: {figure['paper']}"]
+        population = figure.get("population", "")
+        if figure["measured"] is None:
+            lines.append(f"    this run: nothing meets the paper's condition ({population})")
+        elif population:
+            largest = (
+                f", largest {_figure_value(figure['measured_max'], figure['unit'])}" if figure.get("measured_max") is not None else ""
+            )
+            lines += [
+                f"    this run on the paper's population: {population} "
+                f"({figure['population_size']:,} meet it, {figure['population_samples']:,} samples)",
+                f"      mean {_figure_value(figure['measured'], figure['unit'])}{largest}",
+            ]
+        else:
+            lines.append(f"    this run: {_figure_value(figure['measured'], figure['unit'])}")
+        if figure.get("heaviest") is not None:
+            lines.append(
+                f"    beside it, not the paper's condition -- {figure['heaviest_label']}: "
+                f"{_figure_value(figure['heaviest'], figure['unit'])}"
+            )
+        if figure["setting"]:
+            lines.append(f"    setting: {figure['setting']}")
     return lines
+
+
+def _figure_value(value: float, unit: str) -> str:
+    return f"{value:,.0f} B ({value / 1024:,.1f} KiB)" if unit == "B" else f"{number(value)} {unit}"
 
 
 def _privacy(privacy: Mapping[str, Any]) -> list[str]:

@@ -126,21 +126,42 @@ class RunContext:
 
 @dataclass(frozen=True)
 class PaperFigure:
-    """A figure the paper states, beside the same quantity measured in this run.
+    """A figure the paper states, beside the same quantity measured in this run on the population the
+    paper's claim is about.
+
+    A paper's figure holds under a condition ("a user who rated no more than 20 items", "per silo"):
+    ``population`` names that condition as this run applied it, and ``measured`` / ``measured_max`` are the
+    mean and the largest value over the parties (and iterations) that meet it -- never over others. A
+    run's extreme party outside the condition may be shown beside it as ``heaviest``, labelled so.
 
     Attributes:
-        quantity: what is measured, e.g. "user download per iteration (heaviest served user)".
+        quantity: what is measured, e.g. "user download per iteration".
         paper: the paper's figure with its conditions, as text (e.g. "<= 12 KB with <= 20 rated items").
-        measured: this run's value, in ``unit``.
+        measured: this run's mean over ``population``, in ``unit``; None when no party of the run meets
+            the condition (``population_size`` 0).
         unit: "B" for bytes (printed with KiB beside), or any other unit name.
         setting: what the measured value depends on that the paper may not share (e.g. the ring used).
+        population: the paper's condition as applied here, e.g. "served users with <= 20 rated items,
+            per iteration" ("" for a figure about the whole run).
+        population_size: how many parties meet it (with ``population_samples`` samples: party-iterations).
+        population_samples: the values ``measured`` is the mean of (e.g. party-iterations).
+        measured_max: the largest value over ``population`` (None if not stated or none meets it).
+        heaviest: the largest value over every party of the run, whatever the condition (None: not shown).
+        heaviest_label: what ``heaviest`` is, e.g. "heaviest served user, worst iteration (any number of
+            rated items)".
     """
 
     quantity: str
     paper: str
-    measured: float
+    measured: float | None
     unit: str = "B"
     setting: str = ""
+    population: str = ""
+    population_size: int = 0
+    population_samples: int = 0
+    measured_max: float | None = None
+    heaviest: float | None = None
+    heaviest_label: str = ""
 
 
 @dataclass

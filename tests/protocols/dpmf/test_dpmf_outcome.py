@@ -97,11 +97,12 @@ def test_the_noise_report_of_the_parties(
 ) -> None:
     config = DPMFConfig(scenario=scenario, variant=variant, d=1, replay=False, check_invariants=False)
     ctx = SimpleNamespace(train=_ratings([0, 1], [0, 1], [4.0, 2.0], 2, 3), test=_ratings([], [], [], 2, 3), rounds=1)
-    row = {"round": 1, "err_mean": 2.0, "user_down_max_b": 10.0, "user_up_max_b": 5.0, "tp_sent_b": 20.0}
+    row = {"round": 1, "selected": 2, "err_mean": 2.0, "user_down_max_b": 10.0, "user_up_max_b": 5.0, "tp_sent_b": 20.0}
     parties = _parties(eta_whole, eta_pieces, eta_values, rho_values=5, d=1)
     outcome = protocol._private_outcome(
         ctx, config, _public(config, 3), parties["users"], parties["recommender"], parties["verifier"], parties["population"],
         [row], [np.array([0, 1])], np.full((2, 1), 0.5), np.full((3, 1), 0.25), {},
+        protocol._Traffic(None, np.zeros(2, dtype=np.int64)),
     )
     assert outcome.privacy["eta"] == expected_eta
     assert outcome.privacy["rho"] == expected_rho
