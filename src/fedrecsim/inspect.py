@@ -172,7 +172,8 @@ class Calibration:
         evaluation_s: extra wall seconds of a round that measures metrics (0 if not measured).
         tail_s: wall seconds after the last round (final metrics, baselines, the result document).
         virtual_round_s: virtual seconds per round.
-        setup, per_round: the traffic it measured (round 0, and per round after the first).
+        setup, per_round: the traffic it measured: round 0 (the set-up), and the mean of rounds 1..R
+            (each message in the round it was sent in, `fedrecsim.network.ledger`).
         online: users online at the start of its rounds, on average.
     """
 
@@ -192,29 +193,24 @@ class Calibration:
 
 
 class _Recorder:
-    """A run's progress callback that times each round and snapshots the ledger's per-role counters."""
+    """A run's progress callback that times each round."""
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
         self.ended: list[float] = []
         self.virtual: list[float] = []
-        self.roles: list[dict[str, dict[str, int]]] = []
-        self.ledger: Any = None
-
-    def tick(self, status: Any) -> None:
-        # The run's first tick comes before its first round ends (the runner ticks at once, then throttles).
-        self.ledger = status.ledger
 
     def __call__(self, completed: int, total: int) -> None:
         self.ended.append(time.perf_counter())
         self.virtual.append(trio.current_time())  # called from the protocol's task, in the run's virtual time
-        self.roles.append(self.ledger.summary()["roles"] if self.ledger is not None else {})
 
 
-def _difference(later: Mapping[str, Mapping[str, int]], earlier: Mapping[str, Mapping[str, int]], rounds: int) -> Traffic:
+def _mean_traffic(entries: list[Mapping[str, Any]]) -> Traffic:
+    """The mean over ``entries`` (the ledger's ``rounds_by_role`` entries) of each role's counters."""
+    roles = sorted({role for entry in entries for role in entry["roles"]})
     zero = dict.fromkeys(_COUNTERS, 0)
     return Traffic({
-        role: {c: (later[role][c] - earlier.get(role, zero)[c]) / rounds for c in _COUNTERS} for role in sorted(later)
+        role: {c: _mean([entry["roles"].get(role, zero)[c] for entry in entries]) for c in _COUNTERS} for role in roles
     })
 
 
@@ -241,17 +237,11 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibrati
     round_s = _mean(plain) if plain else _mean(evaluating)
     evaluation_s = max(0.0, _mean(evaluating) - round_s) if plain and evaluating else 0.0
     per_round_rows = [row for row in result.result["ledger"]["per_round"] if row["round"] >= 1]
-    roles = recorder.roles
-    if len(roles) >= 2:
-        per_round = _difference(roles[-1], roles[0], len(roles) - 1)
-        setup = _difference(roles[0], {}, 1).plus(per_round, -1.0)
-        if any(value < 0 for counters in setup.roles.values() for value in counters.values()):
-            # Round 1 is unlike the later rounds (e.g. a two-round protocol): no set-up can be told apart,
-            # so the traffic is spread over the rounds, set-up included.
-            per_round, setup = _difference(roles[-1], {}, len(roles)), Traffic({})
-    else:
-        per_round = _difference(roles[0], {}, 1) if roles else Traffic({})
-        setup = Traffic({})
+    # The ledger counts each message in the round it was sent in: the set-up is round 0, the same
+    # however many rounds the calibration runs, and a round's traffic is the mean of rounds 1..R.
+    by_round = result.result["ledger"]["rounds_by_role"]
+    setup = _mean_traffic([entry for entry in by_round if entry["round"] == 0])
+    per_round = _mean_traffic([entry for entry in by_round if entry["round"] >= 1])
     virtual = recorder.virtual
     virtual_round_s = (virtual[-1] - virtual[0]) / (len(virtual) - 1) if len(virtual) >= 2 else result.result["virtual_time_s"]
     return Calibration(
