@@ -8,7 +8,7 @@ number outside the range declared with `param`. Cross-field checks live in the d
 
 Supported field types: ``int``, ``float`` (an integer literal is accepted), ``bool``, ``str``,
 ``Literal[...]``, ``tuple[T, ...]``, ``dict[str, Any]`` (kept as a plain table for a sub-builder), nested
-config dataclasses, and ``T | None``.
+config dataclasses, ``T | None`` and unions of these (``int | Literal["auto"]``: the first that takes the value).
 """
 
 from __future__ import annotations
@@ -62,7 +62,15 @@ def _coerce(annotation: Any, value: Any, key_path: str) -> Any:
         options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         if value is None:
             return None
-        return _coerce(options[0], value, key_path)
+        if len(options) == 1:
+            return _coerce(options[0], value, key_path)
+        # A value of one of several types (e.g. ``int | Literal["auto"]``): the first option that takes it.
+        for option in options:
+            try:
+                return _coerce(option, value, key_path)
+            except ConfigError:
+                continue
+        raise ConfigError(key_path, f"got {value!r}; expected {' or '.join(_describe(option) for option in options)}")
     if origin is tuple:
         item_type = typing.get_args(annotation)[0]
         if not isinstance(value, (list, tuple)):

@@ -286,16 +286,18 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
     plan then has no traffic estimate either).
 
     Raises:
-        ConfigError: the scenario is invalid (also what the protocol refuses when its calibration starts).
+        ConfigError: the scenario is invalid, or the protocol refuses it on its data (`ProtocolSpec.check`,
+            as a run would before it starts).
         DatasetError: the data cannot be read.
     """
     train, test = prepare_data(scenario.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
+    # What a run refuses before it starts (`ProtocolSpec.check`), refused here before anything is estimated.
+    notes: list[str] = list(spec.check(scenario, train)) if spec.check is not None else []
     calibration = calibrate(scenario, calibration_rounds) if calibration_rounds > 0 else None
     round_s = calibration.virtual_round_s if calibration is not None else None
     availability = expected_availability(scenario, train.n_users, round_s)
     data = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
-    notes: list[str] = []
     if spec.plan is not None:
         plan = spec.plan(_plan_context(scenario, train, test, availability))
         estimate = plan_estimate(plan, scenario.run.rounds)

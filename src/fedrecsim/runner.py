@@ -372,6 +372,8 @@ async def _simulate(
     seen = _with_data_path(scenario)
     train, test = prepare_data(seen.data, scenario.run.seed)
     spec = protocol_spec(scenario.run.protocol)
+    if spec.check is not None:
+        spec.check(seen, train)
     start = trio.current_time()
     if checkpoints is not None:
         start = _prepare_checkpoints(checkpoints, train, test, start, wall_start)

@@ -433,6 +433,11 @@ class ProtocolSpec:
 
     ``resumable``: the protocol saves checkpoints and resumes from them (module docstring); without it,
     ``--checkpoint-every`` refuses the protocol before anything starts.
+
+    ``check``, optional, ``check(scenario, train)`` raises `ConfigError` for a scenario the protocol
+    refuses on its data (e.g. dpmf's ring headroom): the runner calls it before the run starts and
+    ``fedrecsim inspect`` before it estimates, so inspect refuses exactly what a run would. It returns
+    notes for inspect to print (e.g. what a setting of "auto" resolves to).
     """
 
     name: str
@@ -442,3 +447,4 @@ class ProtocolSpec:
     plan: Callable[[PlanContext], TrafficPlan] | None = None
     distributed: Distributed | None = None
     resumable: bool = False
+    check: Callable[[Any, Ratings], tuple[str, ...]] | None = None

@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from fedrecsim.mechanisms.ring import Ring
+
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 #: The error increase below which the sweep does not order epsilons (the acceptance's 0.02).
 FLOOR = 0.02
@@ -55,11 +57,16 @@ def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixt
     comm = _script("hua_comm_cost")
     figures = comm.measure(comm.QUICK)
     explicit, seeded = figures["explicit"], figures["seeded"]
-    assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32 and explicit["frac_bits"] == 8
+    assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32
+    # frac_bits = "auto": the most fractional bits whose range holds what the aggregates need, one more does not.
+    frac_bits = explicit["frac_bits"]
+    assert Ring(32, frac_bits).max_abs >= explicit["ring_needed_abs"] > Ring(32, frac_bits + 1).max_abs
     # 20 items x 50 values x 4 bytes for each of v_j, psi and the tau^ pieces, plus framing.
     assert 12_000 <= explicit["down"] <= 12 * 1024
     assert 4_000 <= explicit["up"] <= 5_000
+    assert explicit["down_mean"] <= explicit["down"] <= explicit["down_heaviest"]
     assert seeded["down"] < explicit["down"] - 3_900 and seeded["up"] == explicit["up"]
     print(comm.table(figures))
     output = capsys.readouterr().out
-    assert "<= 12 KB" in output and "ring Z_2^32 with 8 fractional bits: range +-2^23" in output
+    range_bits = 31 - frac_bits
+    assert "<= 12 KB" in output and f"ring Z_2^32 with {frac_bits} fractional bits" in output and f"range +-2^{range_bits}" in output

@@ -16,6 +16,7 @@ from ...config import param
 from ...errors import ConfigError
 from ...mechanisms.ring import Ring
 from ...models.mf import MFHyper
+from .headroom import frac_bits_for
 
 #: Fractional bits when ``frac_bits`` is not set: 2^-32 resolution with 2^31 of integer range in a 64-bit
 #: ring; 2^-16 resolution with 2^15 of range in a 32-bit ring. Whether that range is enough depends on eps,
@@ -36,7 +37,11 @@ class DPMFConfig:
     sharers: Literal["common", "per_item"] = param("common", doc="S3: one set of k sharers for every item (paper) | k per item")
     presharing_attempts: int = param(5, ge=1, doc="S3: pre-sharing attempts before iteration 1 (items still short are retried before each iteration)")
     ring_bits: Literal[32, 64] = param(64, doc="P = 2^ring_bits, the modulus of the masking ring")
-    frac_bits: int | None = param(None, ge=1, doc="fixed-point fractional bits (default: 32 in a 64-bit ring, 16 in a 32-bit one)")
+    frac_bits: int | Literal["auto"] | None = param(
+        None, ge=1,
+        doc='fixed-point fractional bits (default: 32 in a 64-bit ring, 16 in a 32-bit one); "auto": the most the ring\'s '
+        "headroom allows for this scenario and data (S2/S3; privacy.ring.frac_bits records the value)",
+    )
     mask_transport: Literal["explicit", "seeded"] = param("explicit", doc="psi as explicit masks (paper) or a PRG key")
     noise: Literal["theorem1", "laplace"] | None = param(None, doc="S1 noise; S2/S3 can only distribute Lemma 1's laplace (default: theorem1 for S1)")
     variant: Literal["protected", "naive"] = param("protected", doc="S2 only: naive = grad + eta-piece straight to the recommender")
@@ -51,7 +56,7 @@ class DPMFConfig:
     check_invariants: bool = param(True, doc="verify the invariant monitors every iteration")
 
     def __post_init__(self) -> None:
-        if self.frac_bits is not None and self.frac_bits >= self.ring_bits - 1:
+        if isinstance(self.frac_bits, int) and self.frac_bits >= self.ring_bits - 1:
             raise ConfigError(
                 "protocol.frac_bits",
                 f"must be < ring_bits - 1 = {self.ring_bits - 1} (a sign and an integer bit), got {self.frac_bits}",
@@ -72,8 +77,18 @@ class DPMFConfig:
 
     @property
     def ring(self) -> Ring:
-        bits = self.frac_bits if self.frac_bits is not None else DEFAULT_FRAC_BITS[self.ring_bits]
+        """The ring of ``ring_bits`` and ``frac_bits`` (the default for ``ring_bits`` when unset or "auto":
+        an "auto" run's ring comes from `ring_holding`)."""
+        bits = self.frac_bits if isinstance(self.frac_bits, int) else DEFAULT_FRAC_BITS[self.ring_bits]
         return Ring(self.ring_bits, bits)
+
+    def ring_holding(self, bound: float) -> Ring:
+        """The run's ring when its aggregates need ``|x| <= bound`` (`headroom`): with ``frac_bits = "auto"``
+        the most fractional bits a ``ring_bits`` ring can have and still hold ``bound`` (1 when none can:
+        the headroom check then refuses it, naming the rings that would do); otherwise `ring`."""
+        if self.frac_bits != "auto":
+            return self.ring
+        return Ring(self.ring_bits, max(1, frac_bits_for(self.ring_bits, bound)))
 
     @property
     def hyper(self) -> MFHyper:

@@ -89,6 +89,7 @@ import numpy as np
 import trio
 
 from ...actors.population import Population
+from ...data.ratings import Ratings
 from ...errors import ConfigError
 from ...mechanisms.laplace import laplace_scale
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
@@ -130,18 +131,45 @@ _BASELINES = {"err_mean": "baseline_err_mean"}
 _NAIVE_LEAK = "naive variant: per-user gradients reach the recommender unmasked; consecutive differences are exact (eq. (11))"
 
 
-def _public(ctx: RunContext, config: DPMFConfig) -> PublicParameters:
-    if ctx.scenario.data.feedback != "explicit":
+def _public(scenario: Any, train: Ratings, config: DPMFConfig) -> PublicParameters:
+    """The public parameters of a run of ``scenario`` on ``train``; the ring's fractional bits resolved
+    when ``frac_bits = "auto"`` (`DPMFConfig.ring_holding`: the most the headroom allows).
+
+    Raises:
+        ConfigError: implicit feedback, an empty rating range or an empty training split.
+    """
+    if scenario.data.feedback != "explicit":
         raise ConfigError("data.feedback", "dpmf factorizes explicit ratings; got implicit feedback")
-    low, high = ctx.train.rating_range
+    low, high = train.rating_range
     if not high > low:
-        raise ConfigError("data", f"the rating range {ctx.train.rating_range} is empty: Delta = max_r - min_r must be > 0")
-    if not len(ctx.train):
+        raise ConfigError("data", f"the rating range {train.rating_range} is empty: Delta = max_r - min_r must be > 0")
+    if not len(train):
         raise ConfigError("data", "the training split holds no ratings")
     scale = laplace_scale(config.d, config.epsilon, high - low)
-    coin = PublicCoin(ctx.seed, ctx.train.n_items, config.d)
+    ring = config.ring
+    if config.scenario != "S1" and config.frac_bits == "auto":
+        ring = config.ring_holding(_aggregate_headroom(train, config, scale, (low, high)).bound)
+    coin = PublicCoin(scenario.run.seed, train.n_items, config.d)
     return PublicParameters(
-        config.scenario, config.variant, config.mask_transport, config.hyper, config.ring, scale, ctx.train.n_items, (low, high), coin
+        config.scenario, config.variant, config.mask_transport, config.hyper, ring, scale, train.n_items, (low, high), coin
+    )
+
+
+def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
+    """Everything `run` refuses about ``scenario`` on ``train`` before it starts (`ProtocolSpec.check`):
+    the data `_public` refuses and, for S2/S3, a ring that cannot hold the aggregates (`_headroom`).
+    ``fedrecsim inspect`` calls it too, so it refuses what a run would; the note it returns names the
+    fractional bits ``frac_bits = "auto"`` chose."""
+    config: DPMFConfig = scenario.protocol
+    public = _public(scenario, train, config)
+    if config.scenario == "S1":
+        return ()
+    headroom = _headroom(train, config, public)
+    if config.frac_bits != "auto":
+        return ()
+    return (
+        f'protocol.frac_bits = "auto": {public.ring.frac_bits} fractional bits, the most a {public.ring.bits}-bit ring '
+        f"can have and hold the aggregates' |x| <= {headroom.bound:.4g} (range {public.ring.max_abs:.4g})",
     )
 
 
@@ -190,21 +218,34 @@ def _epsilon_spent(config: DPMFConfig, rounds: int) -> dict[str, Any]:
     }
 
 
-def _headroom(ctx: RunContext, config: DPMFConfig, public: PublicParameters) -> Headroom:
-    """The range S2/S3 aggregates need (`headroom`); refuses a ring that cannot hold it."""
-    headroom = aggregate_headroom(
-        scale=public.scale, d=config.d, rating_range=public.rating_range, max_raters=int(ctx.train.item_counts().max()),
+def _aggregate_headroom(train: Ratings, config: DPMFConfig, scale: float, rating_range: tuple[float, float]) -> Headroom:
+    """The range S2/S3 aggregates need on ``train`` (`headroom`)."""
+    return aggregate_headroom(
+        scale=scale, d=config.d, rating_range=rating_range, max_raters=int(train.item_counts().max()),
         max_users=config.max_users, weighted=config.scenario == "S3" and config.normalize, scenario=config.scenario,
     )
+
+
+def _headroom(train: Ratings, config: DPMFConfig, public: PublicParameters) -> Headroom:
+    """The range S2/S3 aggregates need (`headroom`); refuses a ring that cannot hold it."""
+    headroom = _aggregate_headroom(train, config, public.scale, public.rating_range)
     context = f"eps = {config.epsilon:g}, Delta = {public.delta:g}, d = {config.d}, K = {config.max_users}, weight <= {headroom.weight_max:g}"
     check_ring(public.ring, headroom, "protocol.frac_bits" if config.frac_bits is not None else "protocol.ring_bits", context)
     return headroom
 
 
-def _ring_report(public: PublicParameters, headroom: Headroom) -> dict[str, Any]:
+def _frac_bits_source(config: DPMFConfig) -> str:
+    """How the ring's fractional bits were chosen: "auto" (the most the headroom allows), "set", or "default"."""
+    if config.frac_bits == "auto":
+        return "auto: the most the headroom allows"
+    return "set" if config.frac_bits is not None else f"default for a {config.ring_bits}-bit ring"
+
+
+def _ring_report(config: DPMFConfig, public: PublicParameters, headroom: Headroom) -> dict[str, Any]:
     return {
         "bits": public.ring.bits,
         "frac_bits": public.ring.frac_bits,
+        "frac_bits_from": _frac_bits_source(config),
         "max_abs": public.ring.max_abs,
         "needed_abs": headroom.bound,
         "tail_probability_per_aggregate": headroom.tail,
@@ -217,12 +258,12 @@ def _ring_report(public: PublicParameters, headroom: Headroom) -> dict[str, Any]
 
 async def run(ctx: RunContext) -> Outcome:
     config: DPMFConfig = ctx.config
-    public = _public(ctx, config)
+    public = _public(ctx.scenario, ctx.train, config)
     if config.scenario == "S1":
         return await _run_trusted(ctx, config, public)
-    headroom = _headroom(ctx, config, public)
+    headroom = _headroom(ctx.train, config, public)
     outcome = await _run_private(ctx, config, public)
-    outcome.privacy["ring"] = _ring_report(public, headroom)
+    outcome.privacy["ring"] = _ring_report(config, public, headroom)
     return outcome
 
 
@@ -610,7 +651,7 @@ def _check_distributed(ctx: RunContext) -> None:
         raise ConfigError("protocol.scenario", f"over TCP dpmf runs S2 only yet; got {config.scenario}")
     if config.variant != "protected":
         raise ConfigError("protocol.variant", "over TCP dpmf runs the protected variant (with the third party) only")
-    _headroom(ctx, config, _public(ctx, config))
+    _headroom(ctx.train, config, _public(ctx.scenario, ctx.train, config))
 
 
 def _refreshed(recommender: Recommender, condition: Callable[[Recommender], bool]) -> Callable[[], bool]:
@@ -627,7 +668,7 @@ async def _recommend(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
     """The recommender's process: `_run_private`'s set-up and iterations, each started once what the
     simulation's round gap guarantees is in -- every user's join, and every set-up user's next request."""
     config: DPMFConfig = ctx.config
-    public = _public(ctx, config)
+    public = _public(ctx.scenario, ctx.train, config)
     recommender = Recommender(
         SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), public, config.max_users, config.k_presharing, config.sharers
     )
@@ -665,7 +706,8 @@ async def _recommend(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
 
 async def _aggregate(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
     """The third party's process: its `Aggregator` until the run stops."""
-    aggregator = Aggregator(THIRD_PARTY, ctx.network, ctx.rng(Stream.ACTOR, Role.THIRD_PARTY.code, 0), _public(ctx, ctx.config))
+    public = _public(ctx.scenario, ctx.train, ctx.config)
+    aggregator = Aggregator(THIRD_PARTY, ctx.network, ctx.rng(Stream.ACTOR, Role.THIRD_PARTY.code, 0), public)
     aggregator.horizon_s = ctx.horizon_s
     ctx.network.attach(THIRD_PARTY)
     await cue.ready()
@@ -678,7 +720,7 @@ async def _aggregate(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
 
 async def _contribute(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
     """A users' process: its block of users online until the run stops; their profiles are its part."""
-    public = _public(ctx, ctx.config)
+    public = _public(ctx.scenario, ctx.train, ctx.config)
     users = {
         party: PrivateUser(party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, party.index), items, values, public)
         for party, items, values in _user_data(ctx)
@@ -701,7 +743,7 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
     """`_private_outcome` from the processes' parts: metrics after the last round only, and without the
     invariant monitors and the noise measurements, which read every party's state."""
     config: DPMFConfig = ctx.config
-    public = _public(ctx, config)
+    public = _public(ctx.scenario, ctx.train, config)
     served = parts[Role.SERVER][0]
     user_factors, initial_u = _users_rows(parts[Role.USER], "user_factors"), _users_rows(parts[Role.USER], "initial_user_factors")
     rounds = served["rounds"]
@@ -715,7 +757,7 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
         "pieces_min": int(served["eta_pieces"][noised].min()) if noised.any() else 0,
         "skipped_updates": served["eta_skipped"],
     }
-    privacy["ring"] = _ring_report(public, _headroom(ctx, config, public))
+    privacy["ring"] = _ring_report(config, public, _headroom(ctx.train, config, public))
     state = {
         "item_factors": served["item_factors"],
         "user_factors": user_factors,
@@ -744,5 +786,5 @@ DISTRIBUTED = Distributed(
 
 PROTOCOL = ProtocolSpec(
     "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan,
-    distributed=DISTRIBUTED, resumable=True,
+    distributed=DISTRIBUTED, resumable=True, check=check,
 )
