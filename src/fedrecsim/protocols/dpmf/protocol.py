@@ -55,7 +55,9 @@ unprotected baseline, and ``noiseless_err_mean`` / ``noise_err_increase`` agains
 
 **The ring** must hold every aggregate: `headroom` derives the range they need from eps, Delta, d, K and the
 weights at a tail probability of 1e-12 per aggregate, and a run whose ring is smaller is refused with a
-ConfigError naming the rings that would do; ``privacy.ring`` reports the ring used and that range.
+ConfigError naming the rings that would do -- before it starts, and by ``fedrecsim inspect`` (`check`).
+``frac_bits = "auto"`` takes the most fractional bits the range allows; ``privacy.ring`` reports the ring
+used (``frac_bits``, and ``frac_bits_from``: auto, set or default) and that range.
 
 **Privacy report** (``privacy``): eps, Delta, the mechanism, b, the eta and rho~ measurements, the ring,
 and ``known_leaks``: the rated-item sets, and that the recommender knows H (it draws H_j; H_j(t) of rho~
