@@ -19,6 +19,8 @@ from fedrecsim.errors import ConfigError
 from fedrecsim.inspect import inspect_scenario, inspection_text
 from fedrecsim.mechanisms.ring import Ring
 from fedrecsim.network.ledger import COUNTER_NAMES
+from fedrecsim.runner import RunResult
+from fedrecsim.summary import summary_text
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 #: hua_comm_cost.toml at a tenth of its users: every user online and served, 20 ratings each.
@@ -268,3 +270,17 @@ def test_the_api_refuses_one_fractional_bit_more_than_auto_picks() -> None:
             fedrecsim.load_scenario(SCENARIOS / "hua_comm_cost.toml", [*TINY_HUA, f"protocol.frac_bits={chosen + 1}"]),
             calibration_rounds=0,
         )
+
+
+def test_a_ledger_without_rounds_is_labelled_whole_run_in_the_summary(tmp_path, capsys) -> None:
+    """A ledger that cannot tell the rounds apart (a TCP run's, or a protocol of one's own that never
+    begins a round) keeps the whole run over the rounds, and the summary says so rather than calling it
+    a round's traffic."""
+    document, printed = _run_cli(tmp_path, "run", SCENARIOS / "fcf_churn.toml", CHURN_FCF, capsys)
+    assert "upload per round" in printed and "traffic per role: set-up (round 0)" in printed
+    document["ledger"]["rounds_by_role"] = [entry for entry in document["ledger"]["rounds_by_role"] if entry["round"] == 0]
+    text = summary_text(RunResult(document, None, None, {}))
+    assert "whole run, set-up included, / 4 rounds: the ledger does not tell the rounds apart" in text
+    assert "upload per round" not in text and "traffic per role: set-up (round 0)" not in text
+    users = [counts for party, counts in document["ledger"]["parties"].items() if party.startswith("user:")]
+    assert f"{sum(c['sent_bytes'] for c in users) / len(users) / 4:,.1f}" in text

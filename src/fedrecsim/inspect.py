@@ -242,6 +242,9 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibrati
     by_round = result.result["ledger"]["rounds_by_role"]
     setup = _mean_traffic([entry for entry in by_round if entry["round"] == 0])
     per_round = _mean_traffic([entry for entry in by_round if entry["round"] >= 1])
+    if not any(entry["round"] >= 1 for entry in by_round):
+        # A protocol that never begins a round in the ledger: its traffic spread over its rounds.
+        per_round, setup = Traffic({}).plus(setup, 1.0 / rounds), Traffic({})
     virtual = recorder.virtual
     virtual_round_s = (virtual[-1] - virtual[0]) / (len(virtual) - 1) if len(virtual) >= 2 else result.result["virtual_time_s"]
     return Calibration(
