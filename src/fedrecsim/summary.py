@@ -103,7 +103,7 @@ def _traffic_per_round(result: Mapping[str, Any]) -> list[str]:
     ``rounds_by_role``); nothing when the ledger could not tell the rounds apart (a TCP run)."""
     by_round = result["ledger"].get("rounds_by_role") or []
     rounds = [entry for entry in by_round if entry["round"] >= 1]
-    if not by_round:
+    if not rounds:
         return []
     setup = next((entry["roles"] for entry in by_round if entry["round"] == 0), {})
     count = max(len(rounds), 1)
@@ -130,12 +130,13 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
     users = {party: counters for party, counters in ledger["parties"].items() if party.startswith("user:")}
     if not users:
         return []
-    if not ledger.get("rounds_by_role"):
+    if not any(entry["round"] >= 1 for entry in ledger.get("rounds_by_role", [])):
+        # A TCP run's ledger, or a protocol that never began a round in the ledger: no set-up to tell apart.
         up = [counters["sent_bytes"] / rounds for counters in users.values()]
         down = [counters["recv_bytes"] / rounds for counters in users.values()]
         return [
             "",
-            f"per user per round (bytes; whole run, set-up included, / {rounds:,} rounds: this ledger does not tell "
+            f"per user per round (bytes; whole run, set-up included, / {rounds:,} rounds: the ledger does not tell "
             f"the rounds apart)  {'mean over users':>16} {'heaviest user':>14}",
             f"  upload {'':<35}{_mean(up):>16,.1f} {max(up):>14,.1f}",
             f"  download {'':<33}{_mean(down):>16,.1f} {max(down):>14,.1f}",
