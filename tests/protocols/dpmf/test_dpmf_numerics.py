@@ -292,7 +292,7 @@ def test_s2_s3_privacy_and_ring_reports_come_from_the_config_and_the_headroom_fo
     noise = (weight_max + 1) * b * math.log(2 * d / 1e-12)
     ring = privacy["ring"]
     assert ring == {
-        "bits": 64, "frac_bits": 32, "max_abs": _ring_max_abs(64, 32),
+        "bits": 64, "frac_bits": 32, "frac_bits_from": "default for a 64-bit ring", "max_abs": _ring_max_abs(64, 32),
         "needed_abs": pytest.approx(gradient + noise, rel=1e-12),
         "tail_probability_per_aggregate": 1e-12,
         "noise_term": pytest.approx(noise, rel=1e-12),
