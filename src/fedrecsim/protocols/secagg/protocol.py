@@ -96,18 +96,19 @@ class SecAggServer(Server):
     receives = (Advertise, Shares, Masked, Reveal, Join, Leave)
 
 
-def _params(config: SecAggConfig) -> SecAggParams:
+def _params(config: SecAggConfig, n_users: int) -> SecAggParams:
     if config.frac_bits >= config.bits - 1:
         raise ConfigError("protocol.frac_bits", f"must be < bits - 1 = {config.bits - 1}, got {config.frac_bits}")
     return SecAggParams(
         ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
         threshold=config.threshold, ideal=config.mode == "ideal", stage_timeout_s=config.stage_timeout_s,
+        population=n_users,
     )
 
 
 async def run(ctx: RunContext) -> Outcome:
     config: SecAggConfig = ctx.config
-    params = _params(config)
+    params = _params(config, ctx.train.n_users)
     ring = params.ring
     ideal = IdealSum() if params.ideal else None
     users = {}
