@@ -53,9 +53,12 @@ class SecAggParams:
         stage_timeout_s: how long (virtual) the server waits for the replies of one stage.
         population: the users a session may be over: user indices 0 .. population - 1 (the calling
             protocol's users); 0 leaves it unstated (any index, any session size).
-        min_users: the fewest users a session may be over (the population, if smaller). A user refuses a
-            setup whose neighbourhood implies a smaller session: in a session of one user the sum is its
-            input, so a server could otherwise read any user's input by setting it up alone.
+        min_users: the fewest users a session may be over; with a stated population, at least its
+            threshold t(population) as well (Bonawitz et al.'s rule: a session goes on while t of the n
+            users remain), and at most the population (`session_floor`). A user refuses a setup whose
+            neighbourhood implies a smaller session: in a session of one user the sum is its input, and
+            in a session of few, few shares rebuild its secrets -- so a server could otherwise read a
+            user's input by setting it up (nearly) alone.
     """
 
     ring: Ring = field(default_factory=lambda: Ring(32, 16))
@@ -96,10 +99,17 @@ class SecAggParams:
         neighbourhood = k + 1
         return min(neighbourhood, math.floor(self.threshold * neighbourhood) + 1)
 
+    def session_floor(self) -> int:
+        """The fewest users a session may be over: `min_users`, and with a stated population at least the
+        threshold of a session over all of it, yet at most the population."""
+        if not self.population:
+            return self.min_users
+        return min(self.population, max(self.min_users, self.threshold_for(self.population)))
+
     def sessions_of_degree(self, k: int) -> tuple[int, int] | None:
-        """The session sizes n, from `min_users` to `population` (if stated), whose nominal degree is ``k``:
-        the interval (lowest, highest), or None if there is none. `degree` never decreases with n."""
-        lowest = min(self.min_users, self.population) if self.population else self.min_users
+        """The session sizes n, from `session_floor` to `population` (if stated), whose nominal degree is
+        ``k``: the interval (lowest, highest), or None if there is none. `degree` never decreases with n."""
+        lowest = self.session_floor()
         # Unstated population: past k + 2 + 2^(k/2 + 1) users every degree rule gives more than k (or caps).
         highest = self.population if self.population else max(lowest, k + 2 + 2 ** (k // 2 + 1))
         first = self._first_session_of_degree(k, lowest, highest)
@@ -126,8 +136,8 @@ class SecAggParams:
 
         The neighbours must be distinct users of the population in ascending order, ``me`` not among
         them. Their number is the user's degree (for a sparse graph of odd degree k, one more is the
-        Harary graph's extra neighbour), which must be the nominal degree of a session of at least
-        `min_users` users (and at most `population`), and t must be that degree's threshold.
+        Harary graph's extra neighbour), which must be the nominal degree of a session of
+        `session_floor` users or more (and at most `population`), and t must be that degree's threshold.
         """
         listed = [int(index) for index in neighbours]
         if any(later <= earlier for earlier, later in zip(listed, listed[1:])):
@@ -143,7 +153,7 @@ class SecAggParams:
         if self.graph == "sparse" and self.neighbours % 2 and degree == self.neighbours + 1:
             degree = self.neighbours  # odd k, odd n: the user opposite on the ring as well
         sessions = self.sessions_of_degree(degree)
-        floor = min(self.min_users, self.population) if self.population else self.min_users
+        floor = self.session_floor()
         if sessions is None:
             size = f"{floor} to {self.population}" if self.population else f"at least {floor}"
             return f"the neighbours of a user in a session of {size} users, received {len(listed)} neighbours"
