@@ -43,12 +43,14 @@ def _ids(indices: Sequence[int]) -> np.ndarray:
 
 @dataclass
 class Lies:
-    """What the malicious server tells each user: its t and neighbours in the setup, and -- given the
-    users whose shares it forwarded to it -- the survivors at Unmasking."""
+    """What the malicious server tells each user: its t and neighbours in the setup, whose shares it
+    forwards to it (``forwarded``; default: every neighbour's) and -- given those -- the survivors at
+    Unmasking."""
 
     t: Callable[[int], int]
     neighbours: Callable[[int], list[int]]
     survivors: Callable[[int, list[int]], list[int]]
+    forwarded: Callable[[int], list[int]] | None = None
 
 
 def _reconstruct(shares: dict[int, bytes], t: int) -> bytes | None:
@@ -84,7 +86,7 @@ class _MaliciousServer:
         inbox: dict[int, list[tuple[int, bytes]]] = {party.index: [] for party in shared}
         for sender, body in sorted(shared.items()):
             for recipient, row in zip(body.recipients.tolist(), body.ciphertexts):
-                if recipient in inbox and sender.index in lies.neighbours(recipient):
+                if recipient in inbox and sender.index in (lies.forwarded or lies.neighbours)(recipient):
                     inbox[recipient].append((sender.index, bytes(row)))
         for index, rows in inbox.items():
             server.send(_user(index), Ciphertexts(SESSION, _ids([s for s, _ in rows]),
@@ -214,6 +216,36 @@ async def test_the_shrunken_neighbourhood_attack_reads_the_input_of_a_user_that_
     the target accepts, and the server reads its input exactly -- the floor is what stops it."""
     attacked = await _attack(SecAggParams(), 6, SHRUNKEN)
     assert attacked.users[_user(TARGET)].contribution.outcome == "done"
+    assert attacked.recovered is not None
+    np.testing.assert_array_equal(attacked.recovered, attacked.inputs[TARGET])
+
+
+def _lie_about_survivors(index: int, senders: list[int]) -> list[int]:
+    """Ten users, t = 6: the target is told its five partners survived; partner p is told the others of
+    6..9 and the target survived (it reveals its shares of b_0 and of the other partners' s^SK); user
+    6 + i is told the target, 7..9 but itself, and partner 1 + i survived."""
+    if index == TARGET:
+        return senders
+    if index in PARTNERS:
+        return [0, 6, 7, 8, 9]
+    return sorted({0, 6, 7, 8, 9, index - 5} - {index})
+
+
+PARTNERS = (1, 2, 3, 4, 5)
+#: The honest setup of ten users (complete graph, t = 6); the server forwards the target the shares of
+#: five partners only -- the t - 1 its check asks -- and tells each user a different U3.
+SURVIVORS = Lies(t=lambda index: 6, neighbours=_complete(10), survivors=_lie_about_survivors,
+                 forwarded=lambda index: list(PARTNERS) if index == TARGET else _complete(10)(index))
+
+
+async def test_without_the_consistency_check_a_server_that_lies_about_the_survivors_still_reads_an_input(autojump_clock) -> None:
+    """What the users' checks do not stop (docs/faults.md): the setup is honest, so every user takes part,
+    but each is told another U3. Each holder reveals one share per owner, b_v's or s_v^SK's, as its own U3
+    says; with t = floor(n / 2) + 1 the server gathers t of b_0 and t of each partner's s^SK and reads the
+    target's input. Bonawitz et al.'s ConsistencyCheck (users sign U3) and t > 2n/3 stop it; both are
+    left out here, as the module says (an honest-but-curious server)."""
+    attacked = await _attack(SecAggParams(population=10), 10, SURVIVORS)
+    assert not attacked.rejections and all(user.contribution.outcome == "done" for user in attacked.users.values())
     assert attacked.recovered is not None
     np.testing.assert_array_equal(attacked.recovered, attacked.inputs[TARGET])
 
