@@ -49,7 +49,8 @@ def test_the_secure_aggregation_parameters_follow_the_configuration() -> None:
     params = secagg_params(config, 11, 40)
     assert (params.ring.bits, params.ring.frac_bits) == (32, 12)
     assert (params.graph, params.neighbours, params.threshold, params.stage_timeout_s) == ("complete", 5, 0.25, 3.5)
-    assert (params.population, params.min_users) == (40, 2)  # the users check their setups against the data's users
+    assert (params.population, params.min_users) == (40, 0)  # the users check their setups against the data's users
+    assert secagg_params(PriviRecConfig(min_users=7), 5, 40).session_floor() == 7
     assert params.ideal and not secagg_params(config, 10, 40).ideal
     assert secagg_params(PriviRecConfig(bits=32, frac_bits=30), 5, 40).ring.frac_bits == 30  # < bits - 1 is allowed
     with pytest.raises(ConfigError) as raised:

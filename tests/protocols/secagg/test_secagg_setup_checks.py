@@ -212,7 +212,7 @@ async def test_users_refuse_a_shrunken_neighbourhood_and_the_attack_reads_nothin
 
 
 async def test_the_shrunken_neighbourhood_attack_reads_the_input_of_a_user_that_accepts_it(autojump_clock) -> None:
-    """The same attack where the public parameters allow a session of two (min_users = 2, population unstated):
+    """The same attack where the public parameters allow a session of two (the population unstated: floor 2):
     the target accepts, and the server reads its input exactly -- the floor is what stops it."""
     attacked = await _attack(SecAggParams(), 6, SHRUNKEN)
     assert attacked.users[_user(TARGET)].contribution.outcome == "done"
@@ -264,9 +264,10 @@ def _honest_setups(params: SecAggParams, n: int, seed: int) -> dict[int, tuple[l
 
 @pytest.mark.parametrize("params", [
     SecAggParams(population=12), SecAggParams(population=12, threshold=0.7), SecAggParams(population=12, min_users=9),
+    SecAggParams(population=12, min_users=3),
     SecAggParams(graph="sparse", population=40), SecAggParams(graph="sparse", neighbours=5, population=17),
     SecAggParams(graph="sparse", neighbours=4, threshold=0.2, population=30), SecAggParams(), SecAggParams(graph="sparse", neighbours=3),
-], ids=["complete", "theta 0.7", "min 9", "sparse default k", "sparse k 5", "sparse k 4 theta 0.2", "unstated", "unstated sparse k 3"])
+], ids=["complete", "theta 0.7", "min 9", "min 3", "sparse default k", "sparse k 5", "sparse k 4 theta 0.2", "unstated", "unstated sparse k 3"])
 def test_every_setup_an_honest_server_sends_passes(params: SecAggParams) -> None:
     """Every session size from the floor to the population (or 60), every user of it: no false refusal."""
     top = params.population or 60
@@ -306,6 +307,7 @@ def test_a_sparse_setup_is_checked_against_the_degree_k() -> None:
 
 
 def test_without_a_stated_population_the_floor_is_min_users_and_any_index_is_a_user() -> None:
+    assert SecAggParams().session_floor() == 2
     params = SecAggParams(min_users=3)
     assert params.session_floor() == 3 and params.sessions_of_degree(1) is None
     assert params.setup_problem(5, [1000, 2000], 2) is None
@@ -316,6 +318,7 @@ def test_without_a_stated_population_the_floor_is_min_users_and_any_index_is_a_u
 def test_the_floor_is_min_users_or_the_populations_threshold_and_at_most_the_population() -> None:
     assert SecAggParams(population=10).session_floor() == 6  # t(10)
     assert SecAggParams(population=10, min_users=8).session_floor() == 8
+    assert SecAggParams(population=10, min_users=3).session_floor() == 3  # a deployment that accepts small sessions
     assert SecAggParams(population=10, min_users=50).session_floor() == 10
     assert SecAggParams(population=1).session_floor() == 1  # a population of one: its sessions hold one user
     assert SecAggParams().session_floor() == 2
@@ -325,7 +328,7 @@ def test_the_floor_is_min_users_or_the_populations_threshold_and_at_most_the_pop
     assert SecAggParams(graph="sparse", population=64).sessions_of_degree(10) == (17, 32)  # 2 ceil(log2 n) = 10
 
 
-@pytest.mark.parametrize(("field", "value", "key"), [("population", -1, "secagg.population"), ("min_users", 0, "secagg.min_users")])
+@pytest.mark.parametrize(("field", "value", "key"), [("population", -1, "secagg.population"), ("min_users", -1, "secagg.min_users")])
 def test_the_public_parameters_are_validated(field: str, value: int, key: str) -> None:
     with pytest.raises(ConfigError) as raised:
         SecAggParams(**{field: value})

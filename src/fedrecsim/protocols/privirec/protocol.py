@@ -105,6 +105,7 @@ class PriviRecConfig:
     bits: Literal[32, 64] = param(64, doc="the ring Z_{2^bits} of the secure sums")
     frac_bits: int = param(40, ge=1, doc="fixed-point fractional bits of the encoding")
     stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
+    min_users: int = param(0, ge=0, doc="users refuse a session of fewer users than this; 0 = t of a session of all users")
     crash_stage: Literal["random", "advertise_keys", "share_keys", "masked_input_collection", "unmasking"] = param(
         "random", doc="where a user the dropout model picks goes silent: a secure-aggregation stage, or one drawn uniformly"
     )
@@ -138,7 +139,7 @@ def secagg_params(config: PriviRecConfig, n_items: int, n_users: int) -> SecAggP
     return SecAggParams(
         ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
         threshold=config.threshold, ideal=secagg_mode(config, n_items) == "ideal", stage_timeout_s=config.stage_timeout_s,
-        population=n_users,
+        population=n_users, min_users=config.min_users,
     )
 
 

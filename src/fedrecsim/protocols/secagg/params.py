@@ -53,12 +53,13 @@ class SecAggParams:
         stage_timeout_s: how long (virtual) the server waits for the replies of one stage.
         population: the users a session may be over: user indices 0 .. population - 1 (the calling
             protocol's users); 0 leaves it unstated (any index, any session size).
-        min_users: the fewest users a session may be over; with a stated population, at least its
-            threshold t(population) as well (Bonawitz et al.'s rule: a session goes on while t of the n
-            users remain), and at most the population (`session_floor`). A user refuses a setup whose
-            neighbourhood implies a smaller session: in a session of one user the sum is its input, and
-            in a session of few, few shares rebuild its secrets -- so a server could otherwise read a
-            user's input by setting it up (nearly) alone.
+        min_users: the fewest users a session may be over (at most the population); 0, the default,
+            means the threshold t(population) of a session over the whole population -- Bonawitz et
+            al.'s rule that a session goes on while t of the n users remain -- or 2 where the population
+            is unstated (`session_floor`). A user refuses a setup whose neighbourhood implies a smaller
+            session: in a session of one user the sum is its input, and in a session of few, few shares
+            rebuild its secrets -- so a server could otherwise read a user's input by setting it up
+            (nearly) alone.
     """
 
     ring: Ring = field(default_factory=lambda: Ring(32, 16))
@@ -68,7 +69,7 @@ class SecAggParams:
     ideal: bool = False
     stage_timeout_s: float = 10.0
     population: int = 0
-    min_users: int = 2
+    min_users: int = 0
 
     def __post_init__(self) -> None:
         if self.graph not in ("complete", "sparse"):
@@ -81,8 +82,8 @@ class SecAggParams:
             raise ConfigError("secagg.stage_timeout_s", f"must be > 0, got {self.stage_timeout_s}")
         if self.population < 0:
             raise ConfigError("secagg.population", f"must be >= 0, got {self.population}")
-        if self.min_users < 1:
-            raise ConfigError("secagg.min_users", f"must be >= 1, got {self.min_users}")
+        if self.min_users < 0:
+            raise ConfigError("secagg.min_users", f"must be >= 0, got {self.min_users}")
 
     def degree(self, n: int) -> int:
         """k, the number of neighbours each of ``n`` users has (n - 1 for the complete graph)."""
@@ -100,11 +101,11 @@ class SecAggParams:
         return min(neighbourhood, math.floor(self.threshold * neighbourhood) + 1)
 
     def session_floor(self) -> int:
-        """The fewest users a session may be over: `min_users`, and with a stated population at least the
-        threshold of a session over all of it, yet at most the population."""
-        if not self.population:
-            return self.min_users
-        return min(self.population, max(self.min_users, self.threshold_for(self.population)))
+        """The fewest users a session may be over: `min_users` (at most the population), or if it is 0 the
+        threshold of a session over the whole population (2 if the population is unstated)."""
+        if self.min_users:
+            return min(self.min_users, self.population) if self.population else self.min_users
+        return self.threshold_for(self.population) if self.population else 2
 
     def sessions_of_degree(self, k: int) -> tuple[int, int] | None:
         """The session sizes n, from `session_floor` to `population` (if stated), whose nominal degree is

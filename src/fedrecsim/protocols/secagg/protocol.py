@@ -52,6 +52,7 @@ class SecAggConfig:
     bits: Literal[32, 64] = param(32, doc="the ring Z_{2^bits} the vectors are summed in")
     frac_bits: int = param(16, ge=1, doc="fixed-point fractional bits of the encoding")
     stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
+    min_users: int = param(0, ge=0, doc="users refuse a session of fewer users than this; 0 = t of a session of all users")
 
 
 class SecAggUser(User):
@@ -102,7 +103,7 @@ def _params(config: SecAggConfig, n_users: int) -> SecAggParams:
     return SecAggParams(
         ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
         threshold=config.threshold, ideal=config.mode == "ideal", stage_timeout_s=config.stage_timeout_s,
-        population=n_users,
+        population=n_users, min_users=config.min_users,
     )
 
 
