@@ -22,7 +22,7 @@ from fedrecsim.protocols.secagg import Aggregate, SecAggParams, Stage, aggregate
 from fedrecsim.protocols.secagg.messages import Advertise, Keys, Setup
 from fedrecsim.testing import open_network
 
-from secagg_harness import SESSION, SummingUser, inputs
+from secagg_harness import SESSION, SummingUser, inputs, session
 
 P = 2**255 - 19
 #: Encodings of points of small order: every key agreement with them is the all-zero secret.
@@ -112,8 +112,6 @@ async def test_an_invalid_key_drops_its_owner_only_and_the_others_are_summed_exa
 
 async def test_in_ideal_mode_the_keys_are_zeros_of_the_real_size_and_nobody_is_rejected(autojump_clock) -> None:
     """Ideal mode sends zero keys (nothing agrees on them): the server does not test them as keys."""
-    from secagg_harness import session
-
     params = SecAggParams(ideal=True, population=6)
     outcome = await session(inputs(6, 8, params.ring), params)
     assert isinstance(outcome.result, Aggregate) and len(outcome.result.survivors) == 6
