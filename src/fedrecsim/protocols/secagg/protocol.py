@@ -5,7 +5,10 @@ Each user holds a vector of ``length`` reals, uniform in [-1, 1], drawn from its
 fractional bits (`fedrecsim.mechanisms.ring.Ring`). Each round the server securely sums the vectors of
 its online members (session id = round). A user the scenario's mid-round dropout picks crashes at one
 of the four stages, drawn uniformly from a stream of its own (``Stream.PROTOCOL``, 1, its index), so
-that real and ideal mode crash the same users at the same stages.
+that real and ideal mode crash the same users at the same stages. The sessions' public parameters are
+the config's over the data's users (`SecAggParams.population`): a user refuses a setup they do not allow,
+among them a session of fewer users than ``min_users`` (0: t of a session of all users), so a round whose
+online users are fewer aborts at AdvertiseKeys with a warning, each refusal in the ledger's rejections.
 
 Metrics per round: ``participants`` (|U3|, whose inputs are in the sum), ``u0`` .. ``u5`` (users at the
 start and after each stage: AdvertiseKeys U1, ShareKeys U2, MaskedInputCollection U3, Unmasking U5),
