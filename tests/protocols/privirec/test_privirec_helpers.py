@@ -46,13 +46,15 @@ def test_auto_mode_is_real_up_to_the_configured_item_count() -> None:
 def test_the_secure_aggregation_parameters_follow_the_configuration() -> None:
     config = PriviRecConfig(bits=32, frac_bits=12, graph="complete", neighbours=5, threshold=0.25, stage_timeout_s=3.5,
                             secagg="auto", real_max_items=10)
-    params = secagg_params(config, 11)
+    params = secagg_params(config, 11, 40)
     assert (params.ring.bits, params.ring.frac_bits) == (32, 12)
     assert (params.graph, params.neighbours, params.threshold, params.stage_timeout_s) == ("complete", 5, 0.25, 3.5)
-    assert params.ideal and not secagg_params(config, 10).ideal
-    assert secagg_params(PriviRecConfig(bits=32, frac_bits=30), 5).ring.frac_bits == 30  # < bits - 1 is allowed
+    assert (params.population, params.min_users) == (40, 0)  # the users check their setups against the data's users
+    assert secagg_params(PriviRecConfig(min_users=7), 5, 40).session_floor() == 7
+    assert params.ideal and not secagg_params(config, 10, 40).ideal
+    assert secagg_params(PriviRecConfig(bits=32, frac_bits=30), 5, 40).ring.frac_bits == 30  # < bits - 1 is allowed
     with pytest.raises(ConfigError) as raised:
-        secagg_params(PriviRecConfig(bits=64, frac_bits=63), 5)
+        secagg_params(PriviRecConfig(bits=64, frac_bits=63), 5, 40)
     assert raised.value.key_path == "protocol.frac_bits" and "must be < bits - 1 = 63, got 63" in str(raised.value)
 
 

@@ -138,7 +138,7 @@ async def test_a_user_left_behind_gives_up_on_its_session_after_stage_s(autojump
         sim.attach(user.party)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(user.run)
-            sim.network.send(SERVER, user.party, Setup(SESSION, 32, 4, 1, np.array([], dtype=np.int32)))
+            sim.network.send(SERVER, user.party, Setup(SESSION, 32, 4, 2, np.array([1], dtype=np.int32)))  # a session of two
             start = trio.current_time()
             while user.contribution is None:
                 await trio.sleep(0.5)

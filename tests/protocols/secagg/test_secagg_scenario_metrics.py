@@ -109,7 +109,7 @@ def test_final_metrics_are_the_last_round_and_per_round_means_of_the_ledger() ->
     assert monitor == {"name": "masks_cancel", "checked": 3, "violations": 0,
                        "detail": "the unmasked sum equals the encoded inputs of U3 summed in the ring"}
     state = result.outcome.state
-    assert state["params"] == SecAggParams(ring=Ring(32, 16), graph="complete", threshold=0.5)
+    assert state["params"] == SecAggParams(ring=Ring(32, 16), graph="complete", threshold=0.5, population=20)
     assert state["sum"].dtype == np.uint32 and state["sum"].size == LENGTH
 
 

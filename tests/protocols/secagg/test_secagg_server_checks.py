@@ -19,8 +19,9 @@ from secagg_harness import SESSION, SummingUser, inputs, run_session
 
 @pytest.mark.parametrize("ideal", [False, True], ids=["real", "ideal"])
 def test_a_session_of_one_user_returns_its_input(ideal: bool) -> None:
-    """t = 1 and no neighbours: no pairwise mask, no ciphertext, the self mask rebuilt from the user's own share."""
-    params = SecAggParams(ideal=ideal)
+    """t = 1 and no neighbours: no pairwise mask, no ciphertext, the self mask rebuilt from the user's own share
+    (in a population of one user: the public parameters allow no session of one in a larger one)."""
+    params = SecAggParams(ideal=ideal, population=1)
     x = inputs(1, 6, params.ring)
     result = run_session(x, params).result
     assert isinstance(result, Aggregate)

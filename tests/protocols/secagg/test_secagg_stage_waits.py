@@ -22,7 +22,7 @@ USER = Party(Role.USER, 0)
 async def test_the_scenarios_user_gives_up_on_a_session_it_was_left_behind_in_and_skips_its_stale_setup(autojump_clock) -> None:
     """`SecAggUser` waits at most STAGE_WAITS stage timeouts for the server's next message of a session, then
     takes part in the next session -- not in a late copy of the one it left."""
-    params = SecAggParams(stage_timeout_s=10.0)
+    params = SecAggParams(stage_timeout_s=10.0, population=1)  # a population of one: sessions of one user
     assert STAGE_WAITS == 2.0
     async with open_network() as sim:
         server = Server(SERVER, sim.network, sim.actor_rng(SERVER))

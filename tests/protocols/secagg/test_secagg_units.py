@@ -163,11 +163,11 @@ def test_a_sparse_degree_is_capped_at_n_minus_one() -> None:
 
 def test_the_scenarios_parameters_are_the_protocol_tables() -> None:
     params = _params(SecAggConfig(mode="ideal", graph="sparse", neighbours=5, threshold=0.3, bits=64, frac_bits=20,
-                                  stage_timeout_s=3.5))
+                                  stage_timeout_s=3.5), 12)
     assert params == SecAggParams(ring=Ring(64, 20), graph="sparse", neighbours=5, threshold=0.3, ideal=True,
-                                  stage_timeout_s=3.5)
-    assert not _params(SecAggConfig(mode="real")).ideal
-    assert _params(SecAggConfig(bits=32, frac_bits=30)).ring.frac_bits == 30  # one integer bit is enough
+                                  stage_timeout_s=3.5, population=12)
+    assert not _params(SecAggConfig(mode="real"), 12).ideal
+    assert _params(SecAggConfig(bits=32, frac_bits=30), 12).ring.frac_bits == 30  # one integer bit is enough
     with pytest.raises(ConfigError) as raised:
-        _params(SecAggConfig(bits=32, frac_bits=31))
+        _params(SecAggConfig(bits=32, frac_bits=31), 12)
     assert raised.value.key_path == "protocol.frac_bits"

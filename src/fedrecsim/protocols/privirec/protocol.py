@@ -105,6 +105,7 @@ class PriviRecConfig:
     bits: Literal[32, 64] = param(64, doc="the ring Z_{2^bits} of the secure sums")
     frac_bits: int = param(40, ge=1, doc="fixed-point fractional bits of the encoding")
     stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
+    min_users: int = param(0, ge=0, doc="users refuse a session of fewer users than this; 0 = t of a session of all users")
     crash_stage: Literal["random", "advertise_keys", "share_keys", "masked_input_collection", "unmasking"] = param(
         "random", doc="where a user the dropout model picks goes silent: a secure-aggregation stage, or one drawn uniformly"
     )
@@ -130,12 +131,15 @@ def secagg_mode(config: PriviRecConfig, n_items: int) -> str:
     return "real" if n_items <= config.real_max_items else "ideal"
 
 
-def secagg_params(config: PriviRecConfig, n_items: int) -> SecAggParams:
+def secagg_params(config: PriviRecConfig, n_items: int, n_users: int) -> SecAggParams:
+    """The sessions' public parameters: the config's, over the population of the data's ``n_users`` users
+    (against which each user checks its setups)."""
     if config.frac_bits >= config.bits - 1:
         raise ConfigError("protocol.frac_bits", f"must be < bits - 1 = {config.bits - 1}, got {config.frac_bits}")
     return SecAggParams(
         ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
         threshold=config.threshold, ideal=secagg_mode(config, n_items) == "ideal", stage_timeout_s=config.stage_timeout_s,
+        population=n_users, min_users=config.min_users,
     )
 
 
@@ -210,7 +214,7 @@ async def run(ctx: RunContext) -> Outcome:
     config: PriviRecConfig = ctx.config
     train, test = ctx.train, ctx.test
     _check(config, train.n_items)
-    params = secagg_params(config, train.n_items)
+    params = secagg_params(config, train.n_items, train.n_users)
     ideal = IdealSum() if params.ideal else None
     users, server = _parties(ctx, config, params, ideal)
     ctx.network.attach(SERVER)

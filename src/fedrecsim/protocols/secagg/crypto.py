@@ -66,6 +66,30 @@ class KeyPair:
             raise ProtocolViolation(f"an advertised X25519 public key is invalid: {exc}") from exc
 
 
+#: A fixed private key to test advertised keys with: its scalar, clamped like every X25519 scalar, is a
+#: multiple of the cofactor 8, so its agreement with a point of small order is zero -- what every key
+#: agreement with that point gives, and what `cryptography` refuses.
+_PROBE = X25519PrivateKey.from_private_bytes(bytes(range(1, KEY_BYTES + 1)))
+
+
+def public_key_problem(public: bytes) -> str | None:
+    """What makes ``public`` unusable as an X25519 public key, or None if every key agreement with it works.
+
+    Refused: another length than `KEY_BYTES`, and the points of small order (the all-zero encoding, 1,
+    p - 1, the order-8 points ...), with which every agreement is the all-zero secret, whatever the other
+    party's private key -- a key a user cannot agree with. The test is the library's own exchange, so a
+    key that passes here never fails `KeyPair.agree`.
+    """
+    public = bytes(public)
+    if len(public) != KEY_BYTES:
+        return f"an X25519 public key is {KEY_BYTES} bytes, received {len(public)}"
+    try:
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError as exc:
+        return f"{public.hex()} is no valid X25519 public key ({exc})"
+    return None
+
+
 def derive(agreement: bytes, purpose: bytes, session: int) -> bytes:
     """A 32-byte key for ``purpose`` (``b"encrypt"`` or ``b"mask"``) in ``session`` from an agreement."""
     info = b"fedrecsim secagg " + purpose + b" " + str(session).encode()
@@ -107,4 +131,4 @@ def open_sealed(key: bytes, session: int, sender: int, recipient: int, ciphertex
     return shamir.from_bytes(plaintext[start:middle]), shamir.from_bytes(plaintext[middle:])
 
 
-__all__ = ["CIPHERTEXT_BYTES", "KEY_BYTES", "PLAINTEXT_BYTES", "TAG_BYTES", "KeyPair", "derive", "open_sealed", "seal"]
+__all__ = ["CIPHERTEXT_BYTES", "KEY_BYTES", "PLAINTEXT_BYTES", "TAG_BYTES", "KeyPair", "derive", "open_sealed", "public_key_problem", "seal"]

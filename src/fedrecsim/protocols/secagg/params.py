@@ -3,12 +3,22 @@
 The stages are Bonawitz et al. 2017's rounds 0-4 without round 3 (ConsistencyCheck), which only the
 actively secure variant needs; the server here is honest-but-curious. A user that crashes "at" a stage
 sends nothing from that stage on.
+
+The parameters are public: the server and every user know them from the scenario (Bonawitz et al. give
+every party n and t before the protocol starts). The server draws a session's graph and sends each user
+its neighbours and t (`messages.Setup`); a user checks them against these parameters (`setup_problem`)
+and takes no part in a session they contradict -- a server that lowered t, or gave a user a neighbourhood
+the parameters do not allow (too few users, users that do not exist, itself), cannot make a user share
+its secrets with fewer holders than the threshold the parameters promise. The check is the user's own
+view: it cannot see what the server told the others (that is the active variant's ConsistencyCheck,
+omitted, and its signed keys).
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -41,6 +51,15 @@ class SecAggParams:
         ideal: run the ideal functionality instead of the cryptography (`ideal`): same messages, same
             bytes, the sum computed directly.
         stage_timeout_s: how long (virtual) the server waits for the replies of one stage.
+        population: the users a session may be over: user indices 0 .. population - 1 (the calling
+            protocol's users); 0 leaves it unstated (any index, any session size).
+        min_users: the fewest users a session may be over (at most the population); 0, the default,
+            means the threshold t(population) of a session over the whole population -- Bonawitz et
+            al.'s rule that a session goes on while t of the n users remain -- or 2 where the population
+            is unstated (`session_floor`). A user refuses a setup whose neighbourhood implies a smaller
+            session: in a session of one user the sum is its input, and in a session of few, few shares
+            rebuild its secrets -- so a server could otherwise read a user's input by setting it up
+            (nearly) alone.
     """
 
     ring: Ring = field(default_factory=lambda: Ring(32, 16))
@@ -49,6 +68,8 @@ class SecAggParams:
     threshold: float = 0.5
     ideal: bool = False
     stage_timeout_s: float = 10.0
+    population: int = 0
+    min_users: int = 0
 
     def __post_init__(self) -> None:
         if self.graph not in ("complete", "sparse"):
@@ -59,6 +80,10 @@ class SecAggParams:
             raise ConfigError("secagg.threshold", f"must lie in [0, 1), got {self.threshold}")
         if not self.stage_timeout_s > 0:
             raise ConfigError("secagg.stage_timeout_s", f"must be > 0, got {self.stage_timeout_s}")
+        if self.population < 0:
+            raise ConfigError("secagg.population", f"must be >= 0, got {self.population}")
+        if self.min_users < 0:
+            raise ConfigError("secagg.min_users", f"must be >= 0, got {self.min_users}")
 
     def degree(self, n: int) -> int:
         """k, the number of neighbours each of ``n`` users has (n - 1 for the complete graph)."""
@@ -68,8 +93,74 @@ class SecAggParams:
 
     def threshold_for(self, n: int) -> int:
         """t for ``n`` users: floor(theta (k + 1)) + 1 shares, at most k + 1."""
-        neighbourhood = self.degree(n) + 1
+        return self.threshold_of_degree(self.degree(n))
+
+    def threshold_of_degree(self, k: int) -> int:
+        """t for users of nominal degree ``k``: floor(theta (k + 1)) + 1 shares, at most k + 1."""
+        neighbourhood = k + 1
         return min(neighbourhood, math.floor(self.threshold * neighbourhood) + 1)
+
+    def session_floor(self) -> int:
+        """The fewest users a session may be over: `min_users` (at most the population), or if it is 0 the
+        threshold of a session over the whole population (2 if the population is unstated)."""
+        if self.min_users:
+            return min(self.min_users, self.population) if self.population else self.min_users
+        return self.threshold_for(self.population) if self.population else 2
+
+    def sessions_of_degree(self, k: int) -> tuple[int, int] | None:
+        """The session sizes n, from `session_floor` to `population` (if stated), whose nominal degree is
+        ``k``: the interval (lowest, highest), or None if there is none. `degree` never decreases with n."""
+        lowest = self.session_floor()
+        # Unstated population: past k + 2 + 2^(k/2 + 1) users every degree rule gives more than k (or caps).
+        highest = self.population if self.population else max(lowest, k + 2 + 2 ** (k // 2 + 1))
+        first = self._first_session_of_degree(k, lowest, highest)
+        if first is None or self.degree(first) != k:
+            return None
+        after = self._first_session_of_degree(k + 1, first, highest)
+        return first, (highest if after is None else after - 1)
+
+    def _first_session_of_degree(self, k: int, lowest: int, highest: int) -> int | None:
+        """The smallest n in [lowest, highest] with degree(n) >= k, or None."""
+        if lowest > highest or self.degree(highest) < k:
+            return None
+        while lowest < highest:
+            middle = (lowest + highest) // 2
+            if self.degree(middle) >= k:
+                highest = middle
+            else:
+                lowest = middle + 1
+        return lowest
+
+    def setup_problem(self, me: int, neighbours: Sequence[int], t: int) -> str | None:
+        """What in a setup -- user ``me``'s ``neighbours`` and the threshold ``t`` -- the public parameters
+        do not allow, or None if an honest server could have sent it.
+
+        The neighbours must be distinct users of the population in ascending order, ``me`` not among
+        them. Their number is the user's degree (for a sparse graph of odd degree k, one more is the
+        Harary graph's extra neighbour), which must be the nominal degree of a session of
+        `session_floor` users or more (and at most `population`), and t must be that degree's threshold.
+        """
+        listed = [int(index) for index in neighbours]
+        if any(later <= earlier for earlier, later in zip(listed, listed[1:])):
+            return f"neighbours in ascending order, each once, received {listed}"
+        if me in listed:
+            return f"neighbours other than user:{me} itself, received {listed}"
+        strangers = [index for index in listed if index < 0 or (self.population and index >= self.population)]
+        if strangers:
+            return f"neighbours among users 0 to {self.population - 1}, received {strangers}" if self.population else (
+                f"neighbours with indices >= 0, received {strangers}"
+            )
+        degree = len(listed)
+        if self.graph == "sparse" and self.neighbours % 2 and degree == self.neighbours + 1:
+            degree = self.neighbours  # odd k, odd n: the user opposite on the ring as well
+        sessions = self.sessions_of_degree(degree)
+        floor = self.session_floor()
+        if sessions is None:
+            size = f"{floor} to {self.population}" if self.population else f"at least {floor}"
+            return f"the neighbours of a user in a session of {size} users, received {len(listed)} neighbours"
+        if t != self.threshold_of_degree(degree):
+            return f"t = {self.threshold_of_degree(degree)} for {len(listed)} neighbours, received t = {t}"
+        return None
 
 
 __all__ = ["SecAggParams", "Stage"]

@@ -5,7 +5,10 @@ Each user holds a vector of ``length`` reals, uniform in [-1, 1], drawn from its
 fractional bits (`fedrecsim.mechanisms.ring.Ring`). Each round the server securely sums the vectors of
 its online members (session id = round). A user the scenario's mid-round dropout picks crashes at one
 of the four stages, drawn uniformly from a stream of its own (``Stream.PROTOCOL``, 1, its index), so
-that real and ideal mode crash the same users at the same stages.
+that real and ideal mode crash the same users at the same stages. The sessions' public parameters are
+the config's over the data's users (`SecAggParams.population`): a user refuses a setup they do not allow,
+among them a session of fewer users than ``min_users`` (0: t of a session of all users), so a round whose
+online users are fewer aborts at AdvertiseKeys with a warning, each refusal in the ledger's rejections.
 
 Metrics per round: ``participants`` (|U3|, whose inputs are in the sum), ``u0`` .. ``u5`` (users at the
 start and after each stage: AdvertiseKeys U1, ShareKeys U2, MaskedInputCollection U3, Unmasking U5),
@@ -52,6 +55,7 @@ class SecAggConfig:
     bits: Literal[32, 64] = param(32, doc="the ring Z_{2^bits} the vectors are summed in")
     frac_bits: int = param(16, ge=1, doc="fixed-point fractional bits of the encoding")
     stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
+    min_users: int = param(0, ge=0, doc="users refuse a session of fewer users than this; 0 = t of a session of all users")
 
 
 class SecAggUser(User):
@@ -96,18 +100,19 @@ class SecAggServer(Server):
     receives = (Advertise, Shares, Masked, Reveal, Join, Leave)
 
 
-def _params(config: SecAggConfig) -> SecAggParams:
+def _params(config: SecAggConfig, n_users: int) -> SecAggParams:
     if config.frac_bits >= config.bits - 1:
         raise ConfigError("protocol.frac_bits", f"must be < bits - 1 = {config.bits - 1}, got {config.frac_bits}")
     return SecAggParams(
         ring=Ring(config.bits, config.frac_bits), graph=config.graph, neighbours=config.neighbours,
         threshold=config.threshold, ideal=config.mode == "ideal", stage_timeout_s=config.stage_timeout_s,
+        population=n_users, min_users=config.min_users,
     )
 
 
 async def run(ctx: RunContext) -> Outcome:
     config: SecAggConfig = ctx.config
-    params = _params(config)
+    params = _params(config, ctx.train.n_users)
     ring = params.ring
     ideal = IdealSum() if params.ideal else None
     users = {}

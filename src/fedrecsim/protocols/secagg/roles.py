@@ -13,10 +13,17 @@ Stage by stage (Bonawitz et al. 2017, Fig. 4, without ConsistencyCheck), U_i the
 5. Unmasking: users send their shares of b_v (v in U3 or itself) and of s_v^SK (v in N(u) n U2 \\ U3);
    U5 = who did. The server reconstructs and removes the masks.
 
-What a user sends that the protocol does not allow -- shares for other recipients than its neighbours
-that advertised, a masked input of the wrong length, shares of other users than those asked for -- is
-rejected by the server (recorded in the ledger) and the user counts as dropped at that stage: a single
-user can make itself drop out, never stop the session.
+What a user sends that the protocol does not allow -- a public key that is not a usable X25519 key (of
+another length, or a point of small order, with which no key agreement works), shares for other
+recipients than its neighbours that advertised, a masked input of the wrong length, shares of other users
+than those asked for -- is rejected by the server (recorded in the ledger) and the user counts as dropped
+at that stage: a single user can make itself drop out, never stop the session. Its neighbours never see
+a key the server rejected, so they make no pairwise mask with its owner.
+
+A user checks the server's setup against the public parameters (`SecAggParams.setup_problem`: t, and
+its neighbours' number and indices) before it sends anything: a setup they do not allow is recorded in
+the ledger as the user's rejection of the server's message, and the user takes no part in the session
+(``refused``) -- its keys, shares and masked input never leave it.
 
 Abort rule (the server): after each stage, if fewer than t users remain, or some remaining user's
 neighbourhood (itself included) holds fewer than t remaining users, or -- at Unmasking -- a secret the
@@ -40,10 +47,11 @@ import trio
 
 from ...actors.actor import Actor
 from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
+from ...network.ledger import RejectReason
 from ...network.party import SERVER, Party, Role
 from ...network.wire import bytes_field_size
 from . import graph as graphs
-from .crypto import CIPHERTEXT_BYTES, KEY_BYTES
+from .crypto import CIPHERTEXT_BYTES, KEY_BYTES, public_key_problem
 from .ideal import IdealServer, IdealSum, IdealUser, RowBlock
 from .messages import Advertise, Ciphertexts, Keys, Masked, Reveal, Setup, Shares, Unmask
 from .params import SecAggParams, Stage
@@ -59,7 +67,8 @@ class Contribution:
         session: the session it took part in (None if no setup came before the deadline).
         completed: the stages it completed, in order.
         outcome: ``done`` (revealed its shares), ``crashed``, ``timed_out`` (the server moved on
-            without it, or never started), ``refused`` (its view fell below the threshold) or ``missed``
+            without it, or never started), ``refused`` (the setup broke the public parameters, or its view
+            fell below the threshold) or ``missed``
             (asked for one session, it found a later one set up: the server had set this one up without it).
         held: setups of later sessions taken from the mailbox and left for the user's next call (``held``).
     """
@@ -81,6 +90,8 @@ class Aggregate:
         degree: k, the nominal number of neighbours of a user.
         graph: each user's neighbours (as drawn by the server).
         stages: who completed each stage (U1, U2, U3, U5), sorted.
+        rejected: who was dropped at each stage for sending what the protocol does not allow (an invalid
+            key, shares for the wrong users ...), sorted; the ledger holds each rejection's reason.
     """
 
     session: int
@@ -89,6 +100,7 @@ class Aggregate:
     degree: int
     graph: Mapping[Party, tuple[Party, ...]]
     stages: Mapping[Stage, tuple[Party, ...]] = field(default_factory=dict)
+    rejected: Mapping[Stage, tuple[Party, ...]] = field(default_factory=dict)
 
     @property
     def survivors(self) -> tuple[Party, ...]:
@@ -163,8 +175,10 @@ async def participate(
 
     Raises:
         ProtocolViolation: the server sent what the protocol does not allow (a length or ring other than
-            the input's, keys or shares from non-neighbours, an unknown survivor), or a sealed share
-            failed authentication.
+            the input's, keys or shares from non-neighbours, an invalid key it should have rejected, an
+            unknown survivor), or a sealed share failed authentication. A setup whose threshold or
+            neighbours the public parameters do not allow is not raised: the user records it in the
+            ledger and refuses the session.
     """
     server = getattr(actor, "server", SERVER)
     completed: list[Stage] = []
@@ -195,14 +209,22 @@ async def participate(
             f"{actor.party} holds {x.size} words of {x.dtype}, session {session} sums {setup.length} words of "
             f"Z_2^{setup.bits}"
         )
+
+    def outcome(result: str) -> Contribution:
+        return Contribution(session, tuple(completed), result, later)
+
+    problem = params.setup_problem(me, setup.neighbours.tolist(), setup.threshold)
+    if problem is not None:
+        actor.network.ledger.record_rejected(
+            actor.now, server, actor.party, Setup.KIND, RejectReason.INVALID,  # type: ignore[attr-defined]
+            f"{actor.party} expected a valid {Setup.KIND} from {server}: {problem}",  # type: ignore[attr-defined]
+        )
+        return outcome("refused")
     neighbours = {int(index) for index in setup.neighbours}
     t = setup.threshold
     backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
     if ideal is None and isinstance(x, RowBlock):
         x = x.dense()
-
-    def outcome(result: str) -> Contribution:
-        return Contribution(session, tuple(completed), result, later)
 
     try:
         if crashed(Stage.ADVERTISE_KEYS):
@@ -217,6 +239,10 @@ async def participate(
         if len(owners) + 1 < t:
             return outcome("refused")
         peers = {owner: (bytes(c), bytes(s)) for owner, c, s in zip(owners, keys.c_publics, keys.s_publics)}
+        for owner, pair in peers.items() if ideal is None else ():
+            problem = next(filter(None, map(public_key_problem, pair)), None)
+            if problem is not None:
+                raise ProtocolViolation(f"{actor.party} received user:{owner}'s keys in session {session}: {problem}")
         if crashed(Stage.SHARE_KEYS):
             return outcome("crashed")
         sealed = backend.share(peers, t)
@@ -287,17 +313,19 @@ class _Session:
         self.session = session
         self.deadline = deadline
         self.stages: dict[Stage, tuple[Party, ...]] = {}
+        self.rejected: dict[Stage, tuple[Party, ...]] = {}
 
     async def collect(
-        self, kind: type, expected: Sequence[Party], validate: Callable[[Party, object], str | None] | None = None
+        self, stage: Stage, kind: type, expected: Sequence[Party], validate: Callable[[Party, object], str | None] | None = None
     ) -> dict[Party, object]:
         """The stage's replies of ``expected`` users; one that ``validate`` refuses is rejected, its user
-        dropped from the stage."""
+        dropped from the stage and listed in ``rejected``."""
         session = self.session
         deadline = min(self.deadline, trio.current_time() + self.params.stage_timeout_s)
         replies = await self.server.gather(
             kind, expected, deadline=deadline, accept=lambda body: body.session == session, validate=validate
         )
+        self.rejected[stage] = tuple(replies.rejected)
         return dict(replies)
 
 
@@ -342,9 +370,13 @@ async def aggregate(
     # AdvertiseKeys
     def keys_problem(party: Party, body: Advertise) -> str | None:
         sizes = (len(body.c_public), len(body.s_public))
-        return None if sizes == (KEY_BYTES, KEY_BYTES) else f"two {KEY_BYTES}-byte public keys, received {sizes}"
+        if sizes != (KEY_BYTES, KEY_BYTES):
+            return f"two {KEY_BYTES}-byte public keys, received {sizes}"
+        if ideal is not None:
+            return None  # ideal mode's keys are zeros of the real size: nothing agrees on them
+        return next(filter(None, map(public_key_problem, (body.c_public, body.s_public))), None)
 
-    advertised: dict[Party, Advertise] = await state.collect(Advertise, everyone, keys_problem)  # type: ignore[assignment]
+    advertised: dict[Party, Advertise] = await state.collect(Stage.ADVERTISE_KEYS, Advertise, everyone, keys_problem)  # type: ignore[assignment]
     u1 = tuple(sorted(advertised))
     state.stages[Stage.ADVERTISE_KEYS] = u1
     _check(Stage.ADVERTISE_KEYS, u1, graph, t)
@@ -365,7 +397,7 @@ async def aggregate(
         received = body.recipients.tolist()
         return None if received == expected else f"shares for users {expected}, received them for {received}"
 
-    shared: dict[Party, Shares] = await state.collect(Shares, u1, shares_problem)  # type: ignore[assignment]
+    shared: dict[Party, Shares] = await state.collect(Stage.SHARE_KEYS, Shares, u1, shares_problem)  # type: ignore[assignment]
     u2 = tuple(sorted(shared))
     state.stages[Stage.SHARE_KEYS] = u2
     _check(Stage.SHARE_KEYS, u2, graph, t)
@@ -390,7 +422,7 @@ async def aggregate(
         size = len(body.masked)
         return None if size == expected_bytes else f"{length} words, received {size} bytes"
 
-    masked: dict[Party, Masked] = await state.collect(Masked, u2, masked_problem)  # type: ignore[assignment]
+    masked: dict[Party, Masked] = await state.collect(Stage.MASKED_INPUT, Masked, u2, masked_problem)  # type: ignore[assignment]
     u3 = tuple(sorted(masked))
     state.stages[Stage.MASKED_INPUT] = u3
     _check(Stage.MASKED_INPUT, u3, graph, t)
@@ -415,7 +447,7 @@ async def aggregate(
             return None
         return f"shares of b of {want_b} and of s^SK of {want_sk}, received them of {received[0]} and {received[1]}"
 
-    revealed: dict[Party, Reveal] = await state.collect(Reveal, u3, reveal_problem)  # type: ignore[assignment]
+    revealed: dict[Party, Reveal] = await state.collect(Stage.UNMASKING, Reveal, u3, reveal_problem)  # type: ignore[assignment]
     u5 = tuple(sorted(revealed))
     state.stages[Stage.UNMASKING] = u5
     if len(u5) < t:
@@ -442,7 +474,7 @@ async def aggregate(
     backend = IdealServer(ideal, session, ring) if ideal is not None else RealServer(session, ring)
     s_publics = {party.index: advertised[party].s_public for party in u1}
     total = backend.unmask(total, s_publics, b_shares, sk_shares, partners, t)
-    return Aggregate(session, total, t, degree, graph, dict(state.stages))
+    return Aggregate(session, total, t, degree, graph, dict(state.stages), dict(state.rejected))
 
 
 __all__ = ["Aggregate", "Contribution", "aggregate", "participate"]
