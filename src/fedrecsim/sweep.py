@@ -29,10 +29,23 @@ The sweep folder (``--out``):
 - ``runs/.<hash>.checkpoints/`` -- with ``checkpoint_every`` (``--checkpoint-every``, the local engine
   only: its workers write into the sweep folder), the checkpoint of a run under way (`fedrecsim.checkpoint`):
   a sweep interrupted in the middle of a long run resumes that run from its last checkpoint.
-- ``sweep.csv`` -- one row per run: grid values, seed, status, final metrics, numeric privacy figures,
-  bytes sent and received per role, rounds, transcript fingerprint, wall time and the error if it failed.
-- ``summary.csv`` -- per grid point: the runs and failures, and for every metric, privacy figure and byte
-  count the mean over seeds with a 95% confidence interval (Student's t).
+- ``sweep.csv`` -- one row per run, in plan order: ``run`` (the folder name), the grid values (one column
+  per parameter), ``seed``, ``status`` (complete / failed), then the measured columns:
+
+  - ``M.final`` for each metric ``M`` of the run: its final value, ``result.json`` ``metrics.final[M]``;
+  - ``M.round_mean`` for each metric reported per round: the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it (a count such as ``participants`` is 97 at the end but 95.15 on
+    average over the rounds: two different statistics, two columns);
+  - ``privacy.<name>`` -- each numeric figure of ``result.json`` ``privacy`` (epsilon spent, ...);
+  - ``<role>.sent_bytes`` / ``<role>.recv_bytes`` -- the role's bytes over the whole run;
+
+  and ``rounds_completed``, ``transcript`` (the transcript fingerprint), ``wall_time_s`` and, for a failed
+  run, ``error``.
+- ``summary.csv`` -- one row per grid point: the grid values, ``runs`` (complete) and ``failed``, then for
+  every measured column ``C`` of sweep.csv: ``C.mean`` (the mean over the point's seeds), ``C.ci95_low``
+  and ``C.ci95_high`` (Student's t 95% confidence interval of that mean, clipped to the metric's range:
+  ranking metrics to [0, 1], errors and byte counts to >= 0, see `column_range`; empty with one value) and
+  ``C.n`` (the number of complete runs that gave a value; the mean and interval are over those n).
 
 Only the wall-time column differs between two sweeps of the same study, on any engine.
 """
@@ -64,6 +77,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
+from .metric_reference import value_range
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
 from .runner import check_checkpoint_interval, resume, run
@@ -590,7 +604,7 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
         row["error"] = failure["error"] if isinstance(failure, dict) else "not run"
         return row
     row["status"] = "complete"
-    row.update({name: value for name, value in document["metrics"]["final"].items()})
+    row.update(metric_columns(document["metrics"]))
     row.update({f"privacy.{name}": value for name, value in document["privacy"].items() if _is_number(value)})
     for role, counters in document["ledger"]["roles"].items():
         row[f"{role}.sent_bytes"] = counters["sent_bytes"]
@@ -599,6 +613,43 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
     row["transcript"] = _fingerprint(document)
     row["wall_time_s"] = document["wall_time_s"]
     return row
+
+
+FINAL = ".final"
+ROUND_MEAN = ".round_mean"
+_BYTE_COLUMNS = (".sent_bytes", ".recv_bytes")
+
+
+def metric_columns(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A run's ``result.json`` ``metrics`` as sweep.csv columns: ``M.final`` and ``M.round_mean``.
+
+    ``M.final`` is ``metrics.final[M]``; ``M.round_mean`` is the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it, present only for a metric reported per round. Each metric's columns
+    are adjacent (final first), in the order of ``metrics.final``, then the metrics reported only per round.
+    """
+    per_round: dict[str, list[float]] = {}
+    for entry in metrics["rounds"]:
+        for name, value in entry.items():
+            if name != "round" and _is_number(value):
+                per_round.setdefault(name, []).append(float(value))
+    columns: dict[str, float] = {}
+    for name in [*metrics["final"], *(name for name in per_round if name not in metrics["final"])]:
+        if name in metrics["final"]:
+            columns[f"{name}{FINAL}"] = metrics["final"][name]
+        if name in per_round:
+            columns[f"{name}{ROUND_MEAN}"] = math.fsum(per_round[name]) / len(per_round[name])
+    return columns
+
+
+def column_range(column: str) -> tuple[float, float]:
+    """The support of a measured sweep.csv column: its metric's (`fedrecsim.metric_reference.value_range`,
+    the name without ``.final`` / ``.round_mean``), ``[0, inf)`` for a byte count, else unbounded."""
+    if column.endswith(_BYTE_COLUMNS):
+        return 0.0, math.inf
+    for suffix in (FINAL, ROUND_MEAN):
+        if column.endswith(suffix):
+            return value_range(column[: -len(suffix)])
+    return value_range(column)
 
 
 def _fingerprint(document: Mapping[str, Any]) -> str:
@@ -630,9 +681,13 @@ def measured_columns(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> list[dict[str, Any]]:
-    """Per grid point (in order): runs, failures, and each measured column's mean and 95% t interval.
+    """Per grid point (in order): runs, failures, and for each measured column C ``C.mean``,
+    ``C.ci95_low``, ``C.ci95_high`` and ``C.n``.
 
-    With one complete seed the interval is left empty; with identical values it is the value itself.
+    ``C.n`` is the number of complete runs that gave C a value, and the mean and interval are over those.
+    The interval is Student's t 95% interval of the mean, clipped to C's range (`column_range`): it never
+    leaves the values the quantity can take. With n = 1 the interval is left empty; with identical values
+    it is the value itself; with n = 0 every cell is empty but ``C.n`` (0).
     """
     from scipy import stats
 
@@ -648,13 +703,16 @@ def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> l
         line["failed"] = len(members) - len(complete)
         for name in measured:
             values = [float(row[name]) for row in complete if row.get(name) is not None]
-            mean, low, high = _mean_interval(values, stats)
+            mean, low, high = _mean_interval(values, column_range(name), stats)
             line[f"{name}.mean"], line[f"{name}.ci95_low"], line[f"{name}.ci95_high"] = mean, low, high
+            line[f"{name}.n"] = len(values)
         summary.append(line)
     return summary
 
 
-def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float | None, float | None]:
+def _mean_interval(
+    values: list[float], support: tuple[float, float], stats: Any
+) -> tuple[float | None, float | None, float | None]:
     if not values:
         return None, None, None
     mean = math.fsum(values) / len(values)
@@ -664,7 +722,7 @@ def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float
     if spread == 0:
         return mean, mean, mean
     low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values)))
-    return mean, float(low), float(high)
+    return mean, max(float(low), support[0]), min(float(high), support[1])
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -781,6 +839,8 @@ __all__ = [
     "plan",
     "StudyReport",
     "ci_half_width",
+    "column_range",
+    "metric_columns",
     "read_csv",
     "run_name",
     "run_sweep",
