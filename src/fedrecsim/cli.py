@@ -8,7 +8,8 @@ which ``fedrecsim run --resume DIR`` continues an interrupted run, `fedrecsim.ch
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
 [--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
-``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
+``fedrecsim report DIR [--out REPORT] [--metrics A,B]`` draws a run or sweep folder's plots and report.md
+(`fedrecsim.report`).
 ``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
 the public data sets (`fedrecsim.data.registry`).
 
@@ -127,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     report_cmd = commands.add_parser("report", help="plots and report.md of a run folder or a sweep folder")
     report_cmd.add_argument("folder", type=Path, help="a run's result folder or a sweep folder")
     report_cmd.add_argument("--out", type=Path, help="the report folder (default: FOLDER-report beside it)")
+    report_cmd.add_argument(
+        "--metrics",
+        metavar="A,B",
+        help="what the tables and figures show: metrics (hr@10: each of its statistics), statistics "
+        "(hr@10.final, participants.round_mean), privacy.NAME or ROLE.sent_bytes (default: a run's per-round "
+        "metrics, a sweep's quantities that vary); a name the folder lacks is refused with the names it has",
+    )
 
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
@@ -153,9 +161,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "inspect":
             return _inspect(args)
         if args.command == "report":
-            from .report import write_report
+            from .report import parse_metrics, write_report
 
-            print(f"report: {write_report(args.folder, args.out) / 'report.md'}")
+            chosen = parse_metrics(args.metrics) if args.metrics is not None else None
+            print(f"report: {write_report(args.folder, args.out, chosen) / 'report.md'}")
             return 0
         return _run(args)
     except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
