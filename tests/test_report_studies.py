@@ -260,16 +260,35 @@ def test_a_grid_report_draws_the_baseline_beside_the_metric_states_n_and_uses_wh
         assert _number(row[6].split(" ")[0]) == pytest.approx(float(line["baseline_err_mean.final.mean"]), rel=1e-5)
 
 
-def test_a_seeds_only_sweep_draws_the_baseline_beside_the_metric(tmp_path: Path, drawn: dict[str, Any]) -> None:
-    scenario = tmp_path / "tiny_dpmf.toml"
-    scenario.write_text(_toml(copy.deepcopy(TINY_DPMF)))
+TINY_LDP = {
+    "run": {"protocol": "ldp_implicit", "name": "tiny-ldp", "seed": 5, "rounds": 2},
+    "data": {"source": "synthetic", "feedback": "implicit", "users": 40, "items": 150, "ratings": 400,
+             "split": "leave_one_out"},
+    "network": {"latency": {"model": "constant", "seconds": 0.0}},
+    "protocol": {"k": 20, "min_users": 40},
+}
+
+
+def test_a_seeds_only_sweep_draws_the_clipped_interval_as_it_is_and_the_baseline_beside_the_metric(
+    tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    """ldp_implicit's hr@10 at 2 seeds: Student's t reaches below 0, summary.csv clips it at 0 and the
+    report keeps it so (no symmetric +- around the mean); hr@10_mf_np is the non-private baseline."""
+    scenario = tmp_path / "tiny_ldp.toml"
+    scenario.write_text(_toml(copy.deepcopy(TINY_LDP)))
     assert main(["sweep", str(scenario), "--seeds", "2", "--workers", "2", "--quiet", "--out", str(tmp_path / "sweep")]) == 0
-    assert main(["report", str(tmp_path / "sweep"), "--metrics", "err_mean.final"]) == 0
+    assert main(["report", str(tmp_path / "sweep"), "--metrics", "hr@10.final"]) == 0
     summary = read_csv(tmp_path / "sweep" / "summary.csv")[0]
+    mean, low, high = (float(summary[f"hr@10.final.{part}"]) for part in ("mean", "ci95_low", "ci95_high"))
+    assert low == 0.0 and mean - low < high - mean  # clipped: the case where a symmetric +- would leave [0, 1]
     (panel,) = _panels(drawn["overview.png"])
-    assert [label.get_text() for label in panel.get_xticklabels()] == ["err_mean", "baseline_err_mean"]
-    means = [container.lines[0].get_ydata()[0] for container in panel.containers]
-    assert means == pytest.approx([float(summary["err_mean.final.mean"]), float(summary["baseline_err_mean.final.mean"])])
+    assert [label.get_text() for label in panel.get_xticklabels()] == ["hr@10", "hr@10_mf_np"]
+    ours, baseline = panel.containers
+    ((_, drawn_low), (_, drawn_high)), = ours.lines[2][0].get_segments()
+    assert (drawn_low, drawn_high) == pytest.approx((low, high))
+    assert baseline.lines[0].get_ydata()[0] == pytest.approx(float(summary["hr@10_mf_np.final.mean"]))
     markdown = (tmp_path / "sweep-report" / "report.md").read_text()
     (row,) = _table(markdown, "quantity")
-    assert row[:2] == ["`err_mean`", "final value"] and row[5].startswith("`baseline_err_mean.final` ")
+    assert row[:2] == ["`hr@10`", "final value"] and row[4] == "2" and row[5].startswith("`hr@10_mf_np.final` ")
+    ends = re.fullmatch(r"\[(.+), (.+)\]", row[3]).groups()
+    assert [_number(end) for end in ends] == pytest.approx([low, high], rel=1e-5)

@@ -667,6 +667,8 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
     if chosen:
         image, described = _sweep_overview(sweep, chosen, folder, figure_type)
         lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
+    else:
+        lines += ["Every quantity has the same value in every run: no figure is drawn.", ""]
     if not parameters:
         tabled = chosen if requested is not None else sweep.quantities
         lines += ["## Summary", "", *_seeds_table(sweep, tabled, beside if requested is None else set()), ""]
