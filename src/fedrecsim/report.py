@@ -402,7 +402,7 @@ def _run_overview(
         elif baseline_final is not None:
             axes.axhline(baseline_final / scale, linestyle="--", color=_BASELINE_COLOR, label=f"non-private baseline ({baseline})")
             parts.append(f"dashed: non-private baseline `{baseline}`, final value")
-        axes.set_title(name, fontsize=9)
+        axes.set_title(name, fontsize=9, pad=12)
         axes.set_xlabel("round", fontsize=8)
         axes.set_ylabel(_with_unit("value in each round", unit), fontsize=8)
         _integer_ticks(axes.xaxis)
@@ -779,7 +779,7 @@ def _sweep_overview(sweep: _Sweep, chosen: Sequence[Quantity], folder: Path, fig
             if axes is panels[0]:
                 axes.legend(fontsize=6)
         baseline = sweep.baselines.get(quantity.column)
-        axes.set_title(quantity.label, fontsize=9)
+        axes.set_title(quantity.label, fontsize=9, pad=12)
         axes.set_ylabel(_sweep_ylabel(quantity, unit), fontsize=8)
         axes.tick_params(labelsize=7)
         extra = f"; non-private baseline `{baseline}` beside it" if baseline else ""
