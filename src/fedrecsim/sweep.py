@@ -3,7 +3,12 @@
 A study is a base scenario, the axes of its grid and a number of seeds. An axis is one key with a list of
 values (``--grid``), or several keys whose lists are paired element-wise (``--zip``, all of them one
 axis); the study's points are the Cartesian product of its axes, each run at the seeds ``run.seed``,
-``run.seed + 1``, ... A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
+``run.seed + 1``, ... (``--seeds N``: N of them). A grid over any key reaches the runs, ``run.*`` included;
+a grid over ``run.seed`` (``--grid run.seed=1,5,9``) is the list of seeds itself: each grid point runs at
+exactly those seeds, they are the replicates summary.csv averages over (``run.seed`` is no grid column),
+and it is refused together with ``--seeds N`` > 1 and inside a ``--zip``. A key both fixed by ``--set``
+and swept, or given twice to ``--grid``, is refused rather than one of the two silently dropped.
+A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
 
     [sweep]
     scenario = "hua_s3_churn.toml"     # optional: the base scenario (else this file's own tables)
@@ -19,7 +24,8 @@ caller writes them into the sweep folder, so a remote cluster needs no shared fi
 
 The sweep folder (``--out``):
 
-- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters and the seeds. A folder without it
+- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters (``run.seed`` excepted), the number
+  of points, of seeds per point and of runs. A folder without it
   is never written into: an existing folder that is not a sweep of ours is refused, like `prepare_output`
   refuses a foreign result folder.
 - ``runs/<hash>/`` -- one complete result folder per run, named by a hash of its resolved scenario (every
@@ -89,6 +95,7 @@ RUNS = "runs"
 _LOCK = ".lock"
 _FAILED_SUFFIX = ".failed.json"
 _HASH_CHARS = 16
+SEED_KEY = "run.seed"
 
 
 @dataclass(frozen=True)
@@ -109,19 +116,48 @@ class Study:
 
     @property
     def parameters(self) -> tuple[str, ...]:
+        """Every swept key, ``run.seed`` included."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
+    @property
+    def point_parameters(self) -> tuple[str, ...]:
+        """The swept keys that tell grid points apart (the grid columns of sweep.csv and summary.csv):
+        every swept key but ``run.seed``, whose grid lists the seeds of every point."""
+        return tuple(key for key in self.parameters if key != SEED_KEY)
+
     def points(self) -> list[tuple[Any, ...]]:
-        """The grid's points in order (values in `parameters` order), each once."""
-        points: list[tuple[Any, ...]] = []
-        seen: set[str] = set()
-        for combination in itertools.product(*(axis.values for axis in self.axes)):
-            point = tuple(value for values in combination for value in values)
-            identity = _canonical(point)
-            if identity not in seen:
-                seen.add(identity)
-                points.append(point)
-        return points
+        """The grid's points in order (values in `point_parameters` order), each once."""
+        return _product(axis for axis in self.axes if SEED_KEY not in axis.keys)
+
+    def seed_list(self) -> list[int] | None:
+        """The seeds a grid over ``run.seed`` lists (each once, in order), or None without one.
+
+        Raises:
+            ConfigError: ``run.seed`` zipped with other keys, or swept together with ``seeds`` > 1.
+        """
+        axes = [axis for axis in self.axes if SEED_KEY in axis.keys]
+        if not axes:
+            return None
+        if len(axes[0].keys) > 1:
+            raise ConfigError(SEED_KEY, "a grid over run.seed lists the seeds of every grid point; it cannot be "
+                              "zipped with other keys (use --grid run.seed=..., or --seeds N)")
+        if self.seeds > 1:
+            raise ConfigError(SEED_KEY, f"is swept by a grid (the seeds themselves) and {self.seeds} seeds per point "
+                              "are asked (--seeds / sweep.seeds, which count from run.seed): use one of the two")
+        return [point[0] for point in _product(axes)]
+
+
+def _product(axes: Iterable[Axis]) -> list[tuple[Any, ...]]:
+    """The Cartesian product of the axes' values, flattened to one tuple per point, each point once."""
+    points: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    for combination in itertools.product(*(axis.values for axis in axes)):
+        point = tuple(value for values in combination for value in values)
+        identity = _canonical(point)
+        if identity not in seen:
+            seen.add(identity)
+            points.append(point)
+    return points
 
 
 @dataclass(frozen=True)
@@ -207,9 +243,13 @@ def load_study(
 ) -> Study:
     """A study from a scenario or study file plus command-line grids (``key.path=v1,v2``), zips and seeds.
 
-    A ``--grid`` or ``--zip`` on a key the file already sweeps replaces the file's list. ``seeds``
-    defaults to the file's ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's
-    ``sweep.set``.
+    A ``--grid`` or ``--zip`` on a key the file already sweeps (or fixes in ``sweep.set``) replaces the
+    file's list (value); a ``--zip`` replaces the file's whole zip. ``seeds`` defaults to the file's
+    ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's ``sweep.set``.
+
+    Refused, because one of the two would be silently lost: a key given twice to ``--grid`` (or twice to
+    ``--zip``), a ``--set`` key that a grid or zip also sweeps, a ``sweep.set`` key the file's own grid or
+    zip sweeps. A grid over ``run.seed`` is the list of seeds (see `plan`).
 
     Raises:
         ConfigError: naming the ``sweep.*`` key or the flag that is wrong.
@@ -233,12 +273,15 @@ def load_study(
     file_set = table.get("set", [])
     if not isinstance(file_set, list) or not all(isinstance(item, str) for item in file_set):
         raise ConfigError("sweep.set", 'expected a list of "key.path=value" strings')
+    overrides = list(overrides)
     apply_overrides(tables, [*file_set, *overrides])
 
     file_grid = _flatten(table.get("grid", {}), "sweep.grid")
     file_zip = _flatten(table.get("zip", {}), "sweep.zip")
-    flag_grid = dict(_flag_lists(grid, "--grid"))
-    flag_zip = dict(_flag_lists(zipped, "--zip"))
+    flag_grid = _flag_lists(grid, "--grid")
+    flag_zip = _flag_lists(zipped, "--zip")
+    _refuse_set_and_swept(file_set, {**file_grid, **file_zip}, "sweep.set", "the file's [sweep] grid or zip")
+    _refuse_set_and_swept(overrides, {**file_grid, **file_zip, **flag_grid, **flag_zip}, "--set", "a grid or zip")
     if flag_zip:
         file_zip = {}
     file_grid = {key: values for key, values in file_grid.items() if key not in flag_grid and key not in flag_zip}
@@ -257,10 +300,24 @@ def load_study(
     return Study(tables, axes, seeds)
 
 
-def _flag_lists(texts: Iterable[str], flag: str) -> Iterator[tuple[str, list[Any]]]:
+def _flag_lists(texts: Iterable[str], flag: str) -> dict[str, list[Any]]:
+    """Each ``--grid`` / ``--zip`` key with its list; a key given twice is refused (which list was meant?)."""
+    lists: dict[str, list[Any]] = {}
     for text in texts:
         keys, values = parse_values(text, flag)
-        yield ".".join(keys), values
+        key = ".".join(keys)
+        if key in lists:
+            raise ConfigError(f"{flag} {key}", f"is given twice; list every value once: {flag} {key}=v1,v2,...")
+        lists[key] = values
+    return lists
+
+
+def _refuse_set_and_swept(overrides: Iterable[str], swept: Mapping[str, Any], flag: str, sweeps: str) -> None:
+    """A key both fixed (``--set`` / ``sweep.set``) and swept would silently take the swept values: refused."""
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if key in swept:
+            raise ConfigError(f"{flag} {key}", f"is also swept by {sweeps}; set it or sweep it, not both")
 
 
 def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
@@ -277,20 +334,29 @@ def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
 
 
 def plan(study: Study) -> list[PlannedRun]:
-    """Every run of the study, validated (a bad grid value raises its ConfigError before anything runs)."""
-    run_table = study.base.get("run")
-    base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
-    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
-        raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+    """Every run of the study, point by point and seed by seed within a point, validated (a bad grid value
+    raises its ConfigError before anything runs).
+
+    A point's seeds are ``run.seed``, ``run.seed + 1``, ... (``study.seeds`` of them), or, with a grid over
+    ``run.seed``, exactly the seeds that grid lists (then ``study.seeds`` must be 1: `Study.seed_list`).
+    Every grid value, ``run.*`` included, is in the run's resolved scenario, hence in its folder name.
+    """
+    seeds = study.seed_list()
+    if seeds is None:
+        run_table = study.base.get("run")
+        base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
+        if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+            raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+        seeds = [base_seed + offset for offset in range(study.seeds)]
     planned = []
     for point in study.points():
-        for offset in range(study.seeds):
+        for seed in seeds:
             tables = copy.deepcopy(study.base)
-            for key, value in zip(study.parameters, point):
+            for key, value in zip(study.point_parameters, point):
                 _set(tables, key, copy.deepcopy(value))
-            _set(tables, "run.seed", base_seed + offset)
+            _set(tables, SEED_KEY, seed)
             resolved = parse_scenario(tables).to_table()
-            planned.append(PlannedRun(point, base_seed + offset, resolved, run_name(resolved)))
+            planned.append(PlannedRun(point, seed, resolved, run_name(resolved)))
     return planned
 
 
@@ -524,9 +590,9 @@ def run_sweep(
         _write_atomically(folder / MARKER, json.dumps({
             "format": SWEEP_FORMAT,
             "fedrecsim_version": __version__,
-            "parameters": list(study.parameters),
+            "parameters": list(study.point_parameters),
             "points": len(study.points()),
-            "seeds": study.seeds,
+            "seeds": len(planned) // max(len(study.points()), 1),
             "runs": len(planned),
         }, indent=2) + "\n")
         for name in sorted({entry.name for entry in planned}):
@@ -539,10 +605,10 @@ def run_sweep(
         if missing:
             engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
             failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
-        rows = [_row(runs, entry, study.parameters) for entry in planned]
+        rows = [_row(runs, entry, study.point_parameters) for entry in planned]
         _write_csv(folder / "sweep.csv", rows)
-        _write_csv(folder / "summary.csv", summarize(rows, study.parameters))
-    return SweepResult(folder, study.parameters, rows, len(missing), skipped, failures)
+        _write_csv(folder / "summary.csv", summarize(rows, study.point_parameters))
+    return SweepResult(folder, study.point_parameters, rows, len(missing), skipped, failures)
 
 
 def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) -> None:
