@@ -252,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import load_study, run_sweep
+    from .sweep import distinct_errors, load_study, run_sweep
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
     shown = args.progress or (not args.quiet and sys.stderr.isatty())
@@ -264,6 +264,11 @@ def _sweep(args: argparse.Namespace) -> int:
         f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
+    errors = distinct_errors(result.rows)
+    if errors:
+        print(f"sweep: {sum(count for _, count in errors)} runs failed (the error column of sweep.csv):", file=sys.stderr)
+        for error, count in errors:
+            print(f"  {count} x {error}", file=sys.stderr)
     return 1 if result.failed else 0
 
 

@@ -718,6 +718,17 @@ def column_range(column: str) -> tuple[float, float]:
     return value_range(column)
 
 
+def distinct_errors(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Each distinct error of the failed rows (its first line) with the number of runs that gave it, most
+    frequent first, ties in the order first seen: what the console shows of a sweep's failures."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["status"] == "failed":
+            first = str(row.get("error") or "").strip().splitlines()[0:1] or ["(no error recorded)"]
+            counts[first[0]] = counts.get(first[0], 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
+
+
 def _fingerprint(document: Mapping[str, Any]) -> str:
     """The transcript hash under whichever ``transcript_<algorithm>`` key this result.json carries."""
     return next(str(value) for key, value in document.items() if key.startswith("transcript_"))
@@ -906,6 +917,7 @@ __all__ = [
     "StudyReport",
     "ci_half_width",
     "column_range",
+    "distinct_errors",
     "metric_columns",
     "read_csv",
     "run_name",
