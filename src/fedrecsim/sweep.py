@@ -20,7 +20,10 @@ A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_stud
 Every run is independent and deterministic, so the runs go to any engine: a local process pool (the
 default, nothing to start) or a Dask distributed cluster at an address (``distributed``, the optional
 extra ``dask``). Workers run a scenario into a private temporary folder and send the files back; the
-caller writes them into the sweep folder, so a remote cluster needs no shared file system.
+caller writes them into the sweep folder, so a remote cluster needs no shared file system. Local workers
+never outlive their sweep, killed or interrupted (`_start_worker`); a Dask scheduler is reached and the
+study's protocols loaded on its workers, one's own shipped there first (`ship_protocol`), before the
+sweep folder is created.
 
 The sweep folder (``--out``):
 
