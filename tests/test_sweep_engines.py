@@ -98,10 +98,12 @@ def _started_sweep(tmp_path: Path, workers: int) -> tuple[subprocess.Popen[str],
     """A long sweep in a process of its own, once its pool runs ``workers`` workers: (process, its descendants)."""
     scenario = tmp_path / "long.toml"
     scenario.write_text(LONG)
-    sweep = subprocess.Popen(
-        _command(scenario, "--seeds", str(workers), "--workers", str(workers), "--out", str(tmp_path / "out")),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(), start_new_session=True,
-    )
+    # Output to files, not pipes: a surviving worker would hold a pipe open and hang the reader.
+    with open(tmp_path / "stdout", "w") as stdout, open(tmp_path / "stderr", "w") as stderr:
+        sweep = subprocess.Popen(
+            _command(scenario, "--seeds", str(workers), "--workers", str(workers), "--out", str(tmp_path / "out")),
+            stdout=stdout, stderr=stderr, text=True, env=_environment(), start_new_session=True,
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         descendants = _descendants(sweep.pid)
@@ -110,7 +112,7 @@ def _started_sweep(tmp_path: Path, workers: int) -> tuple[subprocess.Popen[str],
             return sweep, descendants
         time.sleep(0.05)
     sweep.kill()
-    pytest.fail(f"the sweep did not start {workers} workers in 60 s: {sweep.communicate()}")
+    pytest.fail(f"the sweep did not start {workers} workers in 60 s: {(tmp_path / 'stderr').read_text()}")
 
 
 def _survivors(pids: set[int], seconds: float) -> set[int]:
@@ -132,7 +134,7 @@ def test_a_sigkilled_sweep_leaves_no_worker_running(tmp_path: Path) -> None:
     sweep, descendants = _started_sweep(tmp_path, workers=2)
     try:
         os.kill(sweep.pid, signal.SIGKILL)  # the sweep alone, as the OOM killer would: not its process group
-        sweep.communicate()
+        sweep.wait()
         assert _survivors(descendants, seconds=10) == set()
     finally:
         _kill(descendants)
@@ -146,13 +148,15 @@ def test_ctrl_c_stops_a_sweep_at_once_with_exit_130_and_no_traceback(tmp_path: P
     try:
         started = time.monotonic()
         os.kill(sweep.pid, signal.SIGINT)
-        _, error = sweep.communicate(timeout=30)
+        sweep.wait(timeout=30)
+        error = (tmp_path / "stderr").read_text()
         assert sweep.returncode == 130 and time.monotonic() - started < 15, error
         assert error.startswith("fedrecsim: interrupted") and error.count("\n") == 1, error
         assert "Traceback" not in error and "Exception ignored" not in error
         assert _survivors(descendants, seconds=10) == set()
     finally:
         sweep.kill()
+        sweep.wait()
         _kill(descendants)
     assert not (tmp_path / "out" / "sweep.csv").exists() and not any((tmp_path / "out" / "runs").iterdir())
 

@@ -64,7 +64,6 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
-import ctypes
 import fcntl
 import hashlib
 import importlib
@@ -426,38 +425,22 @@ def execute(scenario_table: dict[str, Any], out: str | None = None, checkpoint_e
 
 Submit = Callable[[PlannedRun], Any]
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-
-
 def _start_worker(lifeline: Connection) -> None:
     """A local pool worker's initializer: it dies with the sweep, leaves Ctrl-C to it, and keeps freed memory.
 
-    Two guards, so that no worker outlives its sweep (a straggler would go on computing and writing):
-
-    - on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills the worker when its parent (the
-      pool's forkserver, which itself ends when the sweep does, or the sweep) ends, even while the worker
-      is inside C code that holds the GIL;
-    - on every platform, the lifeline: a daemon thread reads the pipe whose only writer is the sweep, and
-      kills the worker when it closes -- when the sweep dies (the kernel closes its end), and when the
-      sweep is interrupted and closes it on purpose, so a run under way is not waited for.
+    No worker may outlive its sweep (a straggler would go on computing and writing runs). The lifeline is
+    a pipe whose only writer is the sweep: a daemon thread of the worker reads it and kills the worker
+    when it closes -- when the sweep dies, however (the kernel closes its end, even after SIGKILL), and
+    when the sweep is interrupted and closes it on purpose, so that a run under way is not waited for.
+    It works on every platform and start method. A parent-death signal (Linux ``PR_SET_PDEATHSIG``) would
+    not: a forkserver worker's parent is the forkserver, which lives on while any of its workers holds
+    its "alive" pipe, so it never dies first.
 
     SIGINT is ignored: a Ctrl-C at a terminal reaches the whole process group, and the sweep decides.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
     threading.Thread(target=_watch_lifeline, args=(lifeline,), name="fedrecsim-lifeline", daemon=True).start()
     keep_freed_memory()
-
-
-def _die_with_parent() -> bool:
-    """Ask Linux to SIGKILL this process when its parent ends; False where prctl is unavailable."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (AttributeError, OSError):
-        return False
-    return prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
 
 
 def _watch_lifeline(lifeline: Connection) -> None:
