@@ -239,7 +239,7 @@ def _choose(available: Sequence[Quantity], requested: Sequence[str] | None, defa
 
 
 def _names(available: Sequence[Quantity]) -> str:
-    """Each metric once, with its column suffixes where it has several statistics."""
+    """Each metric once, with the suffixes of its columns (``hr@10 (.final, .round_mean)``) where it has any."""
     suffixes: dict[str, list[str]] = {}
     for quantity in available:
         suffixes.setdefault(quantity.metric, []).append(quantity.column[len(quantity.metric):])
@@ -911,4 +911,4 @@ def _file_name(column: str, taken: set[str]) -> str:
     return name
 
 
-__all__ = ["REPORT_MARKER", "Quantity", "parse_metrics", "write_report"]
+__all__ = ["REPORT_MARKER", "parse_metrics", "write_report"]
