@@ -239,7 +239,7 @@ def test_a_grid_report_draws_the_baseline_beside_the_metric_states_n_and_uses_wh
     assert err_mean.get_ylabel().startswith("final value: mean over seeds") and err_mean.get_xlabel() == "run.rounds"
     baseline = next(line for line in err_mean.get_lines() if str(line.get_label()).startswith("non-private baseline"))
     assert list(baseline.get_ydata()) == pytest.approx([float(line["baseline_err_mean.final.mean"]) for line in summary])
-    assert "n = 2 per point" in [text.get_text() for text in err_mean.texts]
+    assert err_mean.get_legend().get_title().get_text() == "n = 2 per point"
     # The band is summary.csv's interval, drawn as it is.
     (band,) = err_mean.collections
     ys = band.get_paths()[0].vertices[:, 1]

@@ -820,8 +820,8 @@ def _interval_point(axes: Any, x: float, statistic: _Statistic, scale: float, co
 
 def _parameter_panel(axes: Any, sweep: _Sweep, quantity: Quantity, parameter: str, scale: float) -> None:
     """The quantity's mean against ``parameter`` with its interval as a band, one line per value of the
-    other parameters, the baseline dashed in the line's colour, and n stated: once when every point has
-    the same n, else beside each point."""
+    other parameters, the baseline dashed in the line's colour, and n stated: in the legend's title when
+    every point has the same n, else beside each point."""
     others = [other for other in sweep.parameters if other != parameter]
     groups: dict[tuple[str, ...], list[Mapping[str, str]]] = {}
     for line in sweep.summary:
@@ -839,7 +839,7 @@ def _parameter_panel(axes: Any, sweep: _Sweep, quantity: Quantity, parameter: st
         shown = [(x, _statistic(m, quantity.column), m) for x, m in points if _statistic(m, quantity.column).mean is not None]
         if not shown:
             continue
-        label = ", ".join(f"{_short(other)}={value}" for other, value in zip(others, key)) or None
+        label = ", ".join(f"{_short(other)}={value}" for other, value in zip(others, key)) or "mean over seeds"
         xs = [x for x, _, _ in shown]
         drawn = axes.plot(xs, [s.mean / scale for _, s, _ in shown], marker="o", label=label)
         color = drawn[0].get_color()
@@ -855,18 +855,16 @@ def _parameter_panel(axes: Any, sweep: _Sweep, quantity: Quantity, parameter: st
                 baseline_label = "_"  # one legend entry says what the dashed lines are; their colour says whose
         counted.extend((x, s.mean / scale, s.n) for x, s, _ in shown)
     counts = {n for _, _, n in counted}
-    if len(counts) == 1:
-        axes.text(0.02, 0.97, f"n = {counts.pop()} per point", transform=axes.transAxes, ha="left", va="top", fontsize=7)
-    else:
+    if len(counts) > 1:
         for x, y, n in counted:
             axes.annotate(f"n = {n}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
+    if counted:
+        axes.legend(fontsize=6, title=f"n = {counts.pop()} per point" if len(counts) == 1 else None, title_fontsize=6)
     if not numeric:
         axes.set_xticks(range(len(categories)), categories)
     elif all(_is_int(line[parameter]) for line in sweep.summary):
         _integer_ticks(axes.xaxis)
     axes.set_xlabel(parameter, fontsize=8)
-    if len(groups) > 1 or baseline is not None:
-        axes.legend(fontsize=6)
 
 
 def _against_parameters(sweep: _Sweep, quantity: Quantity, folder: Path, figure_type: Any, name: str) -> str:
