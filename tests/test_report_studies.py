@@ -169,17 +169,22 @@ def test_a_run_overview_draws_the_chosen_metrics_per_round_with_whole_round_tick
     dpmf_run: Path, tmp_path: Path, drawn: dict[str, Any]
 ) -> None:
     assert main(["report", str(dpmf_run), "--out", str(tmp_path / "report"),
-                 "--metrics", "err_mean,user_up_max_b,test_rmse.final"]) == 0
+                 "--metrics", "err_mean,user_up_max_b,test_rmse.final,err_increase"]) == 0
     document = json.loads((dpmf_run / "result.json").read_text())
     final, rounds = document["metrics"]["final"], document["metrics"]["rounds"]
     assert document["metrics"]["baselines"] == {"err_mean": "baseline_err_mean"}
     panels = _panels(drawn["overview.png"])
-    assert [axes.get_title() for axes in panels] == ["err_mean", "user_up_max_b", "test_rmse"]
+    assert [axes.get_title() for axes in panels] == ["err_mean", "user_up_max_b", "test_rmse", "err_increase"]
     for axes in panels:
         ticks = [tick for tick in axes.get_xticks() if axes.get_xlim()[0] <= tick <= axes.get_xlim()[1]]
         assert ticks and all(float(tick).is_integer() for tick in ticks), ticks
-        assert axes.get_xlabel() == "round" and axes.get_ylabel().startswith("value in each round")
-    err_mean, up, _ = panels
+        assert axes.get_xlabel() == "round"
+    err_mean, up, _, increase = panels
+    assert err_mean.get_ylabel() == "value in each round"
+    # err_increase is reported once, at the end: its one point is the final value, labelled so.
+    assert increase.get_ylabel() == "final value (not reported per round)"
+    (star,) = increase.get_lines()
+    assert list(star.get_xdata()) == [document["rounds_completed"]] and list(star.get_ydata()) == [final["err_increase"]]
     baseline = [line for line in err_mean.get_lines() if "non-private baseline" in str(line.get_label())]
     assert len(baseline) == 1 and list(baseline[0].get_ydata()) == [final["baseline_err_mean"]] * 2
     assert up.get_ylabel() == "value in each round (KiB)"
@@ -188,7 +193,7 @@ def test_a_run_overview_draws_the_chosen_metrics_per_round_with_whole_round_tick
     assert "`err_mean` (value in each round; dashed: non-private baseline `baseline_err_mean`, final value)" in markdown
     # The table shows what was chosen: final value, mean over rounds, and the baseline beside err_mean.
     table = {row[0]: row for row in _table(markdown, "metric")}
-    assert sorted(table) == ["err_mean", "test_rmse", "user_up_max_b"]
+    assert sorted(table) == ["err_increase", "err_mean", "test_rmse", "user_up_max_b"]
     assert _number(table["err_mean"][3]) == pytest.approx(final["baseline_err_mean"], rel=1e-5)
     mean = sum(row["err_mean"] for row in rounds) / len(rounds)
     assert _number(table["err_mean"][2]) == pytest.approx(mean, rel=1e-5)

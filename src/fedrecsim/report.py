@@ -270,7 +270,7 @@ def _with_unit(text: str, unit: str) -> str:
 def _integer_ticks(axis: Any) -> None:
     from matplotlib.ticker import MaxNLocator  # matplotlib is there: _figure_type checked it
 
-    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def _panels(figure_type: Any, count: int) -> tuple[Any, list[Any]]:
@@ -404,7 +404,12 @@ def _run_overview(
             parts.append(f"dashed: non-private baseline `{baseline}`, final value")
         axes.set_title(name, fontsize=9, pad=12)
         axes.set_xlabel("round", fontsize=8)
-        axes.set_ylabel(_with_unit("value in each round", unit), fontsize=8)
+        shown = "value in each round" if points else "final value (not reported per round)"
+        axes.set_ylabel(_with_unit(shown, unit), fontsize=8)
+        rounds = [x for x, _ in points] + ([rounds_completed] if final is not None else [])
+        if rounds and max(rounds) == min(rounds):
+            # One round alone: half a round either side, so the whole-number tick has room.
+            axes.set_xlim(min(rounds) - 0.5, max(rounds) + 0.5)
         _integer_ticks(axes.xaxis)
         axes.tick_params(labelsize=7)
         if len(parts) > 1:
