@@ -106,7 +106,7 @@ RUNS = "runs"
 _LOCK = ".lock"
 _FAILED_SUFFIX = ".failed.json"
 _HASH_CHARS = 16
-SEED_KEY = "run.seed"
+SEED_KEY = "run.seed"  # a grid over it lists the seeds of every point (`Study.seed_list`)
 
 
 @dataclass(frozen=True)
@@ -1093,7 +1093,10 @@ def study_script(argv: list[str] | None, *, description: str, default_out: Path,
 
 
 __all__ = [
+    "FINAL",
     "MARKER",
+    "ROUND_MEAN",
+    "SEED_KEY",
     "SWEEP_FORMAT",
     "Axis",
     "PlannedRun",
@@ -1108,11 +1111,14 @@ __all__ = [
     "StudyReport",
     "ci_half_width",
     "column_range",
+    "dask_cluster",
     "distinct_errors",
+    "local_pool",
     "metric_columns",
     "read_csv",
     "run_name",
     "run_sweep",
+    "ship_protocol",
     "study_script",
     "summarize",
     "sweep_folder_problem",
