@@ -41,8 +41,8 @@ def render(summary: list[dict[str, str]], seeds: int) -> str:
     header = ["varied", "p_join", "p_leave", f"err_increase (mean of {seeds})", "95% CI +-", "vs noiseless"]
     table = [header] + [
         [varied, f"{float(line['availability.p_join']):g}", f"{float(line['availability.p_leave']):g}",
-         f"{float(line['err_increase.mean']):.4f}", ci_half_width(line, "err_increase", 4),
-         f"{float(line['noise_err_increase.mean']):.4f}"]
+         f"{float(line['err_increase.final.mean']):.4f}", ci_half_width(line, "err_increase.final", 4),
+         f"{float(line['noise_err_increase.final.mean']):.4f}"]
         for varied, line in rows
     ]
     widths = [max(len(line[column]) for line in table) for column in range(len(header))]

@@ -46,8 +46,8 @@ def sweep(
         result = run_sweep(study, out / name, workers=workers, progress=sys.stderr.isatty())
         table[name] = {}
         for line in read_csv(result.path / "summary.csv"):
-            increase = float(line["err_increase.mean"])
-            noise = float(line.get("noise_err_increase.mean") or increase)
+            increase = float(line["err_increase.final.mean"])
+            noise = float(line.get("noise_err_increase.final.mean") or increase)
             table[name][float(line["protocol.epsilon"])] = (increase, noise)
     return table
 

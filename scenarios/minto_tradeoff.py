@@ -65,10 +65,10 @@ def run_grid(grid: Grid, seed: int, out: Path, workers: int | None = None) -> li
 
 def format_table(grid: Grid, cells: list[dict[str, str]], seed: int) -> str:
     """Rows eps, columns k, HR@10 in each cell; the baselines in the title line."""
-    by_cell = {(float(cell["protocol.epsilon"]), int(cell["protocol.k"])): float(cell["hr@10.mean"]) for cell in cells}
+    by_cell = {(float(cell["protocol.epsilon"]), int(cell["protocol.k"])): float(cell["hr@10.final.mean"]) for cell in cells}
     title = (
         f"HR@10, {grid.users} users x {grid.items} items, {grid.epochs} epochs, seed {seed}: "
-        f"MF-NP {float(cells[0]['hr@10_mf_np.mean']):.3f}, random {float(cells[0]['hr@10_random.mean']):.3f}"
+        f"MF-NP {float(cells[0]['hr@10_mf_np.final.mean']):.3f}, random {float(cells[0]['hr@10_random.final.mean']):.3f}"
     )
     header = "eps \\ k " + "".join(f"{k:>8}" for k in grid.ks)
     rows = [f"{epsilon:<8g}" + "".join(f"{by_cell[epsilon, k]:>8.3f}" for k in grid.ks) for epsilon in grid.epsilons]

@@ -35,10 +35,10 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_run_report_draws_traffic_users_and_metrics(run_folder: Path, tmp_path: Path) -> None:
     report = write_report(run_folder, tmp_path / "report")
     names = sorted(path.name for path in report.iterdir())
-    assert names == ["bytes_per_role.png", "bytes_per_user.png", "metrics_per_round.png", "per_round.png", "report.md"]
+    assert names == ["bytes_per_role.png", "bytes_per_user.png", "overview.png", "per_round.png", "report.md"]
     markdown = (report / "report.md").read_text()
     assert markdown.startswith(REPORT_MARKER) and "![Bytes per role](bytes_per_role.png)" in markdown
-    assert "| test_rmse |" in markdown
+    assert "| test_rmse |" in markdown and "| metric | final value | mean over rounds |" in markdown
     # Re-running replaces our own report; a folder of the user's is refused and left alone.
     assert write_report(run_folder, tmp_path / "report") == report
     (tmp_path / "mine").mkdir()
@@ -54,9 +54,9 @@ def test_a_sweep_report_plots_each_varying_metric_against_the_grid(tmp_path: Pat
     assert main(["report", str(tmp_path / "sweep")]) == 0
     report = tmp_path / "sweep-report"
     markdown = (report / "report.md").read_text()
-    assert "# Sweep report: 2 grid points x 2 seeds" in markdown and "![test_rmse](sweep_test_rmse.png)" in markdown
-    assert (report / "sweep_test_rmse.png").stat().st_size > 10_000 and (report / "sweep_user_sent_bytes.png").exists()
-    assert "Constant over the whole grid (not plotted): `participants`" in markdown
+    assert "# Sweep report: 2 grid points x 2 seeds" in markdown and "![test_rmse, final value](sweep_test_rmse_final.png)" in markdown
+    assert (report / "sweep_test_rmse_final.png").stat().st_size > 10_000 and (report / "sweep_user_sent_bytes.png").exists()
+    assert "## Constant over the whole grid" in markdown and "| `participants` | final value | 40 | 2 |" in markdown
 
 
 def test_a_folder_that_is_neither_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,9 +6,11 @@ and prints its summary (``--transport tcp``: over loopback TCP with the parties 
 `fedrecsim.launcher`; ``--checkpoint-every N --out DIR``: a checkpoint every N rounds beside DIR, from
 which ``fedrecsim run --resume DIR`` continues an interrupted run, `fedrecsim.checkpoint`); ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
-``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
-[--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
-``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
+``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS
+[--dask-timeout S]] [--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and
+resumes one (`fedrecsim.sweep`; each distinct error of its failed runs is printed on stderr with its count);
+``fedrecsim report DIR [--out REPORT] [--metrics A,B]`` draws a run or sweep folder's plots and report.md
+(`fedrecsim.report`).
 ``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
 the public data sets (`fedrecsim.data.registry`).
 
@@ -19,7 +21,8 @@ folder holding a fedrecsim result, never anything else. The location is checked 
 Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
 the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
 130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
-result folder behind (only the checkpoint folder of a run that saves checkpoints).
+result folder behind (only the checkpoint folder of a run that saves checkpoints). A sweep stops its
+workers at once on either, keeps its complete runs and exits 130 / 143 too; it ends 1 when a run failed.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep_cmd.add_argument("scenario", type=Path, help="a scenario or study file (a [sweep] table holds the grid)")
     sweep_cmd.add_argument(
         "--grid", action="append", default=[], metavar="KEY.PATH=V1,V2",
-        help="sweep a key over these values (a TOML array without brackets); repeatable, the runs are the product",
+        help="sweep a key over these values (a TOML array without brackets); repeatable (each key once), the runs are "
+        "the product; run.seed=... lists the seeds",
     )
     sweep_cmd.add_argument(
         "--zip", dest="zipped", action="append", default=[], metavar="KEY.PATH=V1,V2",
@@ -107,10 +111,21 @@ def _parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
         help="override a key in every run; repeatable",
     )
-    sweep_cmd.add_argument("--seeds", type=int, help="seeds per grid point: run.seed, run.seed+1, ... (default: the file's, else 1)")
+    sweep_cmd.add_argument(
+        "--seeds", type=int,
+        help="seeds per grid point: run.seed, run.seed+1, ... (default: the file's, else 1); or list the seeds with "
+        "--grid run.seed=1,5,9 (not both)",
+    )
     engine = sweep_cmd.add_mutually_exclusive_group()
     engine.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
-    engine.add_argument("--dask", metavar="ADDRESS", help="run on an existing Dask scheduler, e.g. tcp://host:8786")
+    engine.add_argument(
+        "--dask", metavar="ADDRESS",
+        help="run on an existing Dask scheduler, e.g. tcp://host:8786 (a protocol of your own is shipped to its workers)",
+    )
+    sweep_cmd.add_argument(
+        "--dask-timeout", type=float, default=10.0, metavar="SECONDS",
+        help="how long to wait for the Dask scheduler to answer (default 10)",
+    )
     sweep_cmd.add_argument(
         "--out", type=Path, required=True,
         help="the sweep folder: new, or one of ours to resume (complete runs are skipped)",
@@ -127,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     report_cmd = commands.add_parser("report", help="plots and report.md of a run folder or a sweep folder")
     report_cmd.add_argument("folder", type=Path, help="a run's result folder or a sweep folder")
     report_cmd.add_argument("--out", type=Path, help="the report folder (default: FOLDER-report beside it)")
+    report_cmd.add_argument(
+        "--metrics",
+        metavar="A,B",
+        help="what the tables and figures show: metrics (hr@10: each of its statistics), statistics "
+        "(hr@10.final, participants.round_mean), privacy.NAME or ROLE.sent_bytes (default: a run's per-round "
+        "metrics, a sweep's quantities that vary); a name the folder lacks is refused with the names it has",
+    )
 
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
@@ -153,9 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "inspect":
             return _inspect(args)
         if args.command == "report":
-            from .report import write_report
+            from .report import parse_metrics, write_report
 
-            print(f"report: {write_report(args.folder, args.out) / 'report.md'}")
+            chosen = parse_metrics(args.metrics) if args.metrics is not None else None
+            print(f"report: {write_report(args.folder, args.out, chosen) / 'report.md'}")
             return 0
         return _run(args)
     except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
@@ -247,18 +270,34 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import load_study, run_sweep
+    from .sweep import distinct_errors, load_study, run_sweep
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
     shown = args.progress or (not args.quiet and sys.stderr.isatty())
-    result = run_sweep(
-        study, args.out, workers=args.workers, dask=args.dask, progress=shown, checkpoint_every=args.checkpoint_every
-    )
+    if args.dask_timeout <= 0:
+        raise ConfigError("--dask-timeout", f"must be a number of seconds > 0, got {args.dask_timeout}")
+    with _sigterm_as_interrupt() as terminated:
+        try:
+            result = run_sweep(
+                study, args.out, workers=args.workers, dask=args.dask, progress=shown,
+                checkpoint_every=args.checkpoint_every, dask_timeout_s=args.dask_timeout,
+            )
+        except KeyboardInterrupt:
+            print(
+                f"fedrecsim: interrupted; the runs under way were stopped, the complete ones are kept in {args.out}: "
+                "the same command resumes the sweep", file=sys.stderr,
+            )
+            return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
     runs = len(result.rows)
     print(
         f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
+    errors = distinct_errors(result.rows)
+    if errors:
+        print(f"sweep: {sum(count for _, count in errors)} runs failed (the error column of sweep.csv):", file=sys.stderr)
+        for error, count in errors:
+            print(f"  {count} x {error}", file=sys.stderr)
     return 1 if result.failed else 0
 
 

@@ -1,15 +1,33 @@
 """Reports: a run folder or a sweep folder turned into PNG plots and a ``report.md`` that shows them.
 
-``fedrecsim report DIR [--out REPORT]`` writes the report beside its source, in ``DIR-report`` (never
-inside a result folder, whose contents `fedrecsim.output` keeps to the files a run writes):
+``fedrecsim report DIR [--out REPORT] [--metrics a,b]`` writes the report beside its source, in
+``DIR-report`` (never inside a result folder, whose contents `fedrecsim.output` keeps to the files a run
+writes):
 
-- a run folder: bytes sent and received per role (bars), the distribution of bytes per user (histogram),
-  bytes and online users per round (lines), every per-round metric, the prediction-error CDF of a
-  protocol that records its errors' distribution (``distributions`` in result.json: dpmf, Hua et al.'s
-  Fig. 7 shape), and for protocols with privacy accounting the epsilon spent by each round: per epoch,
-  composed (ldp_implicit's ``epsilon_per_user_epoch``), or once (dpmf's ``epsilon_spent``);
-- a sweep folder: every measured quantity of ``summary.csv`` against each grid parameter, one line per
-  value of the other parameters, with the 95% confidence band over seeds.
+- a run folder: the final metrics (final value, mean over rounds, non-private baseline), bytes sent and
+  received per role (bars), the distribution of bytes per user (histogram), bytes and online users per
+  round (lines), the prediction-error CDF of a protocol that records its errors' distribution
+  (``distributions`` in result.json: dpmf, Hua et al.'s Fig. 7 shape), for protocols with privacy
+  accounting the epsilon spent by each round: per epoch, composed (ldp_implicit's
+  ``epsilon_per_user_epoch``), or once (dpmf's ``epsilon_spent``); and ``overview.png``, one panel per
+  chosen metric: its value in each round;
+- a sweep folder: every measured quantity of ``summary.csv`` with its mean over seeds, its 95% interval
+  and n (the complete runs with a value), as a table; ``overview.png``, one panel per chosen quantity
+  against the first grid parameter (per grid point for a seeds-only sweep, beside each run's value); and
+  with grid parameters one figure per chosen quantity against each parameter, one line per value of the
+  other parameters.
+
+What a number is, is said where it is shown: a sweep column ``M.final`` is labelled "final value" and
+``M.round_mean`` "mean over rounds" (`fedrecsim.sweep`'s column contract), byte totals "whole run". The
+intervals are summary.csv's own, already clipped to the quantity's range, and are drawn as they are
+(never widened into a symmetric +-). Where a run names a non-private baseline for a metric
+(``metrics.baselines`` in result.json) it is drawn beside the metric. Round axes have whole-number ticks;
+byte axes are in B, KiB, MiB or GiB (powers of 1024), named on the axis.
+
+``--metrics`` chooses what the tables and figures show, by the names a user knows: a metric (``hr@10``:
+each of its statistics), one statistic (``hr@10.final``), ``privacy.<name>`` or ``<role>.sent_bytes``.
+Without it, a run report shows every metric reported per round and a sweep report every quantity that
+varies; the baselines are drawn beside their metric rather than on their own.
 
 A report folder is marked by the first line of its ``report.md``; re-running replaces a report of ours
 (its ``report.md`` and PNG files, by name) and refuses anything else. matplotlib is the optional extra
@@ -22,16 +40,22 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, OutputError
+from .metric_reference import describe
 from .output import RESULT_FORMAT
-from .sweep import MARKER, read_csv, sweep_folder_problem
+from .summary import number
+from .sweep import FINAL, MARKER, ROUND_MEAN, RUNS, metric_columns, read_csv, sweep_folder_problem
 
 REPORT_MARKER = "<!-- fedrecsim-report/1 -->"
 _SIZE = (6.4, 3.6)
+_PANEL = (3.6, 2.7)
+_PANEL_COLUMNS = 3
 _DPI = 110
+_BASELINE_COLOR = "0.35"
 
 
 def _figure_type() -> Any:
@@ -42,11 +66,15 @@ def _figure_type() -> Any:
     return Figure
 
 
-def write_report(source: str | Path, out: str | Path | None = None) -> Path:
+def write_report(source: str | Path, out: str | Path | None = None, metrics: Sequence[str] | None = None) -> Path:
     """Write the report of a run or sweep folder; returns the report folder.
 
+    Args:
+        metrics: the names to show (see the module docstring); None shows the default choice.
+
     Raises:
-        ConfigError: ``source`` is neither a run folder nor a sweep folder, or matplotlib is missing.
+        ConfigError: ``source`` is neither a run folder nor a sweep folder, a name of ``metrics`` is not
+            in it (the message lists the names there are), or matplotlib is missing.
         OutputError: ``out`` exists and is not a report of ours.
     """
     source = Path(os.path.abspath(source))
@@ -56,15 +84,27 @@ def write_report(source: str | Path, out: str | Path | None = None) -> Path:
     staging = _prepare(target)
     try:
         if kind == "run":
-            markdown = _run_report(source, staging, figure)
+            markdown = _run_report(source, staging, figure, metrics)
         else:
-            markdown = _sweep_report(source, staging, figure)
+            markdown = _sweep_report(source, staging, figure, metrics)
         (staging / "report.md").write_text(f"{REPORT_MARKER}\n{markdown}", encoding="utf-8")
         _commit(staging, target)
     except BaseException:
         _discard(staging)
         raise
     return target
+
+
+def parse_metrics(text: str) -> list[str]:
+    """``--metrics a,b`` as its names; an empty name is refused.
+
+    Raises:
+        ConfigError: naming ``--metrics``.
+    """
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise ConfigError("--metrics", f"expected comma-separated names such as hr@10,test_rmse.final, got {text!r}")
+    return list(dict.fromkeys(names))
 
 
 def _kind(source: Path) -> str:
@@ -133,7 +173,79 @@ def _commit(staging: Path, target: Path) -> None:
     os.rename(staging, target)
 
 
-# -- units ------------------------------------------------------------------------------------------
+# -- what a number is -------------------------------------------------------------------------------
+
+_BYTE_COLUMNS = (".sent_bytes", ".recv_bytes")
+_STATISTICS = {FINAL: "final value", ROUND_MEAN: "mean over rounds"}
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One measured quantity a report shows, labelled with the statistic it is.
+
+    ``column`` is its name in sweep.csv / summary.csv (``hr@10.final``) or, in a run report, the metric's
+    name; ``metric`` the name a user knows it by (``hr@10``, ``privacy.epsilon``, ``user.sent_bytes``);
+    ``statistic`` what one run contributes: "final value", "mean over rounds", "whole run" (byte totals),
+    "value in each round" (a run's per-round curve) or "" (a privacy figure, a number the run states).
+    """
+
+    column: str
+    metric: str
+    statistic: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric}, {self.statistic}" if self.statistic else self.metric
+
+    @property
+    def unit(self) -> str:
+        """"bytes", "s", the metric reference's unit ("rating", "rank", ...) or "" for a plain number."""
+        if self.metric.endswith(_BYTE_COLUMNS) or self.metric.endswith(("_bytes", "_b")):
+            return "bytes"
+        info = describe(self.metric)
+        if info is not None and info.unit:
+            return "bytes" if info.unit in ("B", "byte", "bytes") else info.unit
+        return "s" if self.metric.endswith("_s") else ""
+
+
+def _sweep_quantity(column: str) -> Quantity:
+    """The quantity of a measured summary.csv column, by the column contract of `fedrecsim.sweep`."""
+    if column.startswith("privacy."):
+        return Quantity(column, column, "")
+    if column.endswith(_BYTE_COLUMNS):
+        return Quantity(column, column, "whole run")
+    for suffix, statistic in _STATISTICS.items():
+        if column.endswith(suffix):
+            return Quantity(column, column[: -len(suffix)], statistic)
+    raise ConfigError("", f"summary.csv has a column {column!r} that is no metric statistic, privacy figure or byte count")
+
+
+def _choose(available: Sequence[Quantity], requested: Sequence[str] | None, default: Sequence[Quantity], where: str) -> list[Quantity]:
+    """The quantities ``requested`` names (a metric: each of its statistics; a column: itself), in the
+    order asked; ``default`` without a request.
+
+    Raises:
+        ConfigError: a name matches nothing; the message lists every name ``where`` has.
+    """
+    if requested is None:
+        return list(default)
+    chosen: list[Quantity] = []
+    for name in requested:
+        matches = [quantity for quantity in available if name in (quantity.column, quantity.metric)]
+        if not matches:
+            raise ConfigError("--metrics", f"{where} has no {name!r}; it has: {_names(available)}")
+        chosen.extend(quantity for quantity in matches if quantity not in chosen)
+    return chosen
+
+
+def _names(available: Sequence[Quantity]) -> str:
+    """Each metric once, with the suffixes of its columns (``hr@10 (.final, .round_mean)``) where it has any."""
+    suffixes: dict[str, list[str]] = {}
+    for quantity in available:
+        suffixes.setdefault(quantity.metric, []).append(quantity.column[len(quantity.metric):])
+    return ", ".join(
+        f"{metric} ({', '.join(ends)})" if any(ends) else metric for metric, ends in suffixes.items()
+    )
 
 
 def _byte_unit(largest: float) -> tuple[float, str]:
@@ -141,6 +253,36 @@ def _byte_unit(largest: float) -> tuple[float, str]:
         if largest >= scale:
             return scale, unit
     return 1.0, "B"
+
+
+def _axis_unit(quantity: Quantity, values: Sequence[float]) -> tuple[float, str]:
+    """The divisor and the unit named on an axis of ``values``: bytes in B / KiB / MiB / GiB by the
+    largest magnitude, anything else as it is."""
+    if quantity.unit == "bytes":
+        return _byte_unit(max((abs(value) for value in values), default=0.0))
+    return 1.0, quantity.unit
+
+
+def _with_unit(text: str, unit: str) -> str:
+    return f"{text} ({unit})" if unit else text
+
+
+def _integer_ticks(axis: Any) -> None:
+    from matplotlib.ticker import MaxNLocator  # matplotlib is there: _figure_type checked it
+
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+
+
+def _panels(figure_type: Any, count: int) -> tuple[Any, list[Any]]:
+    """A figure of ``count`` panels, up to three a row, and its axes in reading order (the rest hidden)."""
+    columns = min(count, _PANEL_COLUMNS)
+    rows = math.ceil(count / columns)
+    figure = figure_type(layout="constrained", figsize=(_PANEL[0] * columns, _PANEL[1] * rows + 0.4))
+    grid = figure.subplots(rows, columns, squeeze=False)
+    axes = [grid[index // columns][index % columns] for index in range(rows * columns)]
+    for spare in axes[count:]:
+        spare.set_visible(False)
+    return figure, axes[:count]
 
 
 def _save(figure: Any, folder: Path, name: str) -> str:
@@ -151,8 +293,19 @@ def _save(figure: Any, folder: Path, name: str) -> str:
 # -- a run ------------------------------------------------------------------------------------------
 
 
-def _run_report(source: Path, folder: Path, figure_type: Any) -> str:
+def _run_report(source: Path, folder: Path, figure_type: Any, requested: Sequence[str] | None) -> str:
     document = json.loads((source / "result.json").read_text(encoding="utf-8"))
+    metrics = document["metrics"]
+    baselines = {name: baseline for name, baseline in metrics.get("baselines", {}).items() if baseline in metrics["final"]}
+    per_round = [name for name in dict.fromkeys(key for row in metrics["rounds"] for key in row) if name != "round"]
+    names = list(dict.fromkeys([*metrics["final"], *per_round]))
+    available = [Quantity(name, name, "value in each round") for name in names]
+    # A statistic's suffix names the metric in a run too: the run has its rounds and its final value.
+    asked = None if requested is None else [_without_statistic(name, names) for name in requested]
+    shown_as_baseline = set(baselines.values())
+    chosen = _choose(
+        available, asked, [q for q in available if q.metric in per_round and q.metric not in shown_as_baseline], "this run"
+    )
     name = document["scenario"]["run"]["name"]
     lines = [
         f"# Run report: {name} ({document['protocol']}, seed {document['seed']})",
@@ -160,11 +313,9 @@ def _run_report(source: Path, folder: Path, figure_type: Any) -> str:
         f"{document['rounds_completed']} rounds, {document['data']['users']} users x {document['data']['items']} items, "
         f"{document['virtual_time_s']:.1f} s virtual time; source `{source}`.",
         "",
-        "## Final metrics",
+        "## Metrics",
         "",
-        "| metric | value |",
-        "|---|---|",
-        *(f"| {metric} | {_number(value)} |" for metric, value in document["metrics"]["final"].items()),
+        *_run_metric_table(metrics, baselines, [q.metric for q in chosen] if requested is not None else names),
         "",
     ]
     roles = document["ledger"]["roles"]
@@ -176,9 +327,96 @@ def _run_report(source: Path, folder: Path, figure_type: Any) -> str:
         *(f"| {role} | {c['parties']:,} | {c['sent_bytes']:,} | {c['recv_bytes']:,} | {c['sent_msgs']:,} |" for role, c in roles.items()),
         "",
     ]
+    if chosen:
+        image, described = _run_overview(metrics, baselines, chosen, document["rounds_completed"], folder, figure_type)
+        lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
     for title, image in _run_plots(document, folder, figure_type):
         lines += [f"## {title}", "", f"![{title}]({image})", ""]
     return "\n".join(lines)
+
+
+def _without_statistic(name: str, metrics: Sequence[str]) -> str:
+    """``hr@10.final`` / ``hr@10.round_mean`` as ``hr@10`` where the run has ``hr@10``; else ``name``."""
+    for suffix in _STATISTICS:
+        if name.endswith(suffix) and name[: -len(suffix)] in metrics:
+            return name[: -len(suffix)]
+    return name
+
+
+def _run_metric_table(metrics: Mapping[str, Any], baselines: Mapping[str, str], names: Sequence[str]) -> list[str]:
+    """One row per metric: its final value, its mean over the rounds that report it (as sweep.csv's
+    ``M.round_mean``) and its non-private baseline's final value; a baseline shown beside its metric has
+    no row of its own."""
+    means = {column[: -len(ROUND_MEAN)]: value for column, value in metric_columns(metrics).items() if column.endswith(ROUND_MEAN)}
+    shown_beside = {baselines[name] for name in names if name in baselines}
+    header = ["metric", "final value", "mean over rounds"] + (["non-private baseline (final value)"] if baselines else [])
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        if name in shown_beside:
+            continue
+        cells = [name, _cell(metrics["final"].get(name)), _cell(means.get(name))]
+        if baselines:
+            cells.append(_cell(metrics["final"].get(baselines.get(name, ""))))
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else number(value)
+
+
+def _run_overview(
+    metrics: Mapping[str, Any],
+    baselines: Mapping[str, str],
+    chosen: Sequence[Quantity],
+    rounds_completed: int,
+    folder: Path,
+    figure_type: Any,
+) -> tuple[str, str]:
+    """One panel per chosen metric: its value in each round, its final value where that is not the last
+    round's, and its non-private baseline (per round where the run reports it so, else its final value).
+    Returns the image and the report's description of the panels."""
+    figure, panels = _panels(figure_type, len(chosen))
+    described = []
+    for axes, quantity in zip(panels, chosen):
+        name = quantity.metric
+        points = [(row["round"], row[name]) for row in metrics["rounds"] if row.get(name) is not None]
+        final = metrics["final"].get(name)
+        baseline = baselines.get(name)
+        baseline_points = [(row["round"], row[baseline]) for row in metrics["rounds"] if baseline and row.get(baseline) is not None]
+        baseline_final = metrics["final"].get(baseline) if baseline else None
+        values = [y for _, y in points] + [v for v in (final, baseline_final) if v is not None] + [y for _, y in baseline_points]
+        scale, unit = _axis_unit(quantity, values)
+        parts = []
+        if points:
+            axes.plot([x for x, _ in points], [y / scale for _, y in points], marker="." if len(points) < 30 else None, label="each round")
+            parts.append("value in each round")
+        last = points[-1][1] if points else None
+        if final is not None and (last is None or not math.isclose(final, last, rel_tol=1e-9, abs_tol=0.0)):
+            axes.plot([rounds_completed], [final / scale], marker="*", markersize=10, linestyle="none", color="tab:red", label="final value")
+            parts.append("final value (star)")
+        if baseline_points:
+            axes.plot([x for x, _ in baseline_points], [y / scale for _, y in baseline_points], linestyle="--",
+                      color=_BASELINE_COLOR, label=f"non-private baseline ({baseline})")
+            parts.append(f"dashed: non-private baseline `{baseline}` in each round")
+        elif baseline_final is not None:
+            axes.axhline(baseline_final / scale, linestyle="--", color=_BASELINE_COLOR, label=f"non-private baseline ({baseline})")
+            parts.append(f"dashed: non-private baseline `{baseline}`, final value")
+        axes.set_title(name, fontsize=9, pad=12)
+        axes.set_xlabel("round", fontsize=8)
+        shown = "value in each round" if points else "final value (not reported per round)"
+        axes.set_ylabel(_with_unit(shown, unit), fontsize=8)
+        rounds = [x for x, _ in points] + ([rounds_completed] if final is not None else [])
+        if rounds and max(rounds) == min(rounds):
+            # One round alone: half a round either side, so the whole-number tick has room.
+            axes.set_xlim(min(rounds) - 0.5, max(rounds) + 0.5)
+        _integer_ticks(axes.xaxis)
+        axes.tick_params(labelsize=7)
+        if len(parts) > 1:
+            axes.legend(fontsize=6)
+        described.append(f"`{name}` ({'; '.join(parts)}{'; ' + unit if unit else ''})")
+    figure.suptitle("Metrics of the run, round by round", fontsize=10)
+    return _save(figure, folder, "overview.png"), f"{len(chosen)} panels: " + ", ".join(described) + "."
 
 
 def _run_plots(document: Mapping[str, Any], folder: Path, figure_type: Any) -> list[tuple[str, str]]:
@@ -188,10 +426,6 @@ def _run_plots(document: Mapping[str, Any], folder: Path, figure_type: Any) -> l
         plots.append(("Bytes per user", _bytes_per_user(users, folder, figure_type)))
     if document["ledger"]["per_round"]:
         plots.append(("Bytes and online users per round", _per_round(document["ledger"]["per_round"], folder, figure_type)))
-    rounds = document["metrics"]["rounds"]
-    names = [name for name in dict.fromkeys(key for row in rounds for key in row) if name != "round"]
-    if names:
-        plots.append(("Metrics per round", _metrics_per_round(rounds, names, folder, figure_type)))
     cdfs = {name: value for name, value in document.get("distributions", {}).items() if _is_cdf(value)}
     if cdfs:
         plots.append(("Prediction error CDF", _error_cdf(cdfs, folder, figure_type)))
@@ -307,37 +541,17 @@ def _per_round(per_round: Sequence[Mapping[str, Any]], folder: Path, figure_type
     bottom.set_ylabel("online users")
     bottom.set_xlabel("round")
     bottom.set_ylim(bottom=0)
+    _integer_ticks(bottom.xaxis)
     return _save(figure, folder, "per_round.png")
 
 
-def _metrics_per_round(rounds: Sequence[Mapping[str, Any]], names: Sequence[str], folder: Path, figure_type: Any) -> str:
-    columns = 2 if len(names) > 1 else 1
-    rows = math.ceil(len(names) / columns)
-    figure = figure_type(layout="constrained", figsize=(_SIZE[0] * (1.4 if columns == 2 else 1), 2.2 * rows + 0.6))
-    grid = figure.subplots(rows, columns, squeeze=False, sharex=True)
-    for index, name in enumerate(names):
-        axes = grid[index // columns][index % columns]
-        points = [(row["round"], row[name]) for row in rounds if row.get(name) is not None]
-        axes.plot([x for x, _ in points], [y for _, y in points], marker="." if len(points) < 30 else None)
-        axes.set_title(name, fontsize=9)
-        axes.tick_params(labelsize=8)
-        if index // columns == rows - 1 or index + columns >= len(names):
-            axes.set_xlabel("round", fontsize=8)
-    for index in range(len(names), rows * columns):
-        grid[index // columns][index % columns].set_visible(False)
-    figure.suptitle("Metrics per round (units as named: *_b bytes, *_s seconds, errors in rating units)", fontsize=9)
-    return _save(figure, folder, "metrics_per_round.png")
-
-
 def _epsilon(cumulative: Sequence[float], how: str, of: str, folder: Path, figure_type: Any) -> str:
-    from matplotlib.ticker import MaxNLocator  # matplotlib is there: _figure_type checked it
-
     figure = figure_type(layout="constrained", figsize=_SIZE)
     axes = figure.subplots()
     rounds = len(cumulative) - 1
     axes.plot(range(rounds + 1), cumulative, drawstyle="steps-post", marker="." if rounds < 30 else None)
     axes.set_xlabel("round (0: set-up)")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_ticks(axes.xaxis)
     axes.set_ylabel(of)
     axes.set_title(f"Privacy: {how}", fontsize=10)
     axes.set_ylim(0, max(cumulative) * 1.1 or 1.0)
@@ -347,104 +561,327 @@ def _epsilon(cumulative: Sequence[float], how: str, of: str, folder: Path, figur
 # -- a sweep ----------------------------------------------------------------------------------------
 
 
-def _sweep_report(source: Path, folder: Path, figure_type: Any) -> str:
+@dataclass(frozen=True)
+class _Sweep:
+    """A sweep folder as the report reads it: summary.csv's and sweep.csv's rows, the measured quantities
+    in summary.csv's order, and each metric column's non-private baseline column."""
+
+    parameters: list[str]
+    seeds: int
+    summary: list[dict[str, str]]
+    runs: list[dict[str, str]]
+    quantities: list[Quantity]
+    baselines: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Statistic:
+    """One quantity at one grid point, as summary.csv holds it (None where the cell is empty)."""
+
+    mean: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+
+def _statistic(line: Mapping[str, str], column: str) -> _Statistic:
+    mean, low, high, n = (line.get(f"{column}.{part}", "") for part in ("mean", "ci95_low", "ci95_high", "n"))
+    return _Statistic(float(mean) if mean else None, float(low) if low else None, float(high) if high else None, int(n or 0))
+
+
+def _read_sweep(source: Path) -> _Sweep:
+    """Raises ConfigError: no summary.csv yet, or one written before summary.csv named its statistics."""
     marker = json.loads((source / MARKER).read_text(encoding="utf-8"))
-    parameters = list(marker["parameters"])
-    if not (source / "summary.csv").exists():
+    summary_path = source / "summary.csv"
+    if not summary_path.exists():
         raise ConfigError("", f"{source} has no summary.csv yet; run the sweep (it resumes) before the report")
-    summary = read_csv(source / "summary.csv")
-    measured = [name[: -len(".mean")] for name in summary[0] if name.endswith(".mean")] if summary else []
+    summary = read_csv(summary_path)
+    if not summary:
+        raise ConfigError("", f"{summary_path} has no grid point; run the sweep (it resumes) before the report")
+    header = list(summary[0])
+    columns = [name[: -len(".mean")] for name in header if name.endswith(".mean")]
+    if any(f"{column}.n" not in header for column in columns):
+        raise ConfigError("", (
+            f"{summary_path} was written by an older fedrecsim that did not say which statistic each column is; "
+            "run the same `fedrecsim sweep` command again to rewrite sweep.csv and summary.csv (complete runs are kept)"
+        ))
+    quantities = [_sweep_quantity(column) for column in columns]
+    parameters = list(marker["parameters"])
+    runs = read_csv(source / "sweep.csv")
+    return _Sweep(parameters, marker["seeds"], summary, runs, quantities, _baseline_columns(source, runs, parameters, quantities))
+
+
+def _baseline_columns(
+    source: Path, runs: Sequence[Mapping[str, str]], parameters: Sequence[str], quantities: Sequence[Quantity]
+) -> dict[str, str]:
+    """Each metric column's baseline column: the same statistic of the metric the runs' result.json names
+    as its non-private baseline (``metrics.baselines``), else that metric's final value.
+
+    The pairs are a protocol's, so one complete run per grid point is read (a grid may sweep the protocol).
+    """
+    pairs: dict[str, str] = {}
+    points: set[tuple[str, ...]] = set()
+    for row in runs:
+        point = tuple(row[parameter] for parameter in parameters)
+        if row["status"] != "complete" or point in points:
+            continue
+        points.add(point)
+        try:
+            document = json.loads((source / RUNS / row["run"] / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        named = document.get("metrics", {}).get("baselines", {}) if isinstance(document, dict) else {}
+        for metric, baseline in named.items():
+            pairs.setdefault(metric, baseline)
+    columns = {quantity.column for quantity in quantities}
+    baselines: dict[str, str] = {}
+    for quantity in quantities:
+        baseline = pairs.get(quantity.metric)
+        if baseline is None or quantity.column == quantity.metric:
+            continue
+        suffix = quantity.column[len(quantity.metric):]
+        found = next((name for name in (f"{baseline}{suffix}", f"{baseline}{FINAL}") if name in columns), None)
+        if found is not None:
+            baselines[quantity.column] = found
+    return baselines
+
+
+def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Sequence[str] | None) -> str:
+    sweep = _read_sweep(source)
+    varying = [quantity for quantity in sweep.quantities if _varies(sweep.summary, quantity.column)]
+    beside = {sweep.baselines[quantity.column] for quantity in varying if quantity.column in sweep.baselines}
+    chosen = _choose(sweep.quantities, requested, [quantity for quantity in varying if quantity.column not in beside], "this sweep")
+    parameters = sweep.parameters
     lines = [
-        f"# Sweep report: {len(summary)} grid points x {marker['seeds']} seeds",
+        f"# Sweep report: {len(sweep.summary)} grid points x {sweep.seeds} seeds",
         "",
-        f"Parameters: {', '.join(f'`{name}`' for name in parameters) or '(none)'}; source `{source}`. "
-        "Values are means over seeds; bands and +- are 95% confidence intervals (Student's t).",
+        f"Parameters: {', '.join(f'`{name}`' for name in parameters) or '(none: seeds only)'}; source `{source}`.",
+        "",
+        "Each value is the mean over a grid point's complete runs, n of them (summary.csv's `.mean` and `.n`); "
+        "the interval is summary.csv's 95% confidence interval of that mean (Student's t), clipped to the values "
+        "the quantity can take (ranking metrics in [0, 1], errors and byte counts at least 0), and none with n = 1. "
+        "What one run contributes is named beside each number: *final value* (the run's final metric, "
+        "`M.final`), *mean over rounds* (the mean of a per-round metric over the run's rounds, `M.round_mean`), "
+        "*whole run* (bytes over the whole run, `<role>.sent_bytes` / `.recv_bytes`); `privacy.*` are the "
+        "run's privacy figures.",
         "",
     ]
-    failed = sum(int(line["failed"]) for line in summary)
+    failed = sum(int(line["failed"]) for line in sweep.summary)
     if failed:
         lines += [f"**{failed} runs failed**; see the error column of sweep.csv.", ""]
-    shown = [name for name in measured if _varies(summary, name)]
-    lines += ["## Summary", "", _summary_table(summary, parameters, shown), ""]
+    if chosen:
+        image, described = _sweep_overview(sweep, chosen, folder, figure_type)
+        lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
+    else:
+        lines += ["Every quantity has the same value in every run: no figure is drawn.", ""]
     if not parameters:
+        tabled = chosen if requested is not None else sweep.quantities
+        lines += ["## Summary", "", *_seeds_table(sweep, tabled, beside if requested is None else set()), ""]
         return "\n".join(lines)
-    for name in shown:
-        image = _metric_against_parameters(summary, parameters, name, folder, figure_type)
-        lines += [f"## {name}", "", f"![{name}]({image})", ""]
-    constant = [name for name in measured if name not in shown]
-    if constant:
-        lines += ["Constant over the whole grid (not plotted): " + ", ".join(f"`{name}`" for name in constant), ""]
+    names: set[str] = set()
+    for quantity in chosen:
+        image = _against_parameters(sweep, quantity, folder, figure_type, _file_name(quantity.column, names))
+        lines += [f"## {quantity.label}", "", *_grid_table(sweep, quantity), "", f"![{quantity.label}]({image})", ""]
+    if requested is None:
+        constant = [quantity for quantity in sweep.quantities if quantity not in varying]
+        if constant:
+            lines += ["## Constant over the whole grid", "", *_constant_table(sweep, constant), ""]
     return "\n".join(lines)
 
 
-def _varies(summary: Sequence[Mapping[str, str]], name: str) -> bool:
-    values = {line[f"{name}.mean"] for line in summary if line[f"{name}.mean"]}
+def _varies(summary: Sequence[Mapping[str, str]], column: str) -> bool:
+    """Whether the column takes more than one value: means differing between grid points, or a
+    grid point's runs differing (an interval of some width)."""
+    values = {
+        float(line[f"{column}.{part}"]) for line in summary for part in ("mean", "ci95_low", "ci95_high") if line[f"{column}.{part}"]
+    }
     return len(values) > 1
 
 
-def _summary_table(summary: Sequence[Mapping[str, str]], parameters: Sequence[str], measured: Sequence[str]) -> str:
-    header = [*parameters, "runs", "failed", *measured]
+def _interval(statistic: _Statistic) -> str:
+    if statistic.low is None or statistic.high is None:
+        return "none (n = 1)" if statistic.n == 1 else ""
+    return f"[{number(statistic.low)}, {number(statistic.high)}]"
+
+
+def _with_interval(statistic: _Statistic) -> str:
+    if statistic.mean is None:
+        return ""
+    interval = _interval(statistic)
+    return f"{number(statistic.mean)} {interval}" if interval.startswith("[") else number(statistic.mean)
+
+
+def _seeds_table(sweep: _Sweep, quantities: Sequence[Quantity], beside: set[str]) -> list[str]:
+    """A seeds-only sweep: one row per quantity (a baseline shown beside its metric has no row)."""
+    with_baseline = any(quantity.column in sweep.baselines for quantity in quantities)
+    header = ["quantity", "statistic (one run's)", "mean over seeds", "95% interval", "n"]
+    header += ["non-private baseline: mean [95% interval]"] if with_baseline else []
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for line in summary:
-        cells = [line[name] for name in parameters] + [line["runs"], line["failed"]]
-        for name in measured:
-            mean, low, high = (line[f"{name}.{part}"] for part in ("mean", "ci95_low", "ci95_high"))
-            if not mean:
-                cells.append("")
-            elif low and high:
-                cells.append(f"{_number(float(mean))} +- {_number((float(high) - float(low)) / 2)}")
-            else:
-                cells.append(_number(float(mean)))
+    line = sweep.summary[0]
+    for quantity in quantities:
+        if quantity.column in beside:
+            continue
+        statistic = _statistic(line, quantity.column)
+        cells = [f"`{quantity.metric}`", quantity.statistic or "privacy figure", _cell(statistic.mean), _interval(statistic), str(statistic.n)]
+        if with_baseline:
+            baseline = sweep.baselines.get(quantity.column)
+            cells.append(f"`{baseline}` {_with_interval(_statistic(line, baseline))}" if baseline else "")
         rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+    return rows
 
 
-def _metric_against_parameters(
-    summary: Sequence[Mapping[str, str]], parameters: Sequence[str], name: str, folder: Path, figure_type: Any
-) -> str:
-    figure = figure_type(layout="constrained", figsize=(_SIZE[0] * min(len(parameters), 2) * 0.8 + 1.5, _SIZE[1] * math.ceil(len(parameters) / 2)))
-    grid = figure.subplots(math.ceil(len(parameters) / 2), min(len(parameters), 2), squeeze=False)
-    unit = _unit(name)
-    for index, parameter in enumerate(parameters):
-        axes = grid[index // 2][index % 2]
-        others = [other for other in parameters if other != parameter]
-        lines: dict[tuple[str, ...], list[Mapping[str, str]]] = {}
-        for line in summary:
-            lines.setdefault(tuple(line[other] for other in others), []).append(line)
-        numeric = all(_is_float(line[parameter]) for line in summary)
-        categories = list(dict.fromkeys(line[parameter] for line in summary))
-        for key, members in lines.items():
-            points = sorted(
-                ((float(m[parameter]) if numeric else categories.index(m[parameter]), m) for m in members if m[f"{name}.mean"]),
-                key=lambda pair: pair[0],
-            )
-            if not points:
-                continue
-            xs = [x for x, _ in points]
-            label = ", ".join(f"{_short(other)}={value}" for other, value in zip(others, key)) or None
-            drawn = axes.plot(xs, [float(m[f"{name}.mean"]) for _, m in points], marker="o", label=label)
-            band = [(x, float(m[f"{name}.ci95_low"]), float(m[f"{name}.ci95_high"])) for x, m in points if m[f"{name}.ci95_low"]]
-            if band:
-                axes.fill_between([b[0] for b in band], [b[1] for b in band], [b[2] for b in band],
-                                  color=drawn[0].get_color(), alpha=0.2, linewidth=0)
-        if not numeric:
-            axes.set_xticks(range(len(categories)), categories)
-        axes.set_xlabel(parameter)
-        axes.set_ylabel(f"{name}{unit}")
-        if len(lines) > 1:
-            axes.legend(fontsize=7, title_fontsize=7)
-    for index in range(len(parameters), grid.shape[0] * grid.shape[1]):
-        grid[index // 2][index % 2].set_visible(False)
-    figure.suptitle(f"{name}: mean over seeds, 95% confidence band", fontsize=10)
-    return _save(figure, folder, f"sweep_{_file_name(name)}.png")
+def _grid_table(sweep: _Sweep, quantity: Quantity) -> list[str]:
+    """One row per grid point: the parameters, the quantity's mean, interval and n, and its baseline."""
+    baseline = sweep.baselines.get(quantity.column)
+    header = [*sweep.parameters, "runs", "failed", f"{quantity.label}: mean over seeds", "95% interval", "n"]
+    header += [f"non-private baseline `{baseline}`: mean [95% interval]"] if baseline else []
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for line in sweep.summary:
+        statistic = _statistic(line, quantity.column)
+        cells = [line[name] for name in sweep.parameters] + [line["runs"], line["failed"]]
+        cells += [_cell(statistic.mean), _interval(statistic), str(statistic.n)]
+        if baseline:
+            cells.append(_with_interval(_statistic(line, baseline)))
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
 
 
-def _unit(name: str) -> str:
-    if name.endswith("_bytes") or name.endswith("_b"):
-        return " (bytes)"
-    if name.endswith("_s"):
-        return " (s)"
-    return ""
+def _constant_table(sweep: _Sweep, quantities: Sequence[Quantity]) -> list[str]:
+    rows = ["| quantity | statistic (one run's) | value in every run | n per point |", "|---|---|---|---|"]
+    for quantity in quantities:
+        counts = sorted({_statistic(line, quantity.column).n for line in sweep.summary})
+        shown = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        value = _cell(_statistic(sweep.summary[0], quantity.column).mean)
+        rows.append(f"| `{quantity.metric}` | {quantity.statistic or 'privacy figure'} | {value} | {shown} |")
+    return rows
+
+
+def _sweep_values(sweep: _Sweep, quantity: Quantity) -> list[float]:
+    """Every number an axis of ``quantity`` shows (means, interval ends, its baseline's), for its unit."""
+    columns = [quantity.column] + ([sweep.baselines[quantity.column]] if quantity.column in sweep.baselines else [])
+    statistics = [_statistic(line, column) for line in sweep.summary for column in columns]
+    return [value for s in statistics for value in (s.mean, s.low, s.high) if value is not None]
+
+
+def _sweep_ylabel(quantity: Quantity, unit: str) -> str:
+    return _with_unit(f"{quantity.statistic}: mean over seeds" if quantity.statistic else "mean over seeds", unit)
+
+
+def _sweep_overview(sweep: _Sweep, chosen: Sequence[Quantity], folder: Path, figure_type: Any) -> tuple[str, str]:
+    """One panel per chosen quantity: against the first grid parameter, or for a seeds-only sweep its
+    mean and interval beside each run's value (and the baseline's). Returns the image and the report's
+    description of the panels."""
+    figure, panels = _panels(figure_type, len(chosen))
+    described = []
+    for axes, quantity in zip(panels, chosen):
+        scale, unit = _axis_unit(quantity, _sweep_values(sweep, quantity))
+        if sweep.parameters:
+            _parameter_panel(axes, sweep, quantity, sweep.parameters[0], scale)
+            where = f"against `{sweep.parameters[0]}`"
+        else:
+            _point_panel(axes, sweep, quantity, scale)
+            where = "each run's value beside the mean"
+            if axes is panels[0]:
+                axes.legend(fontsize=6)
+        baseline = sweep.baselines.get(quantity.column)
+        axes.set_title(quantity.label, fontsize=9, pad=12)
+        axes.set_ylabel(_sweep_ylabel(quantity, unit), fontsize=8)
+        axes.tick_params(labelsize=7)
+        extra = f"; non-private baseline `{baseline}` beside it" if baseline else ""
+        described.append(f"`{quantity.column}` ({quantity.statistic or 'privacy figure'}, {where}{extra}{'; ' + unit if unit else ''})")
+    figure.suptitle("Mean over seeds with its 95% confidence interval; n = complete runs", fontsize=10)
+    return _save(figure, folder, "overview.png"), f"{len(chosen)} panels: " + ", ".join(described) + "."
+
+
+def _point_panel(axes: Any, sweep: _Sweep, quantity: Quantity, scale: float) -> None:
+    """A seeds-only sweep's quantity: each run's value (grey dots), the mean with its interval and n,
+    and the non-private baseline's mean and interval beside it."""
+    runs = [float(row[quantity.column]) / scale for row in sweep.runs if row["status"] == "complete" and row.get(quantity.column)]
+    axes.plot([-0.2] * len(runs), runs, linestyle="none", marker="o", markersize=3, color="0.6", label="one run")
+    line = sweep.summary[0]
+    _interval_point(axes, 0.0, _statistic(line, quantity.column), scale, "tab:blue", "mean, 95% interval")
+    ticks, labels = [0.0], [quantity.metric]
+    baseline = sweep.baselines.get(quantity.column)
+    if baseline is not None and _statistic(line, baseline).mean is not None:
+        _interval_point(axes, 0.6, _statistic(line, baseline), scale, _BASELINE_COLOR, "non-private baseline")
+        ticks.append(0.6)
+        beside = _sweep_quantity(baseline)
+        labels.append(beside.metric if beside.statistic == quantity.statistic else f"{beside.metric}\n({beside.statistic})")
+    axes.set_xticks(ticks, labels)
+    axes.set_xlim(-0.5, ticks[-1] + 0.5)
+
+
+def _interval_point(axes: Any, x: float, statistic: _Statistic, scale: float, color: str, label: str) -> None:
+    """The mean as a point, its interval (summary.csv's ends, as they are) as the error bar, n beside."""
+    if statistic.mean is None:
+        return
+    mean = statistic.mean / scale
+    error = None
+    if statistic.low is not None and statistic.high is not None:
+        error = [[mean - statistic.low / scale], [statistic.high / scale - mean]]
+    axes.errorbar([x], [mean], yerr=error, marker="o", color=color, capsize=4, label=label)
+    axes.annotate(f"n = {statistic.n}", (x, mean), xytext=(7, 0), textcoords="offset points", va="center", fontsize=7)
+
+
+def _parameter_panel(axes: Any, sweep: _Sweep, quantity: Quantity, parameter: str, scale: float) -> None:
+    """The quantity's mean against ``parameter`` with its interval as a band, one line per value of the
+    other parameters, the baseline dashed in the line's colour, and n stated: in the legend's title when
+    every point has the same n, else beside each point."""
+    others = [other for other in sweep.parameters if other != parameter]
+    groups: dict[tuple[str, ...], list[Mapping[str, str]]] = {}
+    for line in sweep.summary:
+        groups.setdefault(tuple(line[other] for other in others), []).append(line)
+    numeric = all(_is_float(line[parameter]) for line in sweep.summary)
+    categories = list(dict.fromkeys(line[parameter] for line in sweep.summary))
+    baseline = sweep.baselines.get(quantity.column)
+    counted: list[tuple[float, float, int]] = []
+    baseline_label = "non-private baseline (dashed, x)"
+    for key, members in groups.items():
+        points = sorted(
+            ((float(m[parameter]) if numeric else float(categories.index(m[parameter])), m) for m in members),
+            key=lambda pair: pair[0],
+        )
+        shown = [(x, _statistic(m, quantity.column), m) for x, m in points if _statistic(m, quantity.column).mean is not None]
+        if not shown:
+            continue
+        label = ", ".join(f"{_short(other)}={value}" for other, value in zip(others, key)) or "mean over seeds"
+        xs = [x for x, _, _ in shown]
+        drawn = axes.plot(xs, [s.mean / scale for _, s, _ in shown], marker="o", label=label)
+        color = drawn[0].get_color()
+        if any(s.low is not None for _, s, _ in shown):
+            axes.fill_between(xs, [s.low / scale if s.low is not None else math.nan for _, s, _ in shown],
+                              [s.high / scale if s.high is not None else math.nan for _, s, _ in shown],
+                              color=color, alpha=0.2, linewidth=0)
+        if baseline is not None:
+            base = [(x, _statistic(m, baseline)) for x, _, m in shown if _statistic(m, baseline).mean is not None]
+            if base:
+                axes.plot([x for x, _ in base], [s.mean / scale for _, s in base], linestyle="--", marker="x", color=color,
+                          label=baseline_label)
+                baseline_label = "_"  # one legend entry says what the dashed lines are; their colour says whose
+        counted.extend((x, s.mean / scale, s.n) for x, s, _ in shown)
+    counts = {n for _, _, n in counted}
+    if len(counts) > 1:
+        for x, y, n in counted:
+            axes.annotate(f"n = {n}", (x, y), xytext=(4, 4), textcoords="offset points", fontsize=6)
+    if counted:
+        axes.legend(fontsize=6, title=f"n = {counts.pop()} per point" if len(counts) == 1 else None, title_fontsize=6)
+    if not numeric:
+        axes.set_xticks(range(len(categories)), categories)
+    elif all(_is_int(line[parameter]) for line in sweep.summary):
+        _integer_ticks(axes.xaxis)
+    axes.set_xlabel(parameter, fontsize=8)
+
+
+def _against_parameters(sweep: _Sweep, quantity: Quantity, folder: Path, figure_type: Any, name: str) -> str:
+    """The quantity against each grid parameter, one panel each."""
+    scale, unit = _axis_unit(quantity, _sweep_values(sweep, quantity))
+    figure, panels = _panels(figure_type, len(sweep.parameters))
+    for axes, parameter in zip(panels, sweep.parameters):
+        _parameter_panel(axes, sweep, quantity, parameter, scale)
+        axes.set_ylabel(_sweep_ylabel(quantity, unit), fontsize=8)
+        axes.tick_params(labelsize=7)
+    figure.suptitle(f"{quantity.label}: mean over seeds, 95% confidence band", fontsize=10)
+    return _save(figure, folder, name)
 
 
 def _short(parameter: str) -> str:
@@ -459,16 +896,22 @@ def _is_float(text: str) -> bool:
     return True
 
 
-def _file_name(name: str) -> str:
-    return "".join(character if character.isalnum() or character in "-_" else "_" for character in name)
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
 
 
-def _number(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
+def _file_name(column: str, taken: set[str]) -> str:
+    """``sweep_<column>.png`` with anything but letters, digits, - and _ as _, made unique in ``taken``."""
+    stem = "sweep_" + "".join(character if character.isalnum() or character in "-_" else "_" for character in column)
+    name, index = f"{stem}.png", 2
+    while name in taken:
+        name, index = f"{stem}_{index}.png", index + 1
+    taken.add(name)
+    return name
 
 
-__all__ = ["REPORT_MARKER", "write_report"]
+__all__ = ["REPORT_MARKER", "parse_metrics", "write_report"]

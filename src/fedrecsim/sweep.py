@@ -3,7 +3,12 @@
 A study is a base scenario, the axes of its grid and a number of seeds. An axis is one key with a list of
 values (``--grid``), or several keys whose lists are paired element-wise (``--zip``, all of them one
 axis); the study's points are the Cartesian product of its axes, each run at the seeds ``run.seed``,
-``run.seed + 1``, ... A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
+``run.seed + 1``, ... (``--seeds N``: N of them). A grid over any key reaches the runs, ``run.*`` included;
+a grid over ``run.seed`` (``--grid run.seed=1,5,9``) is the list of seeds itself: each grid point runs at
+exactly those seeds, they are the replicates summary.csv averages over (``run.seed`` is no grid column),
+and it is refused together with ``--seeds N`` > 1 and inside a ``--zip``. A key both fixed by ``--set``
+and swept, or given twice to ``--grid``, is refused rather than one of the two silently dropped.
+A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
 
     [sweep]
     scenario = "hua_s3_churn.toml"     # optional: the base scenario (else this file's own tables)
@@ -15,11 +20,15 @@ axis); the study's points are the Cartesian product of its axes, each run at the
 Every run is independent and deterministic, so the runs go to any engine: a local process pool (the
 default, nothing to start) or a Dask distributed cluster at an address (``distributed``, the optional
 extra ``dask``). Workers run a scenario into a private temporary folder and send the files back; the
-caller writes them into the sweep folder, so a remote cluster needs no shared file system.
+caller writes them into the sweep folder, so a remote cluster needs no shared file system. Local workers
+never outlive their sweep, killed or interrupted (`_start_worker`); a Dask scheduler is reached and the
+study's protocols loaded on its workers, one's own shipped there first (`ship_protocol`), before the
+sweep folder is created.
 
 The sweep folder (``--out``):
 
-- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters and the seeds. A folder without it
+- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters (``run.seed`` excepted), the number
+  of points, of seeds per point and of runs. A folder without it
   is never written into: an existing folder that is not a sweep of ours is refused, like `prepare_output`
   refuses a foreign result folder.
 - ``runs/<hash>/`` -- one complete result folder per run, named by a hash of its resolved scenario (every
@@ -29,10 +38,23 @@ The sweep folder (``--out``):
 - ``runs/.<hash>.checkpoints/`` -- with ``checkpoint_every`` (``--checkpoint-every``, the local engine
   only: its workers write into the sweep folder), the checkpoint of a run under way (`fedrecsim.checkpoint`):
   a sweep interrupted in the middle of a long run resumes that run from its last checkpoint.
-- ``sweep.csv`` -- one row per run: grid values, seed, status, final metrics, numeric privacy figures,
-  bytes sent and received per role, rounds, transcript fingerprint, wall time and the error if it failed.
-- ``summary.csv`` -- per grid point: the runs and failures, and for every metric, privacy figure and byte
-  count the mean over seeds with a 95% confidence interval (Student's t).
+- ``sweep.csv`` -- one row per run, in plan order: ``run`` (the folder name), the grid values (one column
+  per parameter), ``seed``, ``status`` (complete / failed), then the measured columns:
+
+  - ``M.final`` for each metric ``M`` of the run: its final value, ``result.json`` ``metrics.final[M]``;
+  - ``M.round_mean`` for each metric reported per round: the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it (a count such as ``participants`` is 97 at the end but 95.15 on
+    average over the rounds: two different statistics, two columns);
+  - ``privacy.<name>`` -- each numeric figure of ``result.json`` ``privacy`` (epsilon spent, ...);
+  - ``<role>.sent_bytes`` / ``<role>.recv_bytes`` -- the role's bytes over the whole run;
+
+  and ``rounds_completed``, ``transcript`` (the transcript fingerprint), ``wall_time_s`` and, for a failed
+  run, ``error``.
+- ``summary.csv`` -- one row per grid point: the grid values, ``runs`` (complete) and ``failed``, then for
+  every measured column ``C`` of sweep.csv: ``C.mean`` (the mean over the point's seeds), ``C.ci95_low``
+  and ``C.ci95_high`` (Student's t 95% confidence interval of that mean, clipped to the metric's range:
+  ranking metrics to [0, 1], errors and byte counts to >= 0, see `column_range`; empty with one value) and
+  ``C.n`` (the number of complete runs that gave a value; the mean and interval are over those n).
 
 Only the wall-time column differs between two sweeps of the same study, on any engine.
 """
@@ -44,19 +66,27 @@ import copy
 import csv
 import fcntl
 import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
 import itertools
 import json
 import math
 import multiprocessing
 import os
+import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -64,6 +94,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
+from .metric_reference import value_range
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
 from .runner import check_checkpoint_interval, resume, run
@@ -75,6 +106,7 @@ RUNS = "runs"
 _LOCK = ".lock"
 _FAILED_SUFFIX = ".failed.json"
 _HASH_CHARS = 16
+SEED_KEY = "run.seed"  # a grid over it lists the seeds of every point (`Study.seed_list`)
 
 
 @dataclass(frozen=True)
@@ -95,19 +127,48 @@ class Study:
 
     @property
     def parameters(self) -> tuple[str, ...]:
+        """Every swept key, ``run.seed`` included."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
+    @property
+    def point_parameters(self) -> tuple[str, ...]:
+        """The swept keys that tell grid points apart (the grid columns of sweep.csv and summary.csv):
+        every swept key but ``run.seed``, whose grid lists the seeds of every point."""
+        return tuple(key for key in self.parameters if key != SEED_KEY)
+
     def points(self) -> list[tuple[Any, ...]]:
-        """The grid's points in order (values in `parameters` order), each once."""
-        points: list[tuple[Any, ...]] = []
-        seen: set[str] = set()
-        for combination in itertools.product(*(axis.values for axis in self.axes)):
-            point = tuple(value for values in combination for value in values)
-            identity = _canonical(point)
-            if identity not in seen:
-                seen.add(identity)
-                points.append(point)
-        return points
+        """The grid's points in order (values in `point_parameters` order), each once."""
+        return _product(axis for axis in self.axes if SEED_KEY not in axis.keys)
+
+    def seed_list(self) -> list[int] | None:
+        """The seeds a grid over ``run.seed`` lists (each once, in order), or None without one.
+
+        Raises:
+            ConfigError: ``run.seed`` zipped with other keys, or swept together with ``seeds`` > 1.
+        """
+        axes = [axis for axis in self.axes if SEED_KEY in axis.keys]
+        if not axes:
+            return None
+        if len(axes[0].keys) > 1:
+            raise ConfigError(SEED_KEY, "a grid over run.seed lists the seeds of every grid point; it cannot be "
+                              "zipped with other keys (use --grid run.seed=..., or --seeds N)")
+        if self.seeds > 1:
+            raise ConfigError(SEED_KEY, f"is swept by a grid (the seeds themselves) and {self.seeds} seeds per point "
+                              "are asked (--seeds / sweep.seeds, which count from run.seed): use one of the two")
+        return [point[0] for point in _product(axes)]
+
+
+def _product(axes: Iterable[Axis]) -> list[tuple[Any, ...]]:
+    """The Cartesian product of the axes' values, flattened to one tuple per point, each point once."""
+    points: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    for combination in itertools.product(*(axis.values for axis in axes)):
+        point = tuple(value for values in combination for value in values)
+        identity = _canonical(point)
+        if identity not in seen:
+            seen.add(identity)
+            points.append(point)
+    return points
 
 
 @dataclass(frozen=True)
@@ -193,9 +254,13 @@ def load_study(
 ) -> Study:
     """A study from a scenario or study file plus command-line grids (``key.path=v1,v2``), zips and seeds.
 
-    A ``--grid`` or ``--zip`` on a key the file already sweeps replaces the file's list. ``seeds``
-    defaults to the file's ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's
-    ``sweep.set``.
+    A ``--grid`` or ``--zip`` on a key the file already sweeps (or fixes in ``sweep.set``) replaces the
+    file's list (value); a ``--zip`` replaces the file's whole zip. ``seeds`` defaults to the file's
+    ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's ``sweep.set``.
+
+    Refused, because one of the two would be silently lost: a key given twice to ``--grid`` (or twice to
+    ``--zip``), a ``--set`` key that a grid or zip also sweeps, a ``sweep.set`` key the file's own grid or
+    zip sweeps. A grid over ``run.seed`` is the list of seeds (see `plan`).
 
     Raises:
         ConfigError: naming the ``sweep.*`` key or the flag that is wrong.
@@ -219,12 +284,15 @@ def load_study(
     file_set = table.get("set", [])
     if not isinstance(file_set, list) or not all(isinstance(item, str) for item in file_set):
         raise ConfigError("sweep.set", 'expected a list of "key.path=value" strings')
+    overrides = list(overrides)
     apply_overrides(tables, [*file_set, *overrides])
 
     file_grid = _flatten(table.get("grid", {}), "sweep.grid")
     file_zip = _flatten(table.get("zip", {}), "sweep.zip")
-    flag_grid = dict(_flag_lists(grid, "--grid"))
-    flag_zip = dict(_flag_lists(zipped, "--zip"))
+    flag_grid = _flag_lists(grid, "--grid")
+    flag_zip = _flag_lists(zipped, "--zip")
+    _refuse_set_and_swept(file_set, {**file_grid, **file_zip}, "sweep.set", "the file's [sweep] grid or zip")
+    _refuse_set_and_swept(overrides, {**file_grid, **file_zip, **flag_grid, **flag_zip}, "--set", "a grid or zip")
     if flag_zip:
         file_zip = {}
     file_grid = {key: values for key, values in file_grid.items() if key not in flag_grid and key not in flag_zip}
@@ -243,10 +311,24 @@ def load_study(
     return Study(tables, axes, seeds)
 
 
-def _flag_lists(texts: Iterable[str], flag: str) -> Iterator[tuple[str, list[Any]]]:
+def _flag_lists(texts: Iterable[str], flag: str) -> dict[str, list[Any]]:
+    """Each ``--grid`` / ``--zip`` key with its list; a key given twice is refused (which list was meant?)."""
+    lists: dict[str, list[Any]] = {}
     for text in texts:
         keys, values = parse_values(text, flag)
-        yield ".".join(keys), values
+        key = ".".join(keys)
+        if key in lists:
+            raise ConfigError(f"{flag} {key}", f"is given twice; list every value once: {flag} {key}=v1,v2,...")
+        lists[key] = values
+    return lists
+
+
+def _refuse_set_and_swept(overrides: Iterable[str], swept: Mapping[str, Any], flag: str, sweeps: str) -> None:
+    """A key both fixed (``--set`` / ``sweep.set``) and swept would silently take the swept values: refused."""
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if key in swept:
+            raise ConfigError(f"{flag} {key}", f"is also swept by {sweeps}; set it or sweep it, not both")
 
 
 def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
@@ -263,20 +345,29 @@ def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
 
 
 def plan(study: Study) -> list[PlannedRun]:
-    """Every run of the study, validated (a bad grid value raises its ConfigError before anything runs)."""
-    run_table = study.base.get("run")
-    base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
-    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
-        raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+    """Every run of the study, point by point and seed by seed within a point, validated (a bad grid value
+    raises its ConfigError before anything runs).
+
+    A point's seeds are ``run.seed``, ``run.seed + 1``, ... (``study.seeds`` of them), or, with a grid over
+    ``run.seed``, exactly the seeds that grid lists (then ``study.seeds`` must be 1: `Study.seed_list`).
+    Every grid value, ``run.*`` included, is in the run's resolved scenario, hence in its folder name.
+    """
+    seeds = study.seed_list()
+    if seeds is None:
+        run_table = study.base.get("run")
+        base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
+        if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+            raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+        seeds = [base_seed + offset for offset in range(study.seeds)]
     planned = []
     for point in study.points():
-        for offset in range(study.seeds):
+        for seed in seeds:
             tables = copy.deepcopy(study.base)
-            for key, value in zip(study.parameters, point):
+            for key, value in zip(study.point_parameters, point):
                 _set(tables, key, copy.deepcopy(value))
-            _set(tables, "run.seed", base_seed + offset)
+            _set(tables, SEED_KEY, seed)
             resolved = parse_scenario(tables).to_table()
-            planned.append(PlannedRun(point, base_seed + offset, resolved, run_name(resolved)))
+            planned.append(PlannedRun(point, seed, resolved, run_name(resolved)))
     return planned
 
 
@@ -334,47 +425,96 @@ def execute(scenario_table: dict[str, Any], out: str | None = None, checkpoint_e
 
 Submit = Callable[[PlannedRun], Any]
 
+def _start_worker(lifeline: Connection) -> None:
+    """A local pool worker's initializer: it dies with the sweep, leaves Ctrl-C to it, and keeps freed memory.
+
+    No worker may outlive its sweep (a straggler would go on computing and writing runs). The lifeline is
+    a pipe whose only writer is the sweep: a daemon thread of the worker reads it and kills the worker
+    when it closes -- when the sweep dies, however (the kernel closes its end, even after SIGKILL), and
+    when the sweep is interrupted and closes it on purpose, so that a run under way is not waited for.
+    It works on every platform and start method. A parent-death signal (Linux ``PR_SET_PDEATHSIG``) would
+    not: a forkserver worker's parent is the forkserver, which lives on while any of its workers holds
+    its "alive" pipe, so it never dies first.
+
+    SIGINT is ignored: a Ctrl-C at a terminal reaches the whole process group, and the sweep decides.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_lifeline, args=(lifeline,), name="fedrecsim-lifeline", daemon=True).start()
+    keep_freed_memory()
+
+
+def _watch_lifeline(lifeline: Connection) -> None:
+    """Block until the sweep's end of the lifeline closes (nothing is ever sent on it), then die at once."""
+    try:
+        lifeline.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
 
 @contextmanager
 def local_pool(
     workers: int, runs: Path | None = None, checkpoint_every: int = 0
 ) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
     """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one; each
-    worker keeps the memory it frees mapped (`fedrecsim.allocator`: it exists to run simulations).
+    worker dies with the sweep and keeps the memory it frees mapped (`_start_worker`).
+
+    Leaving the block by an exception (Ctrl-C included) kills the workers at once: the runs under way are
+    lost (a run is written only when complete), the pool is shut down before the exception goes on, and
+    no worker is left behind.
 
     With ``checkpoint_every``, each run goes straight into its folder in ``runs`` with its checkpoints
     beside it (`execute`)."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=keep_freed_memory) as pool:
+    lifeline, keeper = context.Pipe(duplex=False)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(lifeline,)) as pool:
 
-        def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
-            if checkpoint_every and runs is not None:
-                return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
-            return pool.submit(execute, entry.scenario)
+            def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
+                if checkpoint_every and runs is not None:
+                    return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
+                return pool.submit(execute, entry.scenario)
 
-        def wait_any(pending: set[Any]) -> set[Any]:
-            return wait(pending, return_when=FIRST_COMPLETED)[0]
+            def wait_any(pending: set[Any]) -> set[Any]:
+                return wait(pending, return_when=FIRST_COMPLETED)[0]
 
-        try:
-            yield submit, wait_any, workers
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            try:
+                yield submit, wait_any, workers
+            except BaseException:
+                keeper.close()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        keeper.close()
+        lifeline.close()
 
 
 @contextmanager
-def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
-    """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots)."""
+def dask_cluster(
+    address: str, protocols: Iterable[str] = (), timeout_s: float = 10.0
+) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
+    """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots).
+
+    Before anything is submitted, the code of each protocol of one's own (``package.module:ATTRIBUTE``)
+    is shipped to the workers (`ship_protocol`), and every worker must load every protocol of
+    ``protocols``: one that cannot is a ConfigError naming the protocol, the worker and its error.
+
+    Raises:
+        ConfigError: ``distributed`` is missing, no scheduler answers at ``address`` within ``timeout_s``,
+            or a worker cannot load a protocol.
+    """
     try:
         import distributed
     except ImportError:
         raise ConfigError("--dask", 'needs the optional extra: pip install "fedrecsim[dask]"') from None
     try:
-        client = distributed.Client(address, timeout="10s")
-    except OSError as exc:
+        client = distributed.Client(address, timeout=f"{timeout_s}s")
+    except (OSError, ValueError) as exc:
         raise ConfigError("--dask", f"cannot reach a Dask scheduler at {address}: {exc}") from None
     with client:
+        for name in sorted(set(protocols)):
+            ship_protocol(client, name)
         finished = distributed.as_completed()
 
         def submit(entry: PlannedRun) -> Any:
@@ -386,6 +526,82 @@ def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], se
             return set(finished.next_batch(block=True)) & pending
 
         yield submit, wait_any, max(sum(client.nthreads().values()), 1)
+
+
+def ship_protocol(client: Any, name: str) -> None:
+    """Make the protocol ``name`` loadable on every worker of a Dask ``client``, or say why it is not.
+
+    A protocol of one's own, ``package.module:ATTRIBUTE``, lives in code the workers may not have: its
+    top-level module or package (unless it is installed in site-packages, or is fedrecsim) is zipped and
+    uploaded (``Client.upload_file``, named by its content), put first on each worker's path, and
+    imported afresh there, so a worker that ran an older version of it runs this one. A built-in or
+    installed protocol must be installed on the workers like fedrecsim itself. Then every worker loads
+    the protocol (`protocol_problem`).
+
+    Raises:
+        ConfigError: naming ``run.protocol``, the protocol, the worker and the worker's error.
+    """
+    top = name.partition(":")[0].split(".")[0] if ":" in name else ""
+    spec = importlib.util.find_spec(top) if top and top != __package__ else None
+    if spec is not None and spec.origin not in (None, "built-in", "frozen") and not _installed(spec):
+        with tempfile.TemporaryDirectory(prefix="fedrecsim-ship-") as scratch:
+            bundle = _bundle(spec, Path(scratch))
+            client.upload_file(str(bundle), load=False)
+        problems = client.run(_load_shipped, bundle.name, top, name)
+    else:
+        problems = client.run(protocol_problem, name)
+    for worker, problem in sorted(problems.items()):
+        if problem is not None:
+            raise ConfigError(
+                "run.protocol", f"{name!r} cannot be loaded on the Dask worker {worker}: {problem} "
+                "(a protocol of one's own is shipped to the workers; what else it imports must be installed there)"
+            )
+
+
+def _installed(spec: importlib.machinery.ModuleSpec) -> bool:
+    """Whether a module comes from site-packages (installed on the workers like fedrecsim, not shipped)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(spec.origin or "").parts)
+
+
+def _bundle(spec: importlib.machinery.ModuleSpec, scratch: Path) -> Path:
+    """The module's .py, or its package's files, in a zip named ``<module>-<digest of the content>.zip``."""
+    origin = Path(spec.origin or "")
+    if spec.submodule_search_locations:
+        files = sorted(file for file in origin.parent.rglob("*") if file.is_file() and "__pycache__" not in file.parts)
+        members = [(file, Path(spec.name) / file.relative_to(origin.parent)) for file in files]
+    else:
+        members = [(origin, Path(f"{spec.name}.py"))]
+    digest = hashlib.sha256()
+    for file, member in members:
+        digest.update(f"{member.as_posix()}\0{file.stat().st_size}\0".encode())
+        digest.update(file.read_bytes())
+    archive = scratch / f"{spec.name}-{digest.hexdigest()[:_HASH_CHARS]}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for file, member in members:
+            bundle.write(file, member.as_posix())
+    return archive
+
+
+def _load_shipped(bundle: str, top: str, name: str, dask_worker: Any) -> str | None:
+    """On a Dask worker: put the uploaded zip first on the path, forget any earlier import of ``top`` and
+    load the protocol from the zip (`protocol_problem`)."""
+    path = os.path.join(dask_worker.local_directory, bundle)
+    if path in sys.path:
+        sys.path.remove(path)
+    sys.path.insert(0, path)
+    for module in [module for module in sys.modules if module == top or module.startswith(f"{top}.")]:
+        del sys.modules[module]
+    importlib.invalidate_caches()
+    return protocol_problem(name)
+
+
+def protocol_problem(name: str) -> str | None:
+    """Why this process cannot load the protocol ``name`` (``"Type: message"``), or None when it can."""
+    try:
+        protocol_spec(name)
+    except Exception as exc:  # noqa: BLE001 -- whatever stops the import is what the user must read
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 # -- the sweep folder -------------------------------------------------------------------------------
@@ -443,15 +659,42 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+_STAGING = re.compile(r"^\..+\.partial-(?P<pid>[0-9]+)-[0-9]+$")
+
+
 def _remove_stale_staging(runs: Path) -> None:
-    """Staging folders a killed sweep left in ``runs/``: hidden, holding only result files (ours)."""
+    """Remove the staging folders dead processes left in ``runs/`` (a killed sweep, or a worker of one).
+
+    A staging folder is hidden and named by the process that made it (`fedrecsim.output`); it is removed
+    only when that process is gone and the folder holds nothing but result files (ours). One of a process
+    still running -- a straggler of a killed sweep -- is left to it: it commits or abandons it itself. This
+    sweep's own process has none yet (the folder's lock admits one sweep at a time).
+    """
     for entry in sorted(runs.iterdir()):
-        if entry.name.startswith(".") and ".partial-" in entry.name and entry.is_dir() and not entry.is_symlink():
+        match = _STAGING.match(entry.name)
+        if match is None or entry.is_symlink() or not entry.is_dir() or _running(int(match["pid"])):
+            continue
+        try:
             files = list(entry.iterdir())
             if all(item.name in RESULT_FILES and item.is_file() for item in files):
                 for item in files:
                     item.unlink()
                 entry.rmdir()
+        except OSError:
+            continue  # it changed while being removed (not stale after all): the next sweep looks again
+
+
+def _running(pid: int) -> bool:
+    """Whether another process with this id runs (one of another user's counts as running)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def is_complete(folder: Path) -> bool:
@@ -459,7 +702,13 @@ def is_complete(folder: Path) -> bool:
 
 
 def _store(runs: Path, name: str, files: Mapping[str, bytes]) -> None:
-    """Write a run's files into ``runs/<name>`` atomically (staging folder, one rename)."""
+    """Write a run's files into ``runs/<name>`` atomically (staging folder, one rename).
+
+    A run found complete already -- stored meanwhile by a straggler of an earlier, killed sweep: the same
+    scenario, so the same result -- is kept as it is, never replaced.
+    """
+    if is_complete(runs / name):
+        return
     target = prepare_output(runs / name)
     try:
         for file_name, content in files.items():
@@ -467,6 +716,10 @@ def _store(runs: Path, name: str, files: Mapping[str, bytes]) -> None:
                 raise OutputError(runs / name, f"a worker sent {file_name!r}, which is no result file")
             (target.staging / file_name).write_bytes(content)
         target.commit()
+    except OutputError:
+        target.abandon()
+        if not is_complete(runs / name):
+            raise
     except BaseException:
         target.abandon()
         raise
@@ -483,8 +736,12 @@ def run_sweep(
     dask: str | None = None,
     progress: bool | TextIO | None = None,
     checkpoint_every: int = 0,
+    dask_timeout_s: float = 10.0,
 ) -> SweepResult:
     """Run every missing run of ``study`` into the sweep folder ``out``; write sweep.csv and summary.csv.
+
+    Everything that can be checked is checked before the sweep folder is created or touched: the plan,
+    the options, and with ``dask`` the scheduler and the protocols on its workers (`dask_cluster`).
 
     Args:
         workers: local processes (default: the cores). Ignored with ``dask``.
@@ -492,43 +749,52 @@ def run_sweep(
         progress: True draws a progress bar on stderr; a stream draws it there.
         checkpoint_every: each run saves a checkpoint every this many rounds, and a run an interrupted
             sweep left under way resumes from its last one (local engine only; resumable protocols only).
+        dask_timeout_s: how long to wait for the Dask scheduler to answer.
 
     Raises:
-        ConfigError: a grid value or key is invalid, or checkpoints are asked of Dask or of a protocol that
-        cannot resume (before anything runs). OutputError: ``out`` exists and is not a sweep folder, or
-        cannot be written.
+        ConfigError: a grid value or key is invalid, checkpoints are asked of Dask or of a protocol that
+        cannot resume, the Dask scheduler does not answer or its workers cannot load a protocol (before
+        anything runs). OutputError: ``out`` exists and is not a sweep folder, or cannot be written.
+        KeyboardInterrupt: the sweep was interrupted; the runs under way are stopped and lost, the complete
+        ones kept (running the sweep again resumes it), sweep.csv and summary.csv are not written.
     """
     planned = plan(study)
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"expected a whole number >= 1, got {workers}")
     _check_checkpoints(planned, dask, checkpoint_every)
-    folder = open_sweep_folder(Path(out))
-    with _exclusive(folder):
-        runs = folder / RUNS
-        runs.mkdir(exist_ok=True)
-        _remove_stale_staging(runs)
-        _write_atomically(folder / MARKER, json.dumps({
-            "format": SWEEP_FORMAT,
-            "fedrecsim_version": __version__,
-            "parameters": list(study.parameters),
-            "points": len(study.points()),
-            "seeds": study.seeds,
-            "runs": len(planned),
-        }, indent=2) + "\n")
-        for name in sorted({entry.name for entry in planned}):
-            if os.path.lexists(runs / name) and not is_complete(runs / name):
-                raise OutputError(runs / name, "exists and is not a complete fedrecsim result; move it away to re-run it")
-        missing = {entry.name: entry for entry in planned if not is_complete(runs / entry.name)}
-        bar = _bar(progress)
-        skipped = len({entry.name for entry in planned}) - len(missing)
-        failures = 0
-        if missing:
-            engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
-            failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
-        rows = [_row(runs, entry, study.parameters) for entry in planned]
-        _write_csv(folder / "sweep.csv", rows)
-        _write_csv(folder / "summary.csv", summarize(rows, study.parameters))
-    return SweepResult(folder, study.parameters, rows, len(missing), skipped, failures)
+    path = Path(os.path.abspath(out))
+    if os.path.lexists(path):
+        open_sweep_folder(path)  # refuses a folder that is not a sweep of ours before a cluster is asked
+    protocols = {entry.scenario["run"]["protocol"] for entry in planned}
+    with dask_cluster(dask, protocols, dask_timeout_s) if dask is not None else nullcontext(None) as cluster:
+        folder = open_sweep_folder(path)
+        with _exclusive(folder):
+            runs = folder / RUNS
+            runs.mkdir(exist_ok=True)
+            _remove_stale_staging(runs)
+            _write_atomically(folder / MARKER, json.dumps({
+                "format": SWEEP_FORMAT,
+                "fedrecsim_version": __version__,
+                "parameters": list(study.point_parameters),
+                "points": len(study.points()),
+                "seeds": len(planned) // max(len(study.points()), 1),
+                "runs": len(planned),
+            }, indent=2) + "\n")
+            for name in sorted({entry.name for entry in planned}):
+                if os.path.lexists(runs / name) and not is_complete(runs / name):
+                    raise OutputError(runs / name, "exists and is not a complete fedrecsim result; move it away to re-run it")
+            missing = {entry.name: entry for entry in planned if not is_complete(runs / entry.name)}
+            bar = _bar(progress)
+            skipped = len({entry.name for entry in planned}) - len(missing)
+            failures = 0
+            if missing:
+                engine = nullcontext(cluster) if cluster is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
+                with engine as entered:
+                    failures = _run_missing(entered, runs, list(missing.values()), bar, skipped)
+            rows = [_row(runs, entry, study.point_parameters) for entry in planned]
+            _write_csv(folder / "sweep.csv", rows)
+            _write_csv(folder / "summary.csv", summarize(rows, study.point_parameters))
+    return SweepResult(folder, study.point_parameters, rows, len(missing), skipped, failures)
 
 
 def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) -> None:
@@ -537,34 +803,39 @@ def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) 
     check_checkpoint_interval(every, (entry.scenario["run"]["protocol"] for entry in planned))
 
 
-def _run_missing(engine: Any, runs: Path, missing: list[PlannedRun], bar: SweepProgress | None, done: int) -> int:
+def _run_missing(
+    engine: tuple[Submit, Callable[[set[Any]], set[Any]], int], runs: Path, missing: list[PlannedRun],
+    bar: SweepProgress | None, done: int,
+) -> int:
     failures = 0
     if bar is not None:
         bar.start(done + len(missing), done)
-    with engine as (submit, wait_any, slots):
-        pending = {submit(entry): entry for entry in missing}
-        try:
-            while pending:
-                if bar is not None:
-                    bar.draw(running=min(slots, len(pending)))
-                for future in wait_any(set(pending)):
-                    entry = pending.pop(future)
-                    outcome = _outcome(future)
-                    failed_record = runs / f"{entry.name}{_FAILED_SUFFIX}"
-                    if "error" in outcome:
-                        failures += 1
-                        _write_atomically(failed_record, json.dumps(
-                            {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
-                        ) + "\n")
-                    elif "files" in outcome:
-                        _store(runs, entry.name, outcome["files"])
-                        if failed_record.exists():
-                            failed_record.unlink()
-                    if bar is not None:
-                        bar.finished(failed="error" in outcome)
-        finally:
+    submit, wait_any, slots = engine
+    pending = {submit(entry): entry for entry in missing}
+    try:
+        while pending:
             if bar is not None:
-                bar.draw(running=0, final=True)
+                bar.draw(running=min(slots, len(pending)))
+            for future in wait_any(set(pending)):
+                entry = pending.pop(future)
+                outcome = _outcome(future)
+                failed_record = runs / f"{entry.name}{_FAILED_SUFFIX}"
+                # An error beside a complete folder: a straggler of a killed sweep stored this run first.
+                failed = "error" in outcome and not is_complete(runs / entry.name)
+                if failed:
+                    failures += 1
+                    _write_atomically(failed_record, json.dumps(
+                        {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
+                    ) + "\n")
+                elif "files" in outcome:
+                    _store(runs, entry.name, outcome["files"])
+                    if failed_record.exists():
+                        failed_record.unlink()
+                if bar is not None:
+                    bar.finished(failed=failed)
+    finally:
+        if bar is not None:
+            bar.draw(running=0, final=True)
     return failures
 
 
@@ -590,7 +861,7 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
         row["error"] = failure["error"] if isinstance(failure, dict) else "not run"
         return row
     row["status"] = "complete"
-    row.update({name: value for name, value in document["metrics"]["final"].items()})
+    row.update(metric_columns(document["metrics"]))
     row.update({f"privacy.{name}": value for name, value in document["privacy"].items() if _is_number(value)})
     for role, counters in document["ledger"]["roles"].items():
         row[f"{role}.sent_bytes"] = counters["sent_bytes"]
@@ -599,6 +870,54 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
     row["transcript"] = _fingerprint(document)
     row["wall_time_s"] = document["wall_time_s"]
     return row
+
+
+FINAL = ".final"
+ROUND_MEAN = ".round_mean"
+_BYTE_COLUMNS = (".sent_bytes", ".recv_bytes")
+
+
+def metric_columns(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A run's ``result.json`` ``metrics`` as sweep.csv columns: ``M.final`` and ``M.round_mean``.
+
+    ``M.final`` is ``metrics.final[M]``; ``M.round_mean`` is the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it, present only for a metric reported per round. Each metric's columns
+    are adjacent (final first), in the order of ``metrics.final``, then the metrics reported only per round.
+    """
+    per_round: dict[str, list[float]] = {}
+    for entry in metrics["rounds"]:
+        for name, value in entry.items():
+            if name != "round" and _is_number(value):
+                per_round.setdefault(name, []).append(float(value))
+    columns: dict[str, float] = {}
+    for name in [*metrics["final"], *(name for name in per_round if name not in metrics["final"])]:
+        if name in metrics["final"]:
+            columns[f"{name}{FINAL}"] = metrics["final"][name]
+        if name in per_round:
+            columns[f"{name}{ROUND_MEAN}"] = math.fsum(per_round[name]) / len(per_round[name])
+    return columns
+
+
+def column_range(column: str) -> tuple[float, float]:
+    """The support of a measured sweep.csv column: its metric's (`fedrecsim.metric_reference.value_range`,
+    the name without ``.final`` / ``.round_mean``), ``[0, inf)`` for a byte count, else unbounded."""
+    if column.endswith(_BYTE_COLUMNS):
+        return 0.0, math.inf
+    for suffix in (FINAL, ROUND_MEAN):
+        if column.endswith(suffix):
+            return value_range(column[: -len(suffix)])
+    return value_range(column)
+
+
+def distinct_errors(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Each distinct error of the failed rows (its first line) with the number of runs that gave it, most
+    frequent first, ties in the order first seen: what the console shows of a sweep's failures."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["status"] == "failed":
+            first = str(row.get("error") or "").strip().splitlines()[0:1] or ["(no error recorded)"]
+            counts[first[0]] = counts.get(first[0], 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
 
 
 def _fingerprint(document: Mapping[str, Any]) -> str:
@@ -630,9 +949,13 @@ def measured_columns(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> list[dict[str, Any]]:
-    """Per grid point (in order): runs, failures, and each measured column's mean and 95% t interval.
+    """Per grid point (in order): runs, failures, and for each measured column C ``C.mean``,
+    ``C.ci95_low``, ``C.ci95_high`` and ``C.n``.
 
-    With one complete seed the interval is left empty; with identical values it is the value itself.
+    ``C.n`` is the number of complete runs that gave C a value, and the mean and interval are over those.
+    The interval is Student's t 95% interval of the mean, clipped to C's range (`column_range`): it never
+    leaves the values the quantity can take. With n = 1 the interval is left empty; with identical values
+    it is the value itself; with n = 0 every cell is empty but ``C.n`` (0).
     """
     from scipy import stats
 
@@ -648,13 +971,16 @@ def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> l
         line["failed"] = len(members) - len(complete)
         for name in measured:
             values = [float(row[name]) for row in complete if row.get(name) is not None]
-            mean, low, high = _mean_interval(values, stats)
+            mean, low, high = _mean_interval(values, column_range(name), stats)
             line[f"{name}.mean"], line[f"{name}.ci95_low"], line[f"{name}.ci95_high"] = mean, low, high
+            line[f"{name}.n"] = len(values)
         summary.append(line)
     return summary
 
 
-def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float | None, float | None]:
+def _mean_interval(
+    values: list[float], support: tuple[float, float], stats: Any
+) -> tuple[float | None, float | None, float | None]:
     if not values:
         return None, None, None
     mean = math.fsum(values) / len(values)
@@ -664,7 +990,7 @@ def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float
     if spread == 0:
         return mean, mean, mean
     low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values)))
-    return mean, float(low), float(high)
+    return mean, max(float(low), support[0]), min(float(high), support[1])
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -767,7 +1093,10 @@ def study_script(argv: list[str] | None, *, description: str, default_out: Path,
 
 
 __all__ = [
+    "FINAL",
     "MARKER",
+    "ROUND_MEAN",
+    "SEED_KEY",
     "SWEEP_FORMAT",
     "Axis",
     "PlannedRun",
@@ -781,9 +1110,15 @@ __all__ = [
     "plan",
     "StudyReport",
     "ci_half_width",
+    "column_range",
+    "dask_cluster",
+    "distinct_errors",
+    "local_pool",
+    "metric_columns",
     "read_csv",
     "run_name",
     "run_sweep",
+    "ship_protocol",
     "study_script",
     "summarize",
     "sweep_folder_problem",
