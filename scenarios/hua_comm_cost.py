@@ -1,46 +1,53 @@
 """Hua et al.'s communication figures for S3 beside ours: ``python scenarios/hua_comm_cost.py [--quick]``.
 
 Runs ``hua_comm_cost.toml`` twice -- masks psi sent explicitly (the paper) and as a 16-byte PRG key per
-user and iteration (``mask_transport = "seeded"``) -- and prints, per iteration, the most bytes any served
+user and iteration (``mask_transport = "seeded"``) -- as one study (`fedrecsim.study`) into ``--out``
+(default ``results/hua_comm_cost``; a re-run resumes), and prints, per iteration, the most bytes any served
 user downloaded and uploaded and what the third party sent, as exact encoded message sizes from the
 ledger, beside the paper's claims (Sec. 5), and the ring the values travel in (its width, its fractional
-bits and the range the run needs, `fedrecsim.protocols.dpmf.headroom`). ``--quick`` runs a tenth of the size (the claims are about
-1000 users; the quick figures only show that the script works).
+bits and the range the run needs, `fedrecsim.protocols.dpmf.headroom`). With ``--seeds N`` each figure is
+the most over the N runs of a transport (they are worst cases). The item counts are the data's (`data_sizes`:
+the most training ratings of a user, and the items any user rated), which every user is served with when,
+as in the file, all users are online and ``max_users`` serves them all. ``--quick`` runs a tenth of the
+size (the claims are about 1000 users; the quick figures only show that the script works).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 import fedrecsim
+from fedrecsim.study import ScriptParser, Study, data_sizes
 
 SCENARIO = Path(__file__).resolve().parent / "hua_comm_cost.toml"
 QUICK = ["data.users=100", "data.items=1000", "data.ratings=2000", "protocol.max_users=100", "run.rounds=1"]
 TRANSPORTS = ("explicit", "seeded")
 
 
-def measure(overrides: list[str]) -> dict[str, dict[str, float]]:
+def measure(overrides: list[str], out: Path, seeds: int = 1, workers: int | None = None, dask: str | None = None) -> dict[str, dict[str, float]]:
     """Per transport: the worst iteration's user download / upload and third-party bytes, and the sizes."""
+    study = Study(SCENARIO, overrides=overrides, grid={"protocol.mask_transport": list(TRANSPORTS)}, seeds=seeds)
+    done = study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty())
     figures: dict[str, dict[str, float]] = {}
-    for transport in TRANSPORTS:
-        scenario = fedrecsim.load_scenario(SCENARIO, [*overrides, f'protocol.mask_transport="{transport}"'])
-        result = fedrecsim.run(scenario)
-        rated = result.outcome.state["rated_items_seen"]
-        figures[transport] = {
-            "down": max(row["user_down_max_b"] for row in result.rounds),
-            "up": max(row["user_up_max_b"] for row in result.rounds),
-            "third_party": max(row["tp_sent_b"] for row in result.rounds),
-            "served": max(row["selected"] for row in result.rounds),
-            "max_items": max((items.size for items in rated.values()), default=0),
-            "items": int(np.unique(np.concatenate(list(rated.values()))).size) if rated else 0,
-            "ring_bits": result.result["privacy"]["ring"]["bits"],
-            "frac_bits": result.result["privacy"]["ring"]["frac_bits"],
-            "ring_needed_abs": result.result["privacy"]["ring"]["needed_abs"],
+    for row in done.runs:
+        document = done.result(row)
+        rounds, ring = document["metrics"]["rounds"], document["privacy"]["ring"]
+        sizes = data_sizes(fedrecsim.load_scenario(SCENARIO, [*overrides, f"run.seed={row['seed']}"]))
+        found = {
+            "down": max(metrics["user_down_max_b"] for metrics in rounds),
+            "up": max(metrics["user_up_max_b"] for metrics in rounds),
+            "third_party": max(metrics["tp_sent_b"] for metrics in rounds),
+            "served": max(metrics["selected"] for metrics in rounds),
+            "max_items": sizes.max_train_per_user,
+            "items": sizes.rated_items,
+            "ring_bits": ring["bits"],
+            "frac_bits": ring["frac_bits"],
+            "ring_needed_abs": ring["needed_abs"],
         }
+        earlier = figures.setdefault(row["protocol.mask_transport"], found)
+        for name, value in found.items():
+            earlier[name] = max(earlier[name], value)
     return figures
 
 
@@ -75,11 +82,10 @@ def _size(nbytes: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tenth of the size, to check the script runs")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_comm_cost", quick="a tenth of the size, to check the script runs",
+                          seeds=1, quick_seeds=1)
     args = parser.parse_args(argv)
-    print(table(measure((QUICK if args.quick else []) + args.set)))
+    print(table(measure([*(QUICK if args.quick else []), *args.set], args.out, args.seeds, args.workers, args.dask)))
     return 0
 
 

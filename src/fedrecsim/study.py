@@ -285,6 +285,7 @@ class DataSizes:
         test_users: users with at least one test entry (held-out users, where the split holds users out).
         train_only_users: users with training entries and no test entry.
         max_train_per_user: the most training entries any user has.
+        rated_items: items with at least one training entry.
     """
 
     users: int
@@ -295,6 +296,7 @@ class DataSizes:
     test_users: int
     train_only_users: int
     max_train_per_user: int
+    rated_items: int
 
 
 def data_sizes(scenario: Scenario | str | Path, overrides: Sequence[str] = ()) -> DataSizes:
@@ -317,6 +319,7 @@ def data_sizes(scenario: Scenario | str | Path, overrides: Sequence[str] = ()) -
         train_users=int(np.count_nonzero(per_train)), test_users=int(np.count_nonzero(per_test)),
         train_only_users=int(np.count_nonzero((per_train > 0) & (per_test == 0))),
         max_train_per_user=int(per_train.max(initial=0)),
+        rated_items=int(np.count_nonzero(train.item_counts())),
     )
 
 
