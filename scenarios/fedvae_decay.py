@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 import fedrecsim
-from fedrecsim.study import ScriptParser, Study, data_sizes, mean
+from fedrecsim.study import ScriptParser, Study, data_sizes
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 #: The study's SecureFilter: Multi-Krum keeping n - f (``krum_m = 0``); a ``--set`` overrides it.
@@ -78,7 +79,7 @@ def curves(epochs: int, size: str, gammas: tuple[float, ...], extra: list[str], 
 
 def _mean_curve(runs: list[list[dict[str, float]]], name: str) -> list[float]:
     """Per epoch, the mean of ``name`` over the runs (the seeds)."""
-    return [mean([run[epoch][name] for run in runs]) for epoch in range(len(runs[0]))]
+    return [fmean([run[epoch][name] for run in runs]) for epoch in range(len(runs[0]))]
 
 
 def secure_filter(protocol: Any) -> str:

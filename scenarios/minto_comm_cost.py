@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, StudyResult, mean
+from fedrecsim.study import ScriptParser, Study, StudyResult
 
 SCENARIO = Path(__file__).resolve().parent / "minto_comm_cost.toml"
 PAPER_DOWNLOAD = {1000: "~20 KB", 9781: "~0.2 MB"}
@@ -78,7 +79,7 @@ def costs(done: StudyResult) -> list[dict[str, float]]:
     by_items: dict[int, list[dict[str, float]]] = {}
     for row in done.runs:
         by_items.setdefault(row["data.items"], []).append(measure(done.result(row)))
-    return [{name: mean([run[name] for run in runs]) for name in runs[0]} for runs in by_items.values()]
+    return [{name: fmean([run[name] for run in runs]) for name in runs[0]} for runs in by_items.values()]
 
 
 def describe(cost: dict[str, float]) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -372,11 +371,6 @@ class ScriptParser(argparse.ArgumentParser):
         return parsed
 
 
-def mean(values: Sequence[float]) -> float:
-    """The mean of ``values`` (NaN for none): for scripts that average a per-run figure over seeds."""
-    return math.fsum(values) / len(values) if values else math.nan
-
-
 __all__ = [
     "DataSizes",
     "ScriptParser",
@@ -386,7 +380,6 @@ __all__ = [
     "columns",
     "data_sizes",
     "half_width",
-    "mean",
     "read_study",
     "typed",
 ]
