@@ -51,9 +51,9 @@ def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_
     assert len(list((tmp_path / "churn" / "runs").iterdir())) == 7
 
 
-def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str]) -> None:
+def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     comm = _script("hua_comm_cost")
-    figures = comm.measure(comm.QUICK)
+    figures = comm.measure(comm.QUICK, tmp_path / "comm")
     explicit, seeded = figures["explicit"], figures["seeded"]
     assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32 and explicit["frac_bits"] == 8
     # 20 items x 50 values x 4 bytes for each of v_j, psi and the tau^ pieces, plus framing.
