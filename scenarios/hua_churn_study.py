@@ -41,7 +41,7 @@ def render(summary: list[dict[str, Any]], seeds: int) -> str:
     header = ["varied", "p_join", "p_leave", f"err_increase (mean of {seeds})", "95% CI +-", "vs noiseless"]
     table = [header] + [
         [varied, f"{line['availability.p_join']:g}", f"{line['availability.p_leave']:g}",
-         f"{line['err_increase.mean']:.4f}", _half(line, "err_increase"), f"{line['noise_err_increase.mean']:.4f}"]
+         f"{line['err_increase.final.mean']:.4f}", _half(line, "err_increase.final"), f"{line['noise_err_increase.final.mean']:.4f}"]
         for varied, line in rows
     ]
     widths = [max(len(line[column]) for line in table) for column in range(len(header))]

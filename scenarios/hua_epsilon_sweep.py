@@ -45,8 +45,8 @@ def sweep(
         done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty())
         table[name] = {}
         for line in done.summary:
-            increase = line["err_increase.mean"]
-            noise = line.get("noise_err_increase.mean")
+            increase = line["err_increase.final.mean"]
+            noise = line.get("noise_err_increase.final.mean")
             table[name][line["protocol.epsilon"]] = (increase, increase if noise is None else noise)
     return table
 

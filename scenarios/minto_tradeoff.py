@@ -66,11 +66,11 @@ def run_grid(
 
 def format_table(grid: Grid, cells: list[dict[str, Any]]) -> str:
     """Rows eps, columns k, HR@10 in each cell (the mean over its seeds); the baselines in the title line."""
-    by_cell = {(cell["protocol.epsilon"], cell["protocol.k"]): cell["hr@10.mean"] for cell in cells}
+    by_cell = {(cell["protocol.epsilon"], cell["protocol.k"]): cell["hr@10.final.mean"] for cell in cells}
     seeds = cells[0]["runs"]
     title = (
         f"HR@10, {grid.users} users x {grid.items} items, {grid.epochs} epochs, {seeds} seed{'s' if seeds > 1 else ''} a cell: "
-        f"MF-NP {cells[0]['hr@10_mf_np.mean']:.3f}, random {cells[0]['hr@10_random.mean']:.3f}"
+        f"MF-NP {cells[0]['hr@10_mf_np.final.mean']:.3f}, random {cells[0]['hr@10_random.final.mean']:.3f}"
     )
     header = "eps \\ k " + "".join(f"{k:>8}" for k in grid.ks)
     rows = [f"{epsilon:<8g}" + "".join(f"{by_cell[epsilon, k]:>8.3f}" for k in grid.ks) for epsilon in grid.epsilons]

@@ -73,8 +73,8 @@ def format_table(grid: Grid, done: StudyResult) -> str:
 
     def row(line: dict[str, Any]) -> str:
         name = "PriviRec" if line["protocol.variant"] == "privirec" else "PriviRec-k"
-        return (f"{name:<14}{line['protocol.k']:>6}{line['ndcg@20.mean']:>10.4f}{line['recall@20.mean']:>11.4f}"
-                f"{line['user_sent_bytes.mean']:>15,.0f}{line['user_recv_bytes.mean']:>15,.0f}")
+        return (f"{name:<14}{line['protocol.k']:>6}{line['ndcg@20.final.mean']:>10.4f}{line['recall@20.final.mean']:>11.4f}"
+                f"{line['user_sent_bytes.final.mean']:>15,.0f}{line['user_recv_bytes.final.mean']:>15,.0f}")
 
     return "\n".join([title, header, *(row(line) for line in summary)])
 

@@ -37,11 +37,11 @@ def render(summary: list[dict[str, Any]], seeds: int) -> str:
     for k in sorted({line["protocol.k"] for line in summary}):
         lines = sorted((line for line in summary if line["protocol.k"] == k), key=lambda line: line["protocol.epsilon"])
         table = [["epsilon", f"mean_rank (mean of {seeds})", "95% CI +-", "test_rmse"]]
-        table += [[f"{line['protocol.epsilon']:g}", f"{line['mean_rank.mean']:.3f}",
-                   _half(line, "mean_rank"), f"{line['test_rmse.mean']:.3f}"] for line in lines]
+        table += [[f"{line['protocol.epsilon']:g}", f"{line['mean_rank.final.mean']:.3f}",
+                   _half(line, "mean_rank.final"), f"{line['test_rmse.final.mean']:.3f}"] for line in lines]
         for name in BASELINES:
-            rank = sum(line[f"mean_rank_{name}.mean"] for line in lines) / len(lines)
-            rmse = sum(line[f"test_rmse_{name}.mean"] for line in lines) / len(lines)
+            rank = sum(line[f"mean_rank_{name}.final.mean"] for line in lines) / len(lines)
+            rmse = sum(line[f"test_rmse_{name}.final.mean"] for line in lines) / len(lines)
             table.append([name, f"{rank:.3f}", "", f"{rmse:.3f}"])
         widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
         rows = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in table]

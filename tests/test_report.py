@@ -54,9 +54,9 @@ def test_a_sweep_report_plots_each_varying_metric_against_the_grid(tmp_path: Pat
     assert main(["report", str(tmp_path / "sweep")]) == 0
     report = tmp_path / "sweep-report"
     markdown = (report / "report.md").read_text()
-    assert "# Sweep report: 2 grid points x 2 seeds" in markdown and "![test_rmse](sweep_test_rmse.png)" in markdown
-    assert (report / "sweep_test_rmse.png").stat().st_size > 10_000 and (report / "sweep_user_sent_bytes.png").exists()
-    assert "Constant over the whole grid (not plotted): `participants`" in markdown
+    assert "# Sweep report: 2 grid points x 2 seeds" in markdown and "![test_rmse.final](sweep_test_rmse_final.png)" in markdown
+    assert (report / "sweep_test_rmse_final.png").stat().st_size > 10_000 and (report / "sweep_user_sent_bytes.png").exists()
+    assert "Constant over the whole grid (not plotted): `participants.final`" in markdown
 
 
 def test_a_folder_that_is_neither_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

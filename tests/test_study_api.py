@@ -75,11 +75,11 @@ def test_the_summary_is_summary_csv_and_its_interval_recomputes_from_the_runs(do
     assert len(summary) == 2 and [line["protocol.d"] for line in summary] == [2, 4]
     assert [list(line) for line in summary] == [list(line) for line in _csv(result.path / "summary.csv")]
     line = summary[0]
-    values = [row["test_rmse"] for row in runs if row["protocol.d"] == 2]
+    values = [row["test_rmse.final"] for row in runs if row["protocol.d"] == 2]
     mean = sum(values) / 3
     spread = math.sqrt(sum((value - mean) ** 2 for value in values) / 2)
-    assert line["test_rmse.mean"] == pytest.approx(mean, rel=1e-12)
-    assert half_width(line, "test_rmse") == pytest.approx(stats.t.ppf(0.975, 2) * spread / math.sqrt(3), rel=1e-9)
+    assert line["test_rmse.final.mean"] == pytest.approx(mean, rel=1e-12)
+    assert half_width(line, "test_rmse.final") == pytest.approx(stats.t.ppf(0.975, 2) * spread / math.sqrt(3), rel=1e-9)
     assert half_width({"m.ci95_low": None, "m.ci95_high": None}, "m") is None
 
 
@@ -145,6 +145,12 @@ def test_a_study_file_brings_its_grid_seeds_and_set_and_a_grid_replaces_its_axis
     assert rezipped.points() == [{"protocol.d": d, "data.users": 50, "data.ratings": 900} for d in (2, 4, 8)]
 
 
+def test_a_grid_over_run_seed_lists_the_seeds_of_every_point() -> None:
+    study = Study(FCF, overrides=TINY, grid={"protocol.d": [2, 4], "run.seed": [1, 5, 9]})
+    assert study.parameters == ("protocol.d",) and study.runs == 6
+    assert study.points() == [{"protocol.d": 2}, {"protocol.d": 4}]
+
+
 def test_a_study_from_tables_zips_its_keys_and_leaves_the_tables_alone() -> None:
     tables = {"run": {"protocol": "fcf", "rounds": 2, "seed": 3}, "data": {"users": 30, "items": 60, "ratings": 600}}
     study = Study(tables, overrides=["run.rounds=3"], zipped={"data.users": [30, 40], "data.ratings": [600, 800]})
@@ -162,6 +168,8 @@ def test_a_study_from_tables_zips_its_keys_and_leaves_the_tables_alone() -> None
     ({"overrides": "run.rounds=2"}, "overrides"),
     ({"grid": {"protocol.d": [2, -1]}}, "protocol.d"),
     ({"grid": {"protocol.nope": [1]}}, "protocol.nope"),
+    ({"overrides": ["protocol.d=2"], "grid": {"protocol.d": [4]}}, "overrides protocol.d"),
+    ({"grid": {"run.seed": [1, 5]}, "seeds": 2}, "run.seed"),
 ])
 def test_a_bad_study_is_refused_naming_where_before_anything_runs(arguments: dict, where: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -61,13 +61,13 @@ def test_a_grid_runs_every_point_at_every_seed_and_summarizes_over_seeds(local_s
         ("4", "3", "complete"), ("4", "4", "complete"), ("8", "3", "complete"), ("8", "4", "complete"),
     ]
     assert len({row["run"] for row in rows}) == 4 and all((local_sweep / "sweep" / "runs" / row["run"]).is_dir() for row in rows)
-    assert {"test_rmse", "user.sent_bytes", "server.recv_bytes", "transcript", "wall_time_s"} <= set(rows[0])
+    assert {"test_rmse.final", "test_rmse.round_mean", "user.sent_bytes", "server.recv_bytes", "transcript", "wall_time_s"} <= set(rows[0])
     summary = read_csv(local_sweep / "sweep" / "summary.csv")
     assert [(line["protocol.d"], line["runs"], line["failed"]) for line in summary] == [("4", "2", "0"), ("8", "2", "0")]
     for line, pair in zip(summary, (rows[:2], rows[2:])):
-        values = [float(row["test_rmse"]) for row in pair]
-        assert float(line["test_rmse.mean"]) == pytest.approx(sum(values) / 2)
-        assert float(line["test_rmse.ci95_low"]) < min(values) and float(line["test_rmse.ci95_high"]) > max(values)
+        values = [float(row["test_rmse.final"]) for row in pair]
+        assert float(line["test_rmse.final.mean"]) == pytest.approx(sum(values) / 2)
+        assert float(line["test_rmse.final.ci95_low"]) < min(values) and float(line["test_rmse.final.ci95_high"]) > max(values)
         # Bytes do not depend on the seed here: the interval is the value itself.
         assert line["user.sent_bytes.ci95_low"] == line["user.sent_bytes.mean"] == line["user.sent_bytes.ci95_high"]
 

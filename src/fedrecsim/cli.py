@@ -97,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep_cmd.add_argument("scenario", type=Path, help="a scenario or study file (a [sweep] table holds the grid)")
     sweep_cmd.add_argument(
         "--grid", action="append", default=[], metavar="KEY.PATH=V1,V2",
-        help="sweep a key over these values (a TOML array without brackets); repeatable, the runs are the product",
+        help="sweep a key over these values (a TOML array without brackets); repeatable (each key once), the runs are "
+        "the product; run.seed=... lists the seeds",
     )
     sweep_cmd.add_argument(
         "--zip", dest="zipped", action="append", default=[], metavar="KEY.PATH=V1,V2",
@@ -107,7 +108,11 @@ def _parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
         help="override a key in every run; repeatable",
     )
-    sweep_cmd.add_argument("--seeds", type=int, help="seeds per grid point: run.seed, run.seed+1, ... (default: the file's, else 1)")
+    sweep_cmd.add_argument(
+        "--seeds", type=int,
+        help="seeds per grid point: run.seed, run.seed+1, ... (default: the file's, else 1); or list the seeds with "
+        "--grid run.seed=1,5,9 (not both)",
+    )
     engine = sweep_cmd.add_mutually_exclusive_group()
     engine.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
     engine.add_argument("--dask", metavar="ADDRESS", help="run on an existing Dask scheduler, e.g. tcp://host:8786")
@@ -247,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from .sweep import load_study, run_sweep
+    from .sweep import distinct_errors, load_study, run_sweep
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
     shown = args.progress or (not args.quiet and sys.stderr.isatty())
@@ -259,6 +264,11 @@ def _sweep(args: argparse.Namespace) -> int:
         f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
+    errors = distinct_errors(result.rows)
+    if errors:
+        print(f"sweep: {sum(count for _, count in errors)} runs failed (the error column of sweep.csv):", file=sys.stderr)
+        for error, count in errors:
+            print(f"  {count} x {error}", file=sys.stderr)
     return 1 if result.failed else 0
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from .data import prepare_data
 from .errors import ConfigError, OutputError
-from .scenario import Scenario, apply_overrides, load_scenario, read_tables
+from .scenario import Scenario, apply_overrides, load_scenario, parse_override
 from .sweep import Study as _Plan
 from .sweep import load_study, make_axes, plan, read_csv, run_sweep, sweep_folder_problem
 from .sweep import MARKER, RUNS
@@ -59,11 +59,14 @@ class Study:
         grid: one axis per key, ``{"protocol.epsilon": [0.1, 1.0]}``; values are Python values.
         zipped: keys swept together, element by element, as one axis; the lists are equally long.
         seeds: runs per grid point, at seeds ``run.seed``, ``run.seed + 1``, ... (default: the study
-            file's ``sweep.seeds``, else 1).
+            file's ``sweep.seeds``, else 1). A grid over ``run.seed`` lists the seeds instead (then
+            ``seeds`` is 1).
 
     The runs are the Cartesian product of the axes (a study file's axes, then ``grid``'s, then the
     ``zipped`` one) times the seeds; a point that occurs twice runs once. A key of ``grid`` or ``zipped``
-    that a study file already sweeps replaces the file's whole axis holding it.
+    that a study file already sweeps replaces the file's whole axis holding it. A key both set in
+    ``overrides`` and swept is refused (one of the two would be silently lost), as ``--set`` with
+    ``--grid`` is.
 
     Raises:
         ConfigError: naming the key (``grid["k"]``, ``zipped``, ``sweep.*``, a scenario key) that is
@@ -76,6 +79,7 @@ class Study:
     zipped: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     seeds: int | None = None
     _plan: _Plan = field(init=False, repr=False, compare=False)
+    _runs: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.overrides, str):
@@ -90,6 +94,10 @@ class Study:
             raise ConfigError(f'grid["{twice[0]}"]', "is in both grid and zipped")
         if self.seeds is not None and (not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1):
             raise ConfigError("seeds", f"expected a whole number >= 1, got {self.seeds!r}")
+        for text in self.overrides:
+            key = ".".join(parse_override(text)[0])
+            if key in grid or key in zipped:
+                raise ConfigError(f"overrides {key}", "is also swept by grid or zipped; set it or sweep it, not both")
         if isinstance(self.base, Mapping):
             if "sweep" in self.base:
                 raise ConfigError("sweep", "a study from tables takes its grid, zip and seeds as arguments, not a [sweep] table")
@@ -101,13 +109,15 @@ class Study:
             tables, seeds = found.base, found.seeds
             axes = tuple(axis for axis in found.axes if not swept & set(axis.keys))
         resolved = _Plan(tables, axes + make_axes(grid, zipped, "flags"), seeds)
-        plan(resolved)  # every run's scenario validated now, naming the key a bad value sits under
+        planned = plan(resolved)  # every run's scenario validated now, naming the key a bad value sits under
         object.__setattr__(self, "_plan", resolved)
+        object.__setattr__(self, "_runs", len(planned))
 
     @property
     def parameters(self) -> tuple[str, ...]:
-        """The swept keys, in column order (the columns of ``sweep.csv`` after ``run``)."""
-        return self._plan.parameters
+        """The swept keys that tell points apart, in column order (the columns of ``sweep.csv`` after
+        ``run``); a grid over ``run.seed`` is not among them (it is the ``seed`` column)."""
+        return self._plan.point_parameters
 
     def points(self) -> list[dict[str, Any]]:
         """The grid's points in order, each once, as ``{key: value}``."""
@@ -116,7 +126,7 @@ class Study:
     @property
     def runs(self) -> int:
         """How many runs the study has: points x seeds."""
-        return len(self._plan.points()) * self._plan.seeds
+        return self._runs
 
     def run(
         self,

@@ -3,7 +3,12 @@
 A study is a base scenario, the axes of its grid and a number of seeds. An axis is one key with a list of
 values (``--grid``), or several keys whose lists are paired element-wise (``--zip``, all of them one
 axis); the study's points are the Cartesian product of its axes, each run at the seeds ``run.seed``,
-``run.seed + 1``, ... A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
+``run.seed + 1``, ... (``--seeds N``: N of them). A grid over any key reaches the runs, ``run.*`` included;
+a grid over ``run.seed`` (``--grid run.seed=1,5,9``) is the list of seeds itself: each grid point runs at
+exactly those seeds, they are the replicates summary.csv averages over (``run.seed`` is no grid column),
+and it is refused together with ``--seeds N`` > 1 and inside a ``--zip``. A key both fixed by ``--set``
+and swept, or given twice to ``--grid``, is refused rather than one of the two silently dropped.
+A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_study`)::
 
     [sweep]
     scenario = "hua_s3_churn.toml"     # optional: the base scenario (else this file's own tables)
@@ -19,7 +24,8 @@ caller writes them into the sweep folder, so a remote cluster needs no shared fi
 
 The sweep folder (``--out``):
 
-- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters and the seeds. A folder without it
+- ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters (``run.seed`` excepted), the number
+  of points, of seeds per point and of runs. A folder without it
   is never written into: an existing folder that is not a sweep of ours is refused, like `prepare_output`
   refuses a foreign result folder.
 - ``runs/<hash>/`` -- one complete result folder per run, named by a hash of its resolved scenario (every
@@ -29,10 +35,23 @@ The sweep folder (``--out``):
 - ``runs/.<hash>.checkpoints/`` -- with ``checkpoint_every`` (``--checkpoint-every``, the local engine
   only: its workers write into the sweep folder), the checkpoint of a run under way (`fedrecsim.checkpoint`):
   a sweep interrupted in the middle of a long run resumes that run from its last checkpoint.
-- ``sweep.csv`` -- one row per run: grid values, seed, status, final metrics, numeric privacy figures,
-  bytes sent and received per role, rounds, transcript fingerprint, wall time and the error if it failed.
-- ``summary.csv`` -- per grid point: the runs and failures, and for every metric, privacy figure and byte
-  count the mean over seeds with a 95% confidence interval (Student's t).
+- ``sweep.csv`` -- one row per run, in plan order: ``run`` (the folder name), the grid values (one column
+  per parameter), ``seed``, ``status`` (complete / failed), then the measured columns:
+
+  - ``M.final`` for each metric ``M`` of the run: its final value, ``result.json`` ``metrics.final[M]``;
+  - ``M.round_mean`` for each metric reported per round: the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it (a count such as ``participants`` is 97 at the end but 95.15 on
+    average over the rounds: two different statistics, two columns);
+  - ``privacy.<name>`` -- each numeric figure of ``result.json`` ``privacy`` (epsilon spent, ...);
+  - ``<role>.sent_bytes`` / ``<role>.recv_bytes`` -- the role's bytes over the whole run;
+
+  and ``rounds_completed``, ``transcript`` (the transcript fingerprint), ``wall_time_s`` and, for a failed
+  run, ``error``.
+- ``summary.csv`` -- one row per grid point: the grid values, ``runs`` (complete) and ``failed``, then for
+  every measured column ``C`` of sweep.csv: ``C.mean`` (the mean over the point's seeds), ``C.ci95_low``
+  and ``C.ci95_high`` (Student's t 95% confidence interval of that mean, clipped to the metric's range:
+  ranking metrics to [0, 1], errors and byte counts to >= 0, see `column_range`; empty with one value) and
+  ``C.n`` (the number of complete runs that gave a value; the mean and interval are over those n).
 
 Only the wall-time column differs between two sweeps of the same study, on any engine.
 """
@@ -64,6 +83,7 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
+from .metric_reference import value_range
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
 from .runner import check_checkpoint_interval, resume, run
@@ -75,6 +95,7 @@ RUNS = "runs"
 _LOCK = ".lock"
 _FAILED_SUFFIX = ".failed.json"
 _HASH_CHARS = 16
+SEED_KEY = "run.seed"
 
 
 @dataclass(frozen=True)
@@ -95,19 +116,48 @@ class Study:
 
     @property
     def parameters(self) -> tuple[str, ...]:
+        """Every swept key, ``run.seed`` included."""
         return tuple(key for axis in self.axes for key in axis.keys)
 
+    @property
+    def point_parameters(self) -> tuple[str, ...]:
+        """The swept keys that tell grid points apart (the grid columns of sweep.csv and summary.csv):
+        every swept key but ``run.seed``, whose grid lists the seeds of every point."""
+        return tuple(key for key in self.parameters if key != SEED_KEY)
+
     def points(self) -> list[tuple[Any, ...]]:
-        """The grid's points in order (values in `parameters` order), each once."""
-        points: list[tuple[Any, ...]] = []
-        seen: set[str] = set()
-        for combination in itertools.product(*(axis.values for axis in self.axes)):
-            point = tuple(value for values in combination for value in values)
-            identity = _canonical(point)
-            if identity not in seen:
-                seen.add(identity)
-                points.append(point)
-        return points
+        """The grid's points in order (values in `point_parameters` order), each once."""
+        return _product(axis for axis in self.axes if SEED_KEY not in axis.keys)
+
+    def seed_list(self) -> list[int] | None:
+        """The seeds a grid over ``run.seed`` lists (each once, in order), or None without one.
+
+        Raises:
+            ConfigError: ``run.seed`` zipped with other keys, or swept together with ``seeds`` > 1.
+        """
+        axes = [axis for axis in self.axes if SEED_KEY in axis.keys]
+        if not axes:
+            return None
+        if len(axes[0].keys) > 1:
+            raise ConfigError(SEED_KEY, "a grid over run.seed lists the seeds of every grid point; it cannot be "
+                              "zipped with other keys (use --grid run.seed=..., or --seeds N)")
+        if self.seeds > 1:
+            raise ConfigError(SEED_KEY, f"is swept by a grid (the seeds themselves) and {self.seeds} seeds per point "
+                              "are asked (--seeds / sweep.seeds, which count from run.seed): use one of the two")
+        return [point[0] for point in _product(axes)]
+
+
+def _product(axes: Iterable[Axis]) -> list[tuple[Any, ...]]:
+    """The Cartesian product of the axes' values, flattened to one tuple per point, each point once."""
+    points: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    for combination in itertools.product(*(axis.values for axis in axes)):
+        point = tuple(value for values in combination for value in values)
+        identity = _canonical(point)
+        if identity not in seen:
+            seen.add(identity)
+            points.append(point)
+    return points
 
 
 @dataclass(frozen=True)
@@ -193,9 +243,13 @@ def load_study(
 ) -> Study:
     """A study from a scenario or study file plus command-line grids (``key.path=v1,v2``), zips and seeds.
 
-    A ``--grid`` or ``--zip`` on a key the file already sweeps replaces the file's list. ``seeds``
-    defaults to the file's ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's
-    ``sweep.set``.
+    A ``--grid`` or ``--zip`` on a key the file already sweeps (or fixes in ``sweep.set``) replaces the
+    file's list (value); a ``--zip`` replaces the file's whole zip. ``seeds`` defaults to the file's
+    ``sweep.seeds``, else 1. ``overrides`` (``--set``) apply after the file's ``sweep.set``.
+
+    Refused, because one of the two would be silently lost: a key given twice to ``--grid`` (or twice to
+    ``--zip``), a ``--set`` key that a grid or zip also sweeps, a ``sweep.set`` key the file's own grid or
+    zip sweeps. A grid over ``run.seed`` is the list of seeds (see `plan`).
 
     Raises:
         ConfigError: naming the ``sweep.*`` key or the flag that is wrong.
@@ -219,12 +273,15 @@ def load_study(
     file_set = table.get("set", [])
     if not isinstance(file_set, list) or not all(isinstance(item, str) for item in file_set):
         raise ConfigError("sweep.set", 'expected a list of "key.path=value" strings')
+    overrides = list(overrides)
     apply_overrides(tables, [*file_set, *overrides])
 
     file_grid = _flatten(table.get("grid", {}), "sweep.grid")
     file_zip = _flatten(table.get("zip", {}), "sweep.zip")
-    flag_grid = dict(_flag_lists(grid, "--grid"))
-    flag_zip = dict(_flag_lists(zipped, "--zip"))
+    flag_grid = _flag_lists(grid, "--grid")
+    flag_zip = _flag_lists(zipped, "--zip")
+    _refuse_set_and_swept(file_set, {**file_grid, **file_zip}, "sweep.set", "the file's [sweep] grid or zip")
+    _refuse_set_and_swept(overrides, {**file_grid, **file_zip, **flag_grid, **flag_zip}, "--set", "a grid or zip")
     if flag_zip:
         file_zip = {}
     file_grid = {key: values for key, values in file_grid.items() if key not in flag_grid and key not in flag_zip}
@@ -243,10 +300,24 @@ def load_study(
     return Study(tables, axes, seeds)
 
 
-def _flag_lists(texts: Iterable[str], flag: str) -> Iterator[tuple[str, list[Any]]]:
+def _flag_lists(texts: Iterable[str], flag: str) -> dict[str, list[Any]]:
+    """Each ``--grid`` / ``--zip`` key with its list; a key given twice is refused (which list was meant?)."""
+    lists: dict[str, list[Any]] = {}
     for text in texts:
         keys, values = parse_values(text, flag)
-        yield ".".join(keys), values
+        key = ".".join(keys)
+        if key in lists:
+            raise ConfigError(f"{flag} {key}", f"is given twice; list every value once: {flag} {key}=v1,v2,...")
+        lists[key] = values
+    return lists
+
+
+def _refuse_set_and_swept(overrides: Iterable[str], swept: Mapping[str, Any], flag: str, sweeps: str) -> None:
+    """A key both fixed (``--set`` / ``sweep.set``) and swept would silently take the swept values: refused."""
+    for text in overrides:
+        key = ".".join(parse_override(text)[0])
+        if key in swept:
+            raise ConfigError(f"{flag} {key}", f"is also swept by {sweeps}; set it or sweep it, not both")
 
 
 def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
@@ -263,20 +334,29 @@ def _flatten(table: Any, where: str) -> dict[str, list[Any]]:
 
 
 def plan(study: Study) -> list[PlannedRun]:
-    """Every run of the study, validated (a bad grid value raises its ConfigError before anything runs)."""
-    run_table = study.base.get("run")
-    base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
-    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
-        raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+    """Every run of the study, point by point and seed by seed within a point, validated (a bad grid value
+    raises its ConfigError before anything runs).
+
+    A point's seeds are ``run.seed``, ``run.seed + 1``, ... (``study.seeds`` of them), or, with a grid over
+    ``run.seed``, exactly the seeds that grid lists (then ``study.seeds`` must be 1: `Study.seed_list`).
+    Every grid value, ``run.*`` included, is in the run's resolved scenario, hence in its folder name.
+    """
+    seeds = study.seed_list()
+    if seeds is None:
+        run_table = study.base.get("run")
+        base_seed = run_table.get("seed", 0) if isinstance(run_table, dict) else 0
+        if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+            raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
+        seeds = [base_seed + offset for offset in range(study.seeds)]
     planned = []
     for point in study.points():
-        for offset in range(study.seeds):
+        for seed in seeds:
             tables = copy.deepcopy(study.base)
-            for key, value in zip(study.parameters, point):
+            for key, value in zip(study.point_parameters, point):
                 _set(tables, key, copy.deepcopy(value))
-            _set(tables, "run.seed", base_seed + offset)
+            _set(tables, SEED_KEY, seed)
             resolved = parse_scenario(tables).to_table()
-            planned.append(PlannedRun(point, base_seed + offset, resolved, run_name(resolved)))
+            planned.append(PlannedRun(point, seed, resolved, run_name(resolved)))
     return planned
 
 
@@ -510,9 +590,9 @@ def run_sweep(
         _write_atomically(folder / MARKER, json.dumps({
             "format": SWEEP_FORMAT,
             "fedrecsim_version": __version__,
-            "parameters": list(study.parameters),
+            "parameters": list(study.point_parameters),
             "points": len(study.points()),
-            "seeds": study.seeds,
+            "seeds": len(planned) // max(len(study.points()), 1),
             "runs": len(planned),
         }, indent=2) + "\n")
         for name in sorted({entry.name for entry in planned}):
@@ -525,10 +605,10 @@ def run_sweep(
         if missing:
             engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
             failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
-        rows = [_row(runs, entry, study.parameters) for entry in planned]
+        rows = [_row(runs, entry, study.point_parameters) for entry in planned]
         _write_csv(folder / "sweep.csv", rows)
-        _write_csv(folder / "summary.csv", summarize(rows, study.parameters))
-    return SweepResult(folder, study.parameters, rows, len(missing), skipped, failures)
+        _write_csv(folder / "summary.csv", summarize(rows, study.point_parameters))
+    return SweepResult(folder, study.point_parameters, rows, len(missing), skipped, failures)
 
 
 def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) -> None:
@@ -590,7 +670,7 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
         row["error"] = failure["error"] if isinstance(failure, dict) else "not run"
         return row
     row["status"] = "complete"
-    row.update({name: value for name, value in document["metrics"]["final"].items()})
+    row.update(metric_columns(document["metrics"]))
     row.update({f"privacy.{name}": value for name, value in document["privacy"].items() if _is_number(value)})
     for role, counters in document["ledger"]["roles"].items():
         row[f"{role}.sent_bytes"] = counters["sent_bytes"]
@@ -599,6 +679,54 @@ def _row(runs: Path, entry: PlannedRun, parameters: Sequence[str]) -> dict[str, 
     row["transcript"] = _fingerprint(document)
     row["wall_time_s"] = document["wall_time_s"]
     return row
+
+
+FINAL = ".final"
+ROUND_MEAN = ".round_mean"
+_BYTE_COLUMNS = (".sent_bytes", ".recv_bytes")
+
+
+def metric_columns(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """A run's ``result.json`` ``metrics`` as sweep.csv columns: ``M.final`` and ``M.round_mean``.
+
+    ``M.final`` is ``metrics.final[M]``; ``M.round_mean`` is the mean of ``M`` over the entries of
+    ``metrics.rounds`` that carry it, present only for a metric reported per round. Each metric's columns
+    are adjacent (final first), in the order of ``metrics.final``, then the metrics reported only per round.
+    """
+    per_round: dict[str, list[float]] = {}
+    for entry in metrics["rounds"]:
+        for name, value in entry.items():
+            if name != "round" and _is_number(value):
+                per_round.setdefault(name, []).append(float(value))
+    columns: dict[str, float] = {}
+    for name in [*metrics["final"], *(name for name in per_round if name not in metrics["final"])]:
+        if name in metrics["final"]:
+            columns[f"{name}{FINAL}"] = metrics["final"][name]
+        if name in per_round:
+            columns[f"{name}{ROUND_MEAN}"] = math.fsum(per_round[name]) / len(per_round[name])
+    return columns
+
+
+def column_range(column: str) -> tuple[float, float]:
+    """The support of a measured sweep.csv column: its metric's (`fedrecsim.metric_reference.value_range`,
+    the name without ``.final`` / ``.round_mean``), ``[0, inf)`` for a byte count, else unbounded."""
+    if column.endswith(_BYTE_COLUMNS):
+        return 0.0, math.inf
+    for suffix in (FINAL, ROUND_MEAN):
+        if column.endswith(suffix):
+            return value_range(column[: -len(suffix)])
+    return value_range(column)
+
+
+def distinct_errors(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Each distinct error of the failed rows (its first line) with the number of runs that gave it, most
+    frequent first, ties in the order first seen: what the console shows of a sweep's failures."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["status"] == "failed":
+            first = str(row.get("error") or "").strip().splitlines()[0:1] or ["(no error recorded)"]
+            counts[first[0]] = counts.get(first[0], 0) + 1
+    return sorted(counts.items(), key=lambda item: -item[1])
 
 
 def _fingerprint(document: Mapping[str, Any]) -> str:
@@ -630,9 +758,13 @@ def measured_columns(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> list[dict[str, Any]]:
-    """Per grid point (in order): runs, failures, and each measured column's mean and 95% t interval.
+    """Per grid point (in order): runs, failures, and for each measured column C ``C.mean``,
+    ``C.ci95_low``, ``C.ci95_high`` and ``C.n``.
 
-    With one complete seed the interval is left empty; with identical values it is the value itself.
+    ``C.n`` is the number of complete runs that gave C a value, and the mean and interval are over those.
+    The interval is Student's t 95% interval of the mean, clipped to C's range (`column_range`): it never
+    leaves the values the quantity can take. With n = 1 the interval is left empty; with identical values
+    it is the value itself; with n = 0 every cell is empty but ``C.n`` (0).
     """
     from scipy import stats
 
@@ -648,13 +780,16 @@ def summarize(rows: Sequence[Mapping[str, Any]], parameters: Sequence[str]) -> l
         line["failed"] = len(members) - len(complete)
         for name in measured:
             values = [float(row[name]) for row in complete if row.get(name) is not None]
-            mean, low, high = _mean_interval(values, stats)
+            mean, low, high = _mean_interval(values, column_range(name), stats)
             line[f"{name}.mean"], line[f"{name}.ci95_low"], line[f"{name}.ci95_high"] = mean, low, high
+            line[f"{name}.n"] = len(values)
         summary.append(line)
     return summary
 
 
-def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float | None, float | None]:
+def _mean_interval(
+    values: list[float], support: tuple[float, float], stats: Any
+) -> tuple[float | None, float | None, float | None]:
     if not values:
         return None, None, None
     mean = math.fsum(values) / len(values)
@@ -664,7 +799,7 @@ def _mean_interval(values: list[float], stats: Any) -> tuple[float | None, float
     if spread == 0:
         return mean, mean, mean
     low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values)))
-    return mean, float(low), float(high)
+    return mean, max(float(low), support[0]), min(float(high), support[1])
 
 
 def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -781,6 +916,9 @@ __all__ = [
     "plan",
     "StudyReport",
     "ci_half_width",
+    "column_range",
+    "distinct_errors",
+    "metric_columns",
     "read_csv",
     "run_name",
     "run_sweep",

@@ -41,12 +41,12 @@ def test_the_quick_tradeoff_study_prints_its_grid_from_a_sweep(tmp_path: Path) -
     grid = [(float(cell["protocol.epsilon"]), int(cell["protocol.k"])) for cell in cells]
     assert grid == [(0.5, 1), (0.5, 100), (10.0, 1), (10.0, 100)]
     for cell in cells:
-        assert cell["status"] == "complete" and 0.0 <= float(cell["hr@10"]) <= 1.0
+        assert cell["status"] == "complete" and 0.0 <= float(cell["hr@10.final"]) <= 1.0
         assert float(cell["privacy.epsilon_per_user_total"]) == pytest.approx(
             4 * float(cell["protocol.epsilon"]) * int(cell["protocol.k"])
         )
     # Every cell trains from the same data and initial V: the baseline is one number.
-    assert len({cell["hr@10_mf_np"] for cell in cells}) == 1 and float(cells[0]["hr@10_mf_np"]) > 0.1
+    assert len({cell["hr@10_mf_np.final"] for cell in cells}) == 1 and float(cells[0]["hr@10_mf_np.final"]) > 0.1
 
 
 def test_the_comm_cost_study_reports_exact_message_sizes(tmp_path: Path) -> None:
