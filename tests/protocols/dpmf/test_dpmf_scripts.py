@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 
+from fedrecsim.study import read_study
+
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 #: The error increase below which the sweep does not order epsilons (the acceptance's 0.02).
 FLOOR = 0.02
@@ -49,6 +51,13 @@ def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_
     assert sum(line.split()[0] == "p_join" for line in lines[2:]) == 4
     assert sum(line.split()[0] == "p_leave" for line in lines[2:]) == 4
     assert len(list((tmp_path / "churn" / "runs").iterdir())) == 7
+    # Every printed number is summary.csv's (the shared point's twice); one seed has no interval.
+    summary = {(line["availability.p_join"], line["availability.p_leave"]): line for line in read_study(tmp_path / "churn").summary}
+    for line in lines[2:]:
+        _, p_join, p_leave, increase, half, noiseless = line.split()
+        point = summary[float(p_join), float(p_leave)]
+        assert increase == f"{point['err_increase.final.mean']:.4f}" and half == "-"
+        assert noiseless == f"{point['noise_err_increase.final.mean']:.4f}"
 
 
 def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
