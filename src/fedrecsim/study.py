@@ -48,7 +48,12 @@ TEXT_COLUMNS = frozenset({"run", "status", "error", "transcript"})
 
 @dataclass(frozen=True)
 class Study:
-    """A study: a base scenario, overrides, grid axes, zipped axes and seeds per point.
+    """A study: a base scenario, overrides, grid axes, zipped axes and seeds per point. ::
+
+        study = Study("scenarios/minto_ldp.toml", overrides=["run.rounds=4"],
+                      grid={"protocol.epsilon": [0.5, 10.0], "protocol.k": [1, 100]}, seeds=2)
+        study.runs                              # 2 x 2 points x 2 seeds = 8
+        done = study.run("results/tradeoff")    # a StudyResult
 
     Args:
         base: a scenario file, a study file (a scenario TOML with a ``[sweep]`` table, whose ``set``,
@@ -161,7 +166,11 @@ class Study:
 
 @dataclass(frozen=True)
 class StudyResult:
-    """A sweep folder's tables: one row per run (`runs`) and one per grid point (`summary`).
+    """A sweep folder's tables: one row per run (`runs`) and one per grid point (`summary`). ::
+
+        done = read_study("results/tradeoff")
+        best = max(done.summary, key=lambda line: line["hr@10.final.mean"])
+        rounds = done.result(done.runs[0])["metrics"]["rounds"]   # a run's per-round metrics
 
     Rows are read from ``sweep.csv`` and ``summary.csv`` each time they are asked for, and equal what the
     files hold, cell for cell, with a type per column: a column whose every non-empty cell is a whole
@@ -221,7 +230,8 @@ class StudyResult:
 
 
 def read_study(path: str | Path) -> StudyResult:
-    """The tables of an existing sweep folder (written by `Study.run` or ``fedrecsim sweep``).
+    """The tables of an existing sweep folder (written by `Study.run` or ``fedrecsim sweep``):
+    ``read_study("results/churn").summary``.
 
     Raises:
         OutputError: ``path`` is not a sweep folder or its tables are missing.
@@ -309,7 +319,8 @@ class DataSizes:
 
 
 def data_sizes(scenario: Scenario | str | Path, overrides: Sequence[str] = ()) -> DataSizes:
-    """The sizes of a scenario's data split, without running it (the run draws the same split).
+    """The sizes of a scenario's data split, without running it (the run draws the same split):
+    ``data_sizes("scenarios/fcf_static.toml", ["data.users=200"]).train_users``.
 
     Args:
         scenario: a validated `Scenario`, or a scenario file (with ``overrides`` applied).
