@@ -31,7 +31,7 @@ from statistics import fmean
 from typing import Any
 
 import fedrecsim
-from fedrecsim.study import ScriptParser, Study, data_sizes
+from fedrecsim.study import ScriptParser, Study, data_sizes, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 #: The study's SecureFilter: Multi-Krum keeping n - f (``krum_m = 0``); a ``--set`` overrides it.
@@ -63,7 +63,7 @@ def curves(epochs: int, size: str, gammas: tuple[float, ...], extra: list[str], 
     per_epoch, training, held_out = epoch_rounds(base)
     overrides = [*base, f"run.rounds={epochs * per_epoch}", f"protocol.delta={DELTA}", "protocol.eval_every=0"]
     axis = {"protocol.gamma": [float(gamma) for gamma in gammas], "protocol.baseline": [position == 0 for position in range(len(gammas))]}
-    done = Study(SCENARIO, overrides=overrides, zipped=axis, seeds=seeds).run(out, workers=workers, dask=dask, progress=sys.stderr.isatty())
+    done = Study(SCENARIO, overrides=overrides, zipped=axis, seeds=seeds).run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
     epoch_rows: dict[float, list[list[dict[str, float]]]] = {}
     for row in done.runs:
         rounds = done.result(row)["metrics"]["rounds"]
@@ -136,4 +136,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, half_width
+from fedrecsim.study import ScriptParser, Study, half_width, run_script
 
 STUDY = Path(__file__).resolve().parent / "hua_churn_study.toml"
 FIXED = 0.01
@@ -29,7 +29,7 @@ def study(seeds: int, overrides: list[str], quick: bool, out: Path, workers: int
     """Run (or resume) the sweep into ``out``; its summary rows, one per (p_join, p_leave)."""
     done = Study(STUDY, overrides=[*(QUICK if quick else []), *overrides], seeds=seeds).run(
         out, workers=workers, dask=dask, progress=sys.stderr.isatty()
-    )
+    ).complete()
     return done.summary
 
 
@@ -63,4 +63,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

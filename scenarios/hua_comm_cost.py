@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import fedrecsim
-from fedrecsim.study import ScriptParser, Study, data_sizes
+from fedrecsim.study import ScriptParser, Study, data_sizes, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "hua_comm_cost.toml"
 QUICK = ["data.users=100", "data.items=1000", "data.ratings=2000", "protocol.max_users=100", "run.rounds=1"]
@@ -28,7 +28,7 @@ TRANSPORTS = ("explicit", "seeded")
 def measure(overrides: list[str], out: Path, seeds: int = 1, workers: int | None = None, dask: str | None = None) -> dict[str, dict[str, float]]:
     """Per transport: the worst iteration's user download / upload and third-party bytes, and the sizes."""
     study = Study(SCENARIO, overrides=overrides, grid={"protocol.mask_transport": list(TRANSPORTS)}, seeds=seeds)
-    done = study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty())
+    done = study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
     figures: dict[str, dict[str, float]] = {}
     for row in done.runs:
         document = done.result(row)
@@ -90,4 +90,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fedrecsim.study import ScriptParser, Study
+from fedrecsim.study import ScriptParser, Study, run_script
 
 HERE = Path(__file__).resolve().parent
 EPSILONS = (0.05, 0.1, 0.15, 0.8, 8.0, 80.0, 800.0)
@@ -42,7 +42,7 @@ def sweep(
     for name, path in SCENARIOS.items():
         extra = [*QUICK, f"run.rounds={QUICK_ROUNDS[name]}"] if quick else []
         study = Study(path, overrides=["run.seed=1", *extra, *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]}, seeds=seeds)
-        done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty())
+        done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
         table[name] = {}
         for line in done.summary:
             increase = line["err_increase.final.mean"]
@@ -76,4 +76,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

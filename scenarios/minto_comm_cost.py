@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, StudyResult
+from fedrecsim.study import ScriptParser, Study, StudyResult, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "minto_comm_cost.toml"
 PAPER_DOWNLOAD = {1000: "~20 KB", 9781: "~0.2 MB"}
@@ -46,7 +46,7 @@ def run_study(items: tuple[int, ...], users: int | None, seeds: int, overrides: 
               workers: int | None = None, dask: str | None = None) -> StudyResult:
     """Run (or resume) one run per item count and seed into ``out``."""
     study = Study(SCENARIO, overrides=[*sizes(users), *overrides], grid={"data.items": list(items)}, seeds=seeds)
-    return study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty())
+    return study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
 
 
 def measure(document: dict[str, Any]) -> dict[str, float]:
@@ -71,11 +71,7 @@ def measure(document: dict[str, Any]) -> dict[str, float]:
 
 
 def costs(done: StudyResult) -> list[dict[str, float]]:
-    """Per item count (in the study's order): `measure`'s figures, each the mean over the seeds' runs.
-
-    Raises:
-        OutputError: a run failed (its error is in the message).
-    """
+    """Per item count (in the study's order): `measure`'s figures, each the mean over the seeds' runs."""
     by_items: dict[int, list[dict[str, float]]] = {}
     for row in done.runs:
         by_items.setdefault(row["data.items"], []).append(measure(done.result(row)))
@@ -109,4 +105,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

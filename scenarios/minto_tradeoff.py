@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study
+from fedrecsim.study import ScriptParser, Study, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "minto_ldp.toml"
 SEED = 7
@@ -61,7 +61,7 @@ def run_grid(
     ]
     axes = {"protocol.epsilon": [float(epsilon) for epsilon in grid.epsilons], "protocol.k": list(grid.ks)}
     study = Study(SCENARIO, overrides=[*sizes, *overrides], grid=axes, seeds=seeds)
-    return study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).summary
+    return study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete().summary
 
 
 def format_table(grid: Grid, cells: list[dict[str, Any]]) -> str:
@@ -92,4 +92,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from fedrecsim.study import ScriptParser, Study
+from fedrecsim.study import ScriptParser, Study, run_script
 
 K, ITERATIONS, D, EPOCHS, PER_USER = 16, 2, 16, 2, 20
 
@@ -93,7 +93,7 @@ def measure(method: str, cells: list[tuple[int, int]], seeds: int, overrides: li
     """Per (n, |I|): (client bytes, server bytes), means over the seeds' runs."""
     study = Study(scenario(method), overrides=overrides, zipped=sizes(method, cells), seeds=seeds)
     found = {}
-    for line in study.run(out / method, workers=workers, dask=dask, progress=sys.stderr.isatty()).summary:
+    for line in study.run(out / method, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete().summary:
         users = line["data.users"]
         client = (line["user.sent_bytes.mean"] + line["user.recv_bytes.mean"]) / users
         server = line["server.sent_bytes.mean"] + line["server.recv_bytes.mean"]
@@ -159,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

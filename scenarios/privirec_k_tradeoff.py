@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, StudyResult
+from fedrecsim.study import ScriptParser, Study, StudyResult, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
 SEED = 3
@@ -57,7 +57,7 @@ def study(grid: Grid, seeds: int, overrides: list[str], out: Path, workers: int 
     }
     return Study(SCENARIO, overrides=[*sizes, *overrides], zipped=cells, seeds=seeds).run(
         out, workers=workers, dask=dask, progress=sys.stderr.isatty()
-    )
+    ).complete()
 
 
 def format_table(grid: Grid, done: StudyResult) -> str:
@@ -89,4 +89,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

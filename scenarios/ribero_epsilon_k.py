@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, half_width
+from fedrecsim.study import ScriptParser, Study, half_width, run_script
 
 STUDY = Path(__file__).resolve().parent / "ribero_epsilon_k.toml"
 QUICK = ["data.users=120", "data.items=60", "data.ratings=2400", "protocol.nmf_iterations=60"]
@@ -27,7 +27,7 @@ def study(seeds: int, overrides: list[str], quick: bool, out: Path, workers: int
     """Run (or resume) the sweep into ``out``; its summary rows, one per (epsilon, k)."""
     done = Study(STUDY, overrides=[*(QUICK if quick else []), *overrides], grid=QUICK_GRID if quick else {}, seeds=seeds).run(
         out, workers=workers, dask=dask, progress=sys.stderr.isatty()
-    )
+    ).complete()
     return done.summary
 
 
@@ -64,4 +64,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 import fedrecsim
-from fedrecsim import ConfigError
+from fedrecsim import ConfigError, SimulationError
 from fedrecsim.errors import OutputError
-from fedrecsim.study import ScriptParser, Study, StudyResult, columns, data_sizes, half_width, read_study, typed
+from fedrecsim.study import (
+    ScriptParser, Study, StudyResult, columns, data_sizes, half_width, read_study, run_script, typed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FCF = ROOT / "scenarios" / "fcf_static.toml"
@@ -176,6 +178,37 @@ def test_a_bad_study_is_refused_naming_where_before_anything_runs(arguments: dic
         Study(FCF, **arguments)
     assert str(caught.value).startswith(where), str(caught.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_runs_are_rows_and_complete_names_their_error(tmp_path: Path) -> None:
+    missing = ['data.source="movielens-100k"', f'data.path="{tmp_path / "absent"}"']
+    done = Study(FCF, overrides=["run.rounds=2", *missing], seeds=2).run(tmp_path / "sweep", workers=1)
+    assert done.failed == 2 and [row["status"] for row in done.runs] == ["failed", "failed"]
+    with pytest.raises(SimulationError, match=r"^2 of 2 runs in .* failed: DatasetError: .*absent.* \(2 runs\)$"):
+        done.complete()
+    with pytest.raises(OutputError, match="the run failed: DatasetError"):
+        done.result(done.runs[0])
+    assert Study(FCF, overrides=TINY).run(tmp_path / "fine", workers=1).complete().failed == 0
+
+
+def test_run_script_turns_errors_into_one_line_and_an_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    def bad_key(argv: list[str] | None) -> int:
+        Study(FCF, overrides=["protocol.nope=1"])
+        return 0
+
+    def failed(argv: list[str] | None) -> int:
+        raise SimulationError("2 of 2 runs failed")
+
+    def fine(argv: list[str] | None) -> int:
+        return 0 if argv == ["x"] else 3
+
+    name = Path(sys.argv[0]).name
+    assert run_script(bad_key) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{name}: error: protocol.nope: unknown key")
+    assert run_script(failed) == 1
+    assert capsys.readouterr().err == f"{name}: simulation error: 2 of 2 runs failed\n"
+    assert run_script(fine, ["x"]) == 0
 
 
 def test_a_folder_that_is_no_sweep_is_refused(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from .data import prepare_data
-from .errors import ConfigError, OutputError
+from .errors import CheckpointError, ConfigError, DatasetError, OutputError, SimulationError
 from .scenario import Scenario, apply_overrides, load_scenario, parse_override
 from .sweep import Study as _Plan
-from .sweep import load_study, make_axes, plan, read_csv, run_sweep, sweep_folder_problem
+from .sweep import distinct_errors, load_study, make_axes, plan, read_csv, run_sweep, sweep_folder_problem
 from .sweep import MARKER, RUNS
 
 #: Columns of sweep.csv that are text whatever they hold (a run's hash may be all digits).
@@ -208,6 +209,21 @@ class StudyResult:
     def failed(self) -> int:
         """The runs of the study that have no complete result."""
         return sum(row["status"] != "complete" for row in self.runs)
+
+    def complete(self) -> StudyResult:
+        """This result, when every run is complete -- for a script whose tables need every run.
+
+        Raises:
+            SimulationError: some runs failed; the message counts them and names each distinct error
+            (first line, how many runs gave it). Running the study again retries them.
+        """
+        runs = self.runs
+        errors = distinct_errors(runs)
+        if errors:
+            shown = "; ".join(f"{error} ({count} run{'s' if count > 1 else ''})" for error, count in errors)
+            failed = sum(count for _, count in errors)
+            raise SimulationError(f"{failed} of {len(runs)} runs in {self.path} failed: {shown}")
+        return self
 
     def folder(self, row: Mapping[str, Any]) -> Path:
         """The result folder of a run (a row of `runs`)."""
@@ -392,6 +408,28 @@ class ScriptParser(argparse.ArgumentParser):
         return parsed
 
 
+def run_script(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run a study script's ``main(argv)`` as a command: its exit status, or one line on stderr for an error.
+
+    A bad scenario, data set, folder or checkpoint (`ConfigError`, `DatasetError`, `OutputError`,
+    `CheckpointError`) is ``<script>: error: <message>`` and exit status 2, as the ``fedrecsim`` command
+    does; any other `SimulationError` (failed runs, see `StudyResult.complete`) is ``<script>: simulation
+    error: <message>`` and 1. Anything else is a bug and keeps its traceback. A script ends with::
+
+        if __name__ == "__main__":
+            sys.exit(run_script(main))
+    """
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "script"
+    try:
+        return main(argv)
+    except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    except SimulationError as exc:
+        print(f"{name}: simulation error: {exc}", file=sys.stderr)
+        return 1
+
+
 __all__ = [
     "DataSizes",
     "ScriptParser",
@@ -402,5 +440,6 @@ __all__ = [
     "data_sizes",
     "half_width",
     "read_study",
+    "run_script",
     "typed",
 ]
