@@ -17,7 +17,8 @@ A study is a base scenario, overrides, grid axes, zipped axes and a number of se
 Tables are plain lists of dicts (`StudyResult.runs`, `StudyResult.summary`) that ``pandas.DataFrame``
 takes as they are, or column dicts (`columns`); pandas is never needed. What a study script needs beside
 them is here too: `ScriptParser`, the command line every script in ``scenarios/`` shares (``--quick``,
-``--seeds``, ``--set``, ``--out``, ``--workers``, ``--dask``), `StudyResult.result` (a run's whole
+``--seeds``, ``--set``, ``--out``, ``--workers``, ``--dask``), `run_script` (errors as one line and an
+exit status), `StudyResult.complete` (refuses failed runs), `StudyResult.result` (a run's whole
 ``result.json``: per-round metrics, the ledger, the privacy report), `half_width` (of a summary
 interval) and `data_sizes` (what a scenario's data split holds, before anything runs). A single scenario
 with overrides is ``fedrecsim.load_scenario(path, overrides)`` and ``fedrecsim.run``.
