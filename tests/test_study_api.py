@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FCF = ROOT / "scenarios" / "fcf_static.toml"
 TINY = ["run.rounds=2", "data.users=30", "data.items=60", "data.ratings=600"]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+#: Studies start a pool of worker processes; on a loaded machine that alone can take tens of seconds.
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ def _script(name: str) -> ModuleType:
     return module
 
 
+@pytest.mark.timeout(300)
 def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     sweep = _script("hua_epsilon_sweep")
     table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True, out=tmp_path)
@@ -43,6 +44,7 @@ def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixt
     assert "S3 err_increase" in output and "800" in output
 
 
+@pytest.mark.timeout(300)
 def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The study file's zip runs the shared point (0.01, 0.01) once; the table shows it in both halves."""
     assert _script("hua_churn_study").main(["--quick", "--seeds", "1", "--out", str(tmp_path / "churn")]) == 0
@@ -60,6 +62,7 @@ def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_
         assert noiseless == f"{point['noise_err_increase.final.mean']:.4f}"
 
 
+@pytest.mark.timeout(300)
 def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     comm = _script("hua_comm_cost")
     figures = comm.measure(comm.QUICK, tmp_path / "comm")
