@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from fedrecsim.study import ScriptParser
+from fedrecsim.study import ScriptParser, run_script
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCRIPTS = sorted(SCENARIOS.glob("*.py"))
@@ -101,16 +99,15 @@ def test_every_script_refuses_no_seeds_with_one_line(path: Path, capsys: pytest.
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=[path.stem for path in SCRIPTS])
-def test_a_bad_key_is_one_line_and_exit_2_before_anything_runs(path: Path, tmp_path: Path) -> None:
+def test_a_bad_key_is_one_line_and_exit_2_before_anything_runs(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """As the fedrecsim command: no traceback, no sweep folder."""
-    completed = subprocess.run(
-        [sys.executable, str(path), "--quick", "--set", "protocol.nope=1", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False, timeout=120, env=dict(os.environ, PYTHONPATH=str(SCENARIOS.parent / "src")),
-    )
-    assert completed.returncode == 2, completed.stderr
-    assert completed.stderr.splitlines() == [completed.stderr.strip()]
-    assert completed.stderr.startswith(f"{path.name}: error: protocol.nope: unknown key")
-    assert completed.stdout == "" and not (tmp_path / "out").exists()
+    argv = ["--quick", "--set", "protocol.nope=1", "--out", str(tmp_path / "out")]
+    assert run_script(_load(path).main, argv) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and ": error: protocol.nope: unknown key" in captured.err
+    assert captured.out == "" and not (tmp_path / "out").exists()
 
 
 def parse(argv: list[str], **options) -> object:
