@@ -6,8 +6,9 @@ and prints its summary (``--transport tcp``: over loopback TCP with the parties 
 `fedrecsim.launcher`; ``--checkpoint-every N --out DIR``: a checkpoint every N rounds beside DIR, from
 which ``fedrecsim run --resume DIR`` continues an interrupted run, `fedrecsim.checkpoint`); ``fedrecsim protocols`` lists the
 protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
-``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS]
-[--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and resumes one (`fedrecsim.sweep`);
+``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS
+[--dask-timeout S]] [--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and
+resumes one (`fedrecsim.sweep`; each distinct error of its failed runs is printed on stderr with its count);
 ``fedrecsim report DIR [--out REPORT]`` draws a run or sweep folder's plots and report.md (`fedrecsim.report`).
 ``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
 the public data sets (`fedrecsim.data.registry`).
@@ -19,7 +20,8 @@ folder holding a fedrecsim result, never anything else. The location is checked 
 Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
 the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
 130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
-result folder behind (only the checkpoint folder of a run that saves checkpoints).
+result folder behind (only the checkpoint folder of a run that saves checkpoints). A sweep stops its
+workers at once on either, keeps its complete runs and exits 130 / 143 too; it ends 1 when a run failed.
 """
 
 from __future__ import annotations
@@ -115,7 +117,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     engine = sweep_cmd.add_mutually_exclusive_group()
     engine.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
-    engine.add_argument("--dask", metavar="ADDRESS", help="run on an existing Dask scheduler, e.g. tcp://host:8786")
+    engine.add_argument(
+        "--dask", metavar="ADDRESS",
+        help="run on an existing Dask scheduler, e.g. tcp://host:8786 (a protocol of your own is shipped to its workers)",
+    )
+    sweep_cmd.add_argument(
+        "--dask-timeout", type=float, default=10.0, metavar="SECONDS",
+        help="how long to wait for the Dask scheduler to answer (default 10)",
+    )
     sweep_cmd.add_argument(
         "--out", type=Path, required=True,
         help="the sweep folder: new, or one of ours to resume (complete runs are skipped)",
@@ -256,9 +265,20 @@ def _sweep(args: argparse.Namespace) -> int:
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
     shown = args.progress or (not args.quiet and sys.stderr.isatty())
-    result = run_sweep(
-        study, args.out, workers=args.workers, dask=args.dask, progress=shown, checkpoint_every=args.checkpoint_every
-    )
+    if args.dask_timeout <= 0:
+        raise ConfigError("--dask-timeout", f"must be a number of seconds > 0, got {args.dask_timeout}")
+    with _sigterm_as_interrupt() as terminated:
+        try:
+            result = run_sweep(
+                study, args.out, workers=args.workers, dask=args.dask, progress=shown,
+                checkpoint_every=args.checkpoint_every, dask_timeout_s=args.dask_timeout,
+            )
+        except KeyboardInterrupt:
+            print(
+                f"fedrecsim: interrupted; the runs under way were stopped, the complete ones are kept in {args.out}: "
+                "the same command resumes the sweep", file=sys.stderr,
+            )
+            return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
     runs = len(result.rows)
     print(
         f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "

@@ -20,7 +20,10 @@ A study can live in a file: a scenario TOML with a ``[sweep]`` table (`load_stud
 Every run is independent and deterministic, so the runs go to any engine: a local process pool (the
 default, nothing to start) or a Dask distributed cluster at an address (``distributed``, the optional
 extra ``dask``). Workers run a scenario into a private temporary folder and send the files back; the
-caller writes them into the sweep folder, so a remote cluster needs no shared file system.
+caller writes them into the sweep folder, so a remote cluster needs no shared file system. Local workers
+never outlive their sweep, killed or interrupted (`_start_worker`); a Dask scheduler is reached and the
+study's protocols loaded on its workers, one's own shipped there first (`ship_protocol`), before the
+sweep folder is created.
 
 The sweep folder (``--out``):
 
@@ -63,19 +66,27 @@ import copy
 import csv
 import fcntl
 import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
 import itertools
 import json
 import math
 import multiprocessing
 import os
+import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import tomllib
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -414,47 +425,96 @@ def execute(scenario_table: dict[str, Any], out: str | None = None, checkpoint_e
 
 Submit = Callable[[PlannedRun], Any]
 
+def _start_worker(lifeline: Connection) -> None:
+    """A local pool worker's initializer: it dies with the sweep, leaves Ctrl-C to it, and keeps freed memory.
+
+    No worker may outlive its sweep (a straggler would go on computing and writing runs). The lifeline is
+    a pipe whose only writer is the sweep: a daemon thread of the worker reads it and kills the worker
+    when it closes -- when the sweep dies, however (the kernel closes its end, even after SIGKILL), and
+    when the sweep is interrupted and closes it on purpose, so that a run under way is not waited for.
+    It works on every platform and start method. A parent-death signal (Linux ``PR_SET_PDEATHSIG``) would
+    not: a forkserver worker's parent is the forkserver, which lives on while any of its workers holds
+    its "alive" pipe, so it never dies first.
+
+    SIGINT is ignored: a Ctrl-C at a terminal reaches the whole process group, and the sweep decides.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_lifeline, args=(lifeline,), name="fedrecsim-lifeline", daemon=True).start()
+    keep_freed_memory()
+
+
+def _watch_lifeline(lifeline: Connection) -> None:
+    """Block until the sweep's end of the lifeline closes (nothing is ever sent on it), then die at once."""
+    try:
+        lifeline.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
 
 @contextmanager
 def local_pool(
     workers: int, runs: Path | None = None, checkpoint_every: int = 0
 ) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
     """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one; each
-    worker keeps the memory it frees mapped (`fedrecsim.allocator`: it exists to run simulations).
+    worker dies with the sweep and keeps the memory it frees mapped (`_start_worker`).
+
+    Leaving the block by an exception (Ctrl-C included) kills the workers at once: the runs under way are
+    lost (a run is written only when complete), the pool is shut down before the exception goes on, and
+    no worker is left behind.
 
     With ``checkpoint_every``, each run goes straight into its folder in ``runs`` with its checkpoints
     beside it (`execute`)."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=keep_freed_memory) as pool:
+    lifeline, keeper = context.Pipe(duplex=False)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(lifeline,)) as pool:
 
-        def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
-            if checkpoint_every and runs is not None:
-                return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
-            return pool.submit(execute, entry.scenario)
+            def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
+                if checkpoint_every and runs is not None:
+                    return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
+                return pool.submit(execute, entry.scenario)
 
-        def wait_any(pending: set[Any]) -> set[Any]:
-            return wait(pending, return_when=FIRST_COMPLETED)[0]
+            def wait_any(pending: set[Any]) -> set[Any]:
+                return wait(pending, return_when=FIRST_COMPLETED)[0]
 
-        try:
-            yield submit, wait_any, workers
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            try:
+                yield submit, wait_any, workers
+            except BaseException:
+                keeper.close()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        keeper.close()
+        lifeline.close()
 
 
 @contextmanager
-def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
-    """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots)."""
+def dask_cluster(
+    address: str, protocols: Iterable[str] = (), timeout_s: float = 10.0
+) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
+    """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots).
+
+    Before anything is submitted, the code of each protocol of one's own (``package.module:ATTRIBUTE``)
+    is shipped to the workers (`ship_protocol`), and every worker must load every protocol of
+    ``protocols``: one that cannot is a ConfigError naming the protocol, the worker and its error.
+
+    Raises:
+        ConfigError: ``distributed`` is missing, no scheduler answers at ``address`` within ``timeout_s``,
+            or a worker cannot load a protocol.
+    """
     try:
         import distributed
     except ImportError:
         raise ConfigError("--dask", 'needs the optional extra: pip install "fedrecsim[dask]"') from None
     try:
-        client = distributed.Client(address, timeout="10s")
-    except OSError as exc:
+        client = distributed.Client(address, timeout=f"{timeout_s}s")
+    except (OSError, ValueError) as exc:
         raise ConfigError("--dask", f"cannot reach a Dask scheduler at {address}: {exc}") from None
     with client:
+        for name in sorted(set(protocols)):
+            ship_protocol(client, name)
         finished = distributed.as_completed()
 
         def submit(entry: PlannedRun) -> Any:
@@ -466,6 +526,82 @@ def dask_cluster(address: str) -> Iterator[tuple[Submit, Callable[[set[Any]], se
             return set(finished.next_batch(block=True)) & pending
 
         yield submit, wait_any, max(sum(client.nthreads().values()), 1)
+
+
+def ship_protocol(client: Any, name: str) -> None:
+    """Make the protocol ``name`` loadable on every worker of a Dask ``client``, or say why it is not.
+
+    A protocol of one's own, ``package.module:ATTRIBUTE``, lives in code the workers may not have: its
+    top-level module or package (unless it is installed in site-packages, or is fedrecsim) is zipped and
+    uploaded (``Client.upload_file``, named by its content), put first on each worker's path, and
+    imported afresh there, so a worker that ran an older version of it runs this one. A built-in or
+    installed protocol must be installed on the workers like fedrecsim itself. Then every worker loads
+    the protocol (`protocol_problem`).
+
+    Raises:
+        ConfigError: naming ``run.protocol``, the protocol, the worker and the worker's error.
+    """
+    top = name.partition(":")[0].split(".")[0] if ":" in name else ""
+    spec = importlib.util.find_spec(top) if top and top != __package__ else None
+    if spec is not None and spec.origin not in (None, "built-in", "frozen") and not _installed(spec):
+        with tempfile.TemporaryDirectory(prefix="fedrecsim-ship-") as scratch:
+            bundle = _bundle(spec, Path(scratch))
+            client.upload_file(str(bundle), load=False)
+        problems = client.run(_load_shipped, bundle.name, top, name)
+    else:
+        problems = client.run(protocol_problem, name)
+    for worker, problem in sorted(problems.items()):
+        if problem is not None:
+            raise ConfigError(
+                "run.protocol", f"{name!r} cannot be loaded on the Dask worker {worker}: {problem} "
+                "(a protocol of one's own is shipped to the workers; what else it imports must be installed there)"
+            )
+
+
+def _installed(spec: importlib.machinery.ModuleSpec) -> bool:
+    """Whether a module comes from site-packages (installed on the workers like fedrecsim, not shipped)."""
+    return any(part in ("site-packages", "dist-packages") for part in Path(spec.origin or "").parts)
+
+
+def _bundle(spec: importlib.machinery.ModuleSpec, scratch: Path) -> Path:
+    """The module's .py, or its package's files, in a zip named ``<module>-<digest of the content>.zip``."""
+    origin = Path(spec.origin or "")
+    if spec.submodule_search_locations:
+        files = sorted(file for file in origin.parent.rglob("*") if file.is_file() and "__pycache__" not in file.parts)
+        members = [(file, Path(spec.name) / file.relative_to(origin.parent)) for file in files]
+    else:
+        members = [(origin, Path(f"{spec.name}.py"))]
+    digest = hashlib.sha256()
+    for file, member in members:
+        digest.update(f"{member.as_posix()}\0{file.stat().st_size}\0".encode())
+        digest.update(file.read_bytes())
+    archive = scratch / f"{spec.name}-{digest.hexdigest()[:_HASH_CHARS]}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for file, member in members:
+            bundle.write(file, member.as_posix())
+    return archive
+
+
+def _load_shipped(bundle: str, top: str, name: str, dask_worker: Any) -> str | None:
+    """On a Dask worker: put the uploaded zip first on the path, forget any earlier import of ``top`` and
+    load the protocol from the zip (`protocol_problem`)."""
+    path = os.path.join(dask_worker.local_directory, bundle)
+    if path in sys.path:
+        sys.path.remove(path)
+    sys.path.insert(0, path)
+    for module in [module for module in sys.modules if module == top or module.startswith(f"{top}.")]:
+        del sys.modules[module]
+    importlib.invalidate_caches()
+    return protocol_problem(name)
+
+
+def protocol_problem(name: str) -> str | None:
+    """Why this process cannot load the protocol ``name`` (``"Type: message"``), or None when it can."""
+    try:
+        protocol_spec(name)
+    except Exception as exc:  # noqa: BLE001 -- whatever stops the import is what the user must read
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 # -- the sweep folder -------------------------------------------------------------------------------
@@ -523,15 +659,42 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+_STAGING = re.compile(r"^\..+\.partial-(?P<pid>[0-9]+)-[0-9]+$")
+
+
 def _remove_stale_staging(runs: Path) -> None:
-    """Staging folders a killed sweep left in ``runs/``: hidden, holding only result files (ours)."""
+    """Remove the staging folders dead processes left in ``runs/`` (a killed sweep, or a worker of one).
+
+    A staging folder is hidden and named by the process that made it (`fedrecsim.output`); it is removed
+    only when that process is gone and the folder holds nothing but result files (ours). One of a process
+    still running -- a straggler of a killed sweep -- is left to it: it commits or abandons it itself. This
+    sweep's own process has none yet (the folder's lock admits one sweep at a time).
+    """
     for entry in sorted(runs.iterdir()):
-        if entry.name.startswith(".") and ".partial-" in entry.name and entry.is_dir() and not entry.is_symlink():
+        match = _STAGING.match(entry.name)
+        if match is None or entry.is_symlink() or not entry.is_dir() or _running(int(match["pid"])):
+            continue
+        try:
             files = list(entry.iterdir())
             if all(item.name in RESULT_FILES and item.is_file() for item in files):
                 for item in files:
                     item.unlink()
                 entry.rmdir()
+        except OSError:
+            continue  # it changed while being removed (not stale after all): the next sweep looks again
+
+
+def _running(pid: int) -> bool:
+    """Whether another process with this id runs (one of another user's counts as running)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def is_complete(folder: Path) -> bool:
@@ -539,7 +702,13 @@ def is_complete(folder: Path) -> bool:
 
 
 def _store(runs: Path, name: str, files: Mapping[str, bytes]) -> None:
-    """Write a run's files into ``runs/<name>`` atomically (staging folder, one rename)."""
+    """Write a run's files into ``runs/<name>`` atomically (staging folder, one rename).
+
+    A run found complete already -- stored meanwhile by a straggler of an earlier, killed sweep: the same
+    scenario, so the same result -- is kept as it is, never replaced.
+    """
+    if is_complete(runs / name):
+        return
     target = prepare_output(runs / name)
     try:
         for file_name, content in files.items():
@@ -547,6 +716,10 @@ def _store(runs: Path, name: str, files: Mapping[str, bytes]) -> None:
                 raise OutputError(runs / name, f"a worker sent {file_name!r}, which is no result file")
             (target.staging / file_name).write_bytes(content)
         target.commit()
+    except OutputError:
+        target.abandon()
+        if not is_complete(runs / name):
+            raise
     except BaseException:
         target.abandon()
         raise
@@ -563,8 +736,12 @@ def run_sweep(
     dask: str | None = None,
     progress: bool | TextIO | None = None,
     checkpoint_every: int = 0,
+    dask_timeout_s: float = 10.0,
 ) -> SweepResult:
     """Run every missing run of ``study`` into the sweep folder ``out``; write sweep.csv and summary.csv.
+
+    Everything that can be checked is checked before the sweep folder is created or touched: the plan,
+    the options, and with ``dask`` the scheduler and the protocols on its workers (`dask_cluster`).
 
     Args:
         workers: local processes (default: the cores). Ignored with ``dask``.
@@ -572,42 +749,51 @@ def run_sweep(
         progress: True draws a progress bar on stderr; a stream draws it there.
         checkpoint_every: each run saves a checkpoint every this many rounds, and a run an interrupted
             sweep left under way resumes from its last one (local engine only; resumable protocols only).
+        dask_timeout_s: how long to wait for the Dask scheduler to answer.
 
     Raises:
-        ConfigError: a grid value or key is invalid, or checkpoints are asked of Dask or of a protocol that
-        cannot resume (before anything runs). OutputError: ``out`` exists and is not a sweep folder, or
-        cannot be written.
+        ConfigError: a grid value or key is invalid, checkpoints are asked of Dask or of a protocol that
+        cannot resume, the Dask scheduler does not answer or its workers cannot load a protocol (before
+        anything runs). OutputError: ``out`` exists and is not a sweep folder, or cannot be written.
+        KeyboardInterrupt: the sweep was interrupted; the runs under way are stopped and lost, the complete
+        ones kept (running the sweep again resumes it), sweep.csv and summary.csv are not written.
     """
     planned = plan(study)
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"expected a whole number >= 1, got {workers}")
     _check_checkpoints(planned, dask, checkpoint_every)
-    folder = open_sweep_folder(Path(out))
-    with _exclusive(folder):
-        runs = folder / RUNS
-        runs.mkdir(exist_ok=True)
-        _remove_stale_staging(runs)
-        _write_atomically(folder / MARKER, json.dumps({
-            "format": SWEEP_FORMAT,
-            "fedrecsim_version": __version__,
-            "parameters": list(study.point_parameters),
-            "points": len(study.points()),
-            "seeds": len(planned) // max(len(study.points()), 1),
-            "runs": len(planned),
-        }, indent=2) + "\n")
-        for name in sorted({entry.name for entry in planned}):
-            if os.path.lexists(runs / name) and not is_complete(runs / name):
-                raise OutputError(runs / name, "exists and is not a complete fedrecsim result; move it away to re-run it")
-        missing = {entry.name: entry for entry in planned if not is_complete(runs / entry.name)}
-        bar = _bar(progress)
-        skipped = len({entry.name for entry in planned}) - len(missing)
-        failures = 0
-        if missing:
-            engine = dask_cluster(dask) if dask is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
-            failures = _run_missing(engine, runs, list(missing.values()), bar, skipped)
-        rows = [_row(runs, entry, study.point_parameters) for entry in planned]
-        _write_csv(folder / "sweep.csv", rows)
-        _write_csv(folder / "summary.csv", summarize(rows, study.point_parameters))
+    path = Path(os.path.abspath(out))
+    if os.path.lexists(path):
+        open_sweep_folder(path)  # refuses a folder that is not a sweep of ours before a cluster is asked
+    protocols = {entry.scenario["run"]["protocol"] for entry in planned}
+    with dask_cluster(dask, protocols, dask_timeout_s) if dask is not None else nullcontext(None) as cluster:
+        folder = open_sweep_folder(path)
+        with _exclusive(folder):
+            runs = folder / RUNS
+            runs.mkdir(exist_ok=True)
+            _remove_stale_staging(runs)
+            _write_atomically(folder / MARKER, json.dumps({
+                "format": SWEEP_FORMAT,
+                "fedrecsim_version": __version__,
+                "parameters": list(study.point_parameters),
+                "points": len(study.points()),
+                "seeds": len(planned) // max(len(study.points()), 1),
+                "runs": len(planned),
+            }, indent=2) + "\n")
+            for name in sorted({entry.name for entry in planned}):
+                if os.path.lexists(runs / name) and not is_complete(runs / name):
+                    raise OutputError(runs / name, "exists and is not a complete fedrecsim result; move it away to re-run it")
+            missing = {entry.name: entry for entry in planned if not is_complete(runs / entry.name)}
+            bar = _bar(progress)
+            skipped = len({entry.name for entry in planned}) - len(missing)
+            failures = 0
+            if missing:
+                engine = nullcontext(cluster) if cluster is not None else local_pool(workers or os.cpu_count() or 1, runs, checkpoint_every)
+                with engine as entered:
+                    failures = _run_missing(entered, runs, list(missing.values()), bar, skipped)
+            rows = [_row(runs, entry, study.point_parameters) for entry in planned]
+            _write_csv(folder / "sweep.csv", rows)
+            _write_csv(folder / "summary.csv", summarize(rows, study.point_parameters))
     return SweepResult(folder, study.point_parameters, rows, len(missing), skipped, failures)
 
 
@@ -617,34 +803,39 @@ def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) 
     check_checkpoint_interval(every, (entry.scenario["run"]["protocol"] for entry in planned))
 
 
-def _run_missing(engine: Any, runs: Path, missing: list[PlannedRun], bar: SweepProgress | None, done: int) -> int:
+def _run_missing(
+    engine: tuple[Submit, Callable[[set[Any]], set[Any]], int], runs: Path, missing: list[PlannedRun],
+    bar: SweepProgress | None, done: int,
+) -> int:
     failures = 0
     if bar is not None:
         bar.start(done + len(missing), done)
-    with engine as (submit, wait_any, slots):
-        pending = {submit(entry): entry for entry in missing}
-        try:
-            while pending:
-                if bar is not None:
-                    bar.draw(running=min(slots, len(pending)))
-                for future in wait_any(set(pending)):
-                    entry = pending.pop(future)
-                    outcome = _outcome(future)
-                    failed_record = runs / f"{entry.name}{_FAILED_SUFFIX}"
-                    if "error" in outcome:
-                        failures += 1
-                        _write_atomically(failed_record, json.dumps(
-                            {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
-                        ) + "\n")
-                    elif "files" in outcome:
-                        _store(runs, entry.name, outcome["files"])
-                        if failed_record.exists():
-                            failed_record.unlink()
-                    if bar is not None:
-                        bar.finished(failed="error" in outcome)
-        finally:
+    submit, wait_any, slots = engine
+    pending = {submit(entry): entry for entry in missing}
+    try:
+        while pending:
             if bar is not None:
-                bar.draw(running=0, final=True)
+                bar.draw(running=min(slots, len(pending)))
+            for future in wait_any(set(pending)):
+                entry = pending.pop(future)
+                outcome = _outcome(future)
+                failed_record = runs / f"{entry.name}{_FAILED_SUFFIX}"
+                # An error beside a complete folder: a straggler of a killed sweep stored this run first.
+                failed = "error" in outcome and not is_complete(runs / entry.name)
+                if failed:
+                    failures += 1
+                    _write_atomically(failed_record, json.dumps(
+                        {"error": outcome["error"], "scenario": entry.scenario}, indent=2, allow_nan=False
+                    ) + "\n")
+                elif "files" in outcome:
+                    _store(runs, entry.name, outcome["files"])
+                    if failed_record.exists():
+                        failed_record.unlink()
+                if bar is not None:
+                    bar.finished(failed=failed)
+    finally:
+        if bar is not None:
+            bar.draw(running=0, final=True)
     return failures
 
 
