@@ -212,6 +212,12 @@ def test_run_script_turns_errors_into_one_line_and_an_exit_status(capsys: pytest
     assert capsys.readouterr().err == f"{name}: simulation error: 2 of 2 runs failed\n"
     assert run_script(fine, ["x"]) == 0
 
+    def interrupted(argv: list[str] | None) -> int:
+        raise KeyboardInterrupt
+
+    assert run_script(interrupted) == 130
+    assert capsys.readouterr().err == f"{name}: interrupted; the complete runs are kept: running the script again resumes it\n"
+
 
 def test_a_folder_that_is_no_sweep_is_refused(tmp_path: Path) -> None:
     (tmp_path / "mine.txt").write_text("a user's file")

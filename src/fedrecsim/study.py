@@ -415,7 +415,8 @@ def run_script(main: Callable[[list[str] | None], int], argv: list[str] | None =
     A bad scenario, data set, folder or checkpoint (`ConfigError`, `DatasetError`, `OutputError`,
     `CheckpointError`) is ``<script>: error: <message>`` and exit status 2, as the ``fedrecsim`` command
     does; any other `SimulationError` (failed runs, see `StudyResult.complete`) is ``<script>: simulation
-    error: <message>`` and 1. Anything else is a bug and keeps its traceback. A script ends with::
+    error: <message>`` and 1; Ctrl-C is one line and 130 (the sweep keeps its complete runs, so running
+    the script again resumes). Anything else is a bug and keeps its traceback. A script ends with::
 
         if __name__ == "__main__":
             sys.exit(run_script(main))
@@ -429,6 +430,9 @@ def run_script(main: Callable[[list[str] | None], int], argv: list[str] | None =
     except SimulationError as exc:
         print(f"{name}: simulation error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; the complete runs are kept: running the script again resumes it", file=sys.stderr)
+        return 130
 
 
 __all__ = [
