@@ -106,7 +106,7 @@ RUNS = "runs"
 _LOCK = ".lock"
 _FAILED_SUFFIX = ".failed.json"
 _HASH_CHARS = 16
-SEED_KEY = "run.seed"
+SEED_KEY = "run.seed"  # a grid over it lists the seeds of every point (`Study.seed_list`)
 
 
 @dataclass(frozen=True)
@@ -539,21 +539,28 @@ def ship_protocol(client: Any, name: str) -> None:
     the protocol (`protocol_problem`).
 
     Raises:
-        ConfigError: naming ``run.protocol``, the protocol, the worker and the worker's error.
+        ConfigError: naming ``run.protocol``, the protocol, the worker and the worker's error; or naming
+            ``--dask`` when the workers cannot run the check at all (no fedrecsim there, ...).
     """
     top = name.partition(":")[0].split(".")[0] if ":" in name else ""
     spec = importlib.util.find_spec(top) if top and top != __package__ else None
-    if spec is not None and spec.origin not in (None, "built-in", "frozen") and not _installed(spec):
-        with tempfile.TemporaryDirectory(prefix="fedrecsim-ship-") as scratch:
-            bundle = _bundle(spec, Path(scratch))
-            client.upload_file(str(bundle), load=False)
-        problems = client.run(_load_shipped, bundle.name, top, name)
-    else:
-        problems = client.run(protocol_problem, name)
+    try:
+        if spec is not None and spec.origin not in (None, "built-in", "frozen") and not _installed(spec):
+            with tempfile.TemporaryDirectory(prefix="fedrecsim-ship-") as scratch:
+                bundle = _bundle(spec, Path(scratch))
+                client.upload_file(str(bundle), load=False)
+            problems = client.run(_load_shipped, bundle.name, top, name)
+        else:
+            problems = client.run(protocol_problem, name)
+    except Exception as exc:  # noqa: BLE001 -- the workers could not even run the check; say why, in one line
+        raise ConfigError(
+            "--dask", f"the workers could not check the protocol {name!r} (is fedrecsim installed there?): "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        ) from None
     for worker, problem in sorted(problems.items()):
         if problem is not None:
             raise ConfigError(
-                "run.protocol", f"{name!r} cannot be loaded on the Dask worker {worker}: {problem} "
+                "run.protocol", f"{name!r} cannot be loaded on the Dask worker {worker}: {' '.join(problem.split())} "
                 "(a protocol of one's own is shipped to the workers; what else it imports must be installed there)"
             )
 
@@ -1093,7 +1100,10 @@ def study_script(argv: list[str] | None, *, description: str, default_out: Path,
 
 
 __all__ = [
+    "FINAL",
     "MARKER",
+    "ROUND_MEAN",
+    "SEED_KEY",
     "SWEEP_FORMAT",
     "Axis",
     "PlannedRun",
@@ -1108,11 +1118,14 @@ __all__ = [
     "StudyReport",
     "ci_half_width",
     "column_range",
+    "dask_cluster",
     "distinct_errors",
+    "local_pool",
     "metric_columns",
     "read_csv",
     "run_name",
     "run_sweep",
+    "ship_protocol",
     "study_script",
     "summarize",
     "sweep_folder_problem",
