@@ -6,13 +6,16 @@ Usage::
     python scenarios/fedvae_decay.py --ml1m --epochs 100    # the paper's ml-1m shape and length (hours)
     python scenarios/fedvae_decay.py --quick                # seconds: what the test suite runs
     python scenarios/fedvae_decay.py --set 'protocol.secure_filter="none"'   # any scenario override
+    python scenarios/fedvae_decay.py --seeds 3          # each curve the mean over seeds 17, 18, 19
 
 Runs ``fedvae_ml1m_shape.toml`` (R = 250 at the ml-1m shape; R = 100 at the default size) once per gamma,
 with SecureFilter set to Multi-Krum keeping n - f of the n gradients (`FILTER`; why is in the fedvae
 protocol's docstring: the file's own Krum, keeping one gradient, makes the larger gammas unstable). Every
 run has the same seed, so the same data, held-out users, ω_0 and users' generators: only the schedule
 gamma_t = gamma delta^t (t the epoch) differs. gamma = 0 is plain FedVAE. The first run also trains
-centralized Mult-VAE from the same ω_0 for as many epochs (the paper's grey curve).
+centralized Mult-VAE from the same ω_0 for as many epochs (the paper's grey curve). The runs are one study
+(`fedrecsim.study`, gamma zipped with the baseline switch) into ``--out`` (default
+``results/fedvae_decay``; a re-run resumes); with ``--seeds N`` every curve is the mean over N seeds.
 
 Prints the table of NDCG@100 per epoch, one column per gamma and one for Mult-VAE, then, per gamma, the
 first epoch whose NDCG@100 reaches 95 % of Mult-VAE's after the last epoch (how fast each schedule gets
@@ -21,18 +24,14 @@ there). Nothing is tuned: the numbers are what the runs measure.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
-import numpy as np
-
 import fedrecsim
-from fedrecsim.data import prepare_data
-from fedrecsim.protocols.fedvae import FedVAEConfig
-from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
+from fedrecsim.study import ScriptParser, Study, data_sizes, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 #: The study's SecureFilter: Multi-Krum keeping n - f (``krum_m = 0``); a ``--set`` overrides it.
@@ -52,34 +51,39 @@ SIZES = {
 
 def epoch_rounds(overrides: list[str]) -> tuple[int, int, int]:
     """The rounds of an epoch for the scenario with ``overrides``, with its training and held-out users."""
-    scenario = parse_scenario(apply_overrides(read_tables(SCENARIO), overrides))
-    train, test = prepare_data(scenario.data, scenario.run.seed)
-    held_out = int(np.count_nonzero(test.user_counts()))
-    training = int(np.count_nonzero((train.user_counts() > 0) & (test.user_counts() == 0)))
-    return math.ceil(training / scenario.protocol.users_per_round), training, held_out
+    scenario = fedrecsim.load_scenario(SCENARIO, overrides)
+    sizes = data_sizes(scenario)
+    return math.ceil(sizes.train_only_users / scenario.protocol.users_per_round), sizes.train_only_users, sizes.test_users
 
 
-def curves(epochs: int, size: str, gammas: tuple[float, ...], extra: list[str]) -> dict[str, Any]:
-    """NDCG@100 after each epoch for each gamma, and Mult-VAE's, with what the runs were."""
+def curves(epochs: int, size: str, gammas: tuple[float, ...], extra: list[str], seeds: int = 1, out: Path = Path("results/fedvae_decay"),
+           workers: int | None = None, dask: str | None = None) -> dict[str, Any]:
+    """NDCG@100 after each epoch for each gamma, and Mult-VAE's (means over the seeds), with what the runs were."""
     base = [*SIZES[size], *FILTER, *extra]
     per_epoch, training, held_out = epoch_rounds(base)
-    found: dict[str, Any] = {"rounds_per_epoch": per_epoch, "training": training, "held_out": held_out, "fedvae": {}}
-    for position, gamma in enumerate(gammas):
-        overrides = [
-            *base, f"run.rounds={epochs * per_epoch}", f"protocol.gamma={gamma}", f"protocol.delta={DELTA}",
-            "protocol.eval_every=0", f"protocol.baseline={'true' if position == 0 else 'false'}",
-        ]
-        scenario = parse_scenario(apply_overrides(read_tables(SCENARIO), overrides))
-        result = fedrecsim.run(scenario)
-        found["fedvae"][gamma] = [row["ndcg@100"] for row in result.rounds if row["round"] % per_epoch == 0]
-        if position == 0:
-            found["multvae"] = [metrics["ndcg@100"] for metrics in result.outcome.state["baseline"]]
-            found["scenario"] = scenario
+    overrides = [*base, f"run.rounds={epochs * per_epoch}", f"protocol.delta={DELTA}", "protocol.eval_every=0"]
+    axis = {"protocol.gamma": [float(gamma) for gamma in gammas], "protocol.baseline": [position == 0 for position in range(len(gammas))]}
+    done = Study(SCENARIO, overrides=overrides, zipped=axis, seeds=seeds).run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
+    epoch_rows: dict[float, list[list[dict[str, float]]]] = {}
+    for row in done.runs:
+        rounds = done.result(row)["metrics"]["rounds"]
+        epoch_rows.setdefault(row["protocol.gamma"], []).append([metrics for metrics in rounds if metrics["round"] % per_epoch == 0])
+    found: dict[str, Any] = {
+        "rounds_per_epoch": per_epoch, "training": training, "held_out": held_out, "seeds": seeds,
+        "scenario": fedrecsim.load_scenario(SCENARIO, overrides),
+        "fedvae": {gamma: _mean_curve(epoch_rows[float(gamma)], "ndcg@100") for gamma in gammas},
+        "multvae": _mean_curve(epoch_rows[float(gammas[0])], "ndcg@100_multvae"),
+    }
     return found
 
 
-def secure_filter(protocol: FedVAEConfig) -> str:
-    """SecureFilter as the table's first line names it."""
+def _mean_curve(runs: list[list[dict[str, float]]], name: str) -> list[float]:
+    """Per epoch, the mean of ``name`` over the runs (the seeds)."""
+    return [fmean([run[epoch][name] for run in runs]) for epoch in range(len(runs[0]))]
+
+
+def secure_filter(protocol: Any) -> str:
+    """SecureFilter as the table's first line names it (``protocol``: a fedvae scenario's protocol table)."""
     if protocol.secure_filter == "none":
         return "none (plain averaging)"
     kept = {0: "n - f", 1: "1 (Krum)"}.get(protocol.krum_m, str(protocol.krum_m))
@@ -93,7 +97,8 @@ def describe(found: dict[str, Any]) -> list[str]:
     lines = [
         f"FedVAE NDCG@100 per epoch: {found['training']} training + {found['held_out']} held-out users x {data.items} items, "
         f"R = {protocol.users_per_round} ({found['rounds_per_epoch']} rounds an epoch), delta = {DELTA}, "
-        f"SecureFilter = {secure_filter(protocol)}, seed {scenario.run.seed}",
+        f"SecureFilter = {secure_filter(protocol)}, "
+        + (f"seed {scenario.run.seed}" if found["seeds"] == 1 else f"mean of seeds {scenario.run.seed}..{scenario.run.seed + found['seeds'] - 1}"),
         "epoch " + "".join(f"  gamma={gamma:<4g}" for gamma in gammas) + "  Mult-VAE",
     ]
     multvae = found["multvae"]
@@ -112,21 +117,23 @@ def describe(found: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_decay", quick="a tiny data set and network (seconds)",
+                          seeds=1, quick_seeds=1)
     parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 10; --quick 2)")
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a tiny data set and network (seconds)")
-    size.add_argument("--ml1m", action="store_true", help="the scenario file's full ml-1m shape")
+    parser.add_argument("--ml1m", action="store_true", help="the scenario file's full ml-1m shape")
     parser.add_argument("--gammas", type=float, nargs="+", default=list(GAMMAS))
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="a scenario override, as fedrecsim run --set (repeatable)")
     args = parser.parse_args(argv)
+    if args.quick and args.ml1m:
+        parser.error("--quick and --ml1m are two sizes: choose one")
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")
     chosen = "quick" if args.quick else "ml1m" if args.ml1m else "default"
     epochs = args.epochs or (2 if args.quick else 10)
-    for line in describe(curves(epochs, chosen, tuple(args.gammas), args.overrides)):
+    found = curves(epochs, chosen, tuple(args.gammas), args.set, args.seeds, args.out, args.workers, args.dask)
+    for line in describe(found):
         print(line, flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

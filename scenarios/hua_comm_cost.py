@@ -1,40 +1,45 @@
 """Hua et al.'s communication figures for S3 beside ours: ``python scenarios/hua_comm_cost.py [--quick]``.
 
 Runs ``hua_comm_cost.toml`` twice -- masks psi sent explicitly (the paper) and as a 16-byte PRG key per
-user and iteration (``mask_transport = "seeded"``) -- and prints, per iteration, the bytes the served
-users with at most 20 rated items (the paper's condition) downloaded and uploaded, largest and mean,
-and what the third party sent, as exact encoded message sizes from the ledger, beside the paper's
-claims (Sec. 5); the heaviest served user of any size beside them; and the ring the values travel in (its width, its fractional
-bits and the range the run needs, `fedrecsim.protocols.dpmf.headroom`). ``--quick`` runs a tenth of the size (the claims are about
-1000 users; the quick figures only show that the script works).
+user and iteration (``mask_transport = "seeded"``) -- as one study (`fedrecsim.study`) into ``--out``
+(default ``results/hua_comm_cost``; a re-run resumes), and prints, per iteration, the bytes the served
+users with at most 20 rated items (the paper's condition) downloaded and uploaded, largest and mean, and
+what the third party sent, as exact encoded message sizes from the ledger (the run's ``paper_figures``),
+beside the paper's claims (Sec. 5); the heaviest served user of any size beside them; and the ring the
+values travel in (its width, its fractional bits and the range the run needs,
+`fedrecsim.protocols.dpmf.headroom`). With ``--seeds N`` a largest figure is the largest over the N runs
+of a transport and a mean the mean over them. The item counts are the data's (`data_sizes`: the most
+training ratings of a user, and the items any user rated), which every user is served with when, as in
+the file, all users are online and ``max_users`` serves them all. ``--quick`` runs a tenth of the size
+(the claims are about 1000 users; the quick figures only show that the script works).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 import fedrecsim
+from fedrecsim.study import ScriptParser, Study, data_sizes, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "hua_comm_cost.toml"
 QUICK = ["data.users=100", "data.items=1000", "data.ratings=2000", "protocol.max_users=100", "run.rounds=1"]
 TRANSPORTS = ("explicit", "seeded")
 
 
-def measure(overrides: list[str]) -> dict[str, dict[str, float]]:
+def measure(overrides: list[str], out: Path, seeds: int = 1, workers: int | None = None, dask: str | None = None) -> dict[str, dict[str, float]]:
     """Per transport: the paper's user figures on the paper's population -- the served users with at most
     20 rated items, per iteration (mean and largest) -- the heaviest served user beside them, the third
-    party's bytes per iteration (mean and worst), and the sizes."""
-    figures: dict[str, dict[str, float]] = {}
-    for transport in TRANSPORTS:
-        scenario = fedrecsim.load_scenario(SCENARIO, [*overrides, f'protocol.mask_transport="{transport}"'])
-        result = fedrecsim.run(scenario)
-        rated = result.outcome.state["rated_items_seen"]
-        down, up, third = result.result["paper_figures"]
-        figures[transport] = {
+    party's bytes per iteration (mean and worst), and the sizes; largest over the seeds, means averaged."""
+    study = Study(SCENARIO, overrides=overrides, grid={"protocol.mask_transport": list(TRANSPORTS)}, seeds=seeds)
+    done = study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
+    found: dict[str, list[dict[str, float]]] = {}
+    for row in done.runs:
+        document = done.result(row)
+        ring = document["privacy"]["ring"]
+        down, up, third = document["paper_figures"]
+        sizes = data_sizes(fedrecsim.load_scenario(SCENARIO, [*overrides, f"run.seed={row['seed']}"]))
+        found.setdefault(row["protocol.mask_transport"], []).append({
             "down_mean": down["measured"],
             "down": down["measured_max"],
             "down_heaviest": down["heaviest"],
@@ -44,14 +49,22 @@ def measure(overrides: list[str]) -> dict[str, dict[str, float]]:
             "paper_users": down["population_size"],
             "third_party_mean": third["measured"],
             "third_party": third["measured_max"],
-            "served": max(row["selected"] for row in result.rounds),
-            "max_items": max((items.size for items in rated.values()), default=0),
-            "items": int(np.unique(np.concatenate(list(rated.values()))).size) if rated else 0,
-            "ring_bits": result.result["privacy"]["ring"]["bits"],
-            "frac_bits": result.result["privacy"]["ring"]["frac_bits"],
-            "ring_needed_abs": result.result["privacy"]["ring"]["needed_abs"],
-        }
-    return figures
+            "served": max(metrics["selected"] for metrics in document["metrics"]["rounds"]),
+            "max_items": sizes.max_train_per_user,
+            "items": sizes.rated_items,
+            "ring_bits": ring["bits"],
+            "frac_bits": ring["frac_bits"],
+            "ring_needed_abs": ring["needed_abs"],
+        })
+    return {transport: _combine(runs) for transport, runs in found.items()}
+
+
+def _combine(runs: list[dict[str, float]]) -> dict[str, float]:
+    """One transport's figures over its seeds: a mean is averaged, anything else is its largest value."""
+    return {
+        name: (sum(run[name] for run in runs) / len(runs) if name.endswith("_mean") else max(run[name] for run in runs))
+        for name in runs[0]
+    }
 
 
 def table(figures: dict[str, dict[str, float]]) -> str:
@@ -97,13 +110,12 @@ def _size(nbytes: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tenth of the size, to check the script runs")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_comm_cost", quick="a tenth of the size, to check the script runs",
+                          seeds=1, quick_seeds=1)
     args = parser.parse_args(argv)
-    print(table(measure((QUICK if args.quick else []) + args.set)))
+    print(table(measure([*(QUICK if args.quick else []), *args.set], args.out, args.seeds, args.workers, args.dask)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -1,7 +1,7 @@
 """Accuracy against privacy (Hua et al. Figs. 7-8): mean error increase for eps in 0.05 .. 800, S1, S2, S3.
 
-``python scenarios/hua_epsilon_sweep.py [--quick] [--seeds N] [--set KEY=VALUE ...] [--out DIR]`` sweeps
-``protocol.epsilon`` over ``hua_s1.toml``, ``hua_s2.toml`` and ``hua_s3_churn.toml`` with `fedrecsim.sweep`
+``python scenarios/hua_epsilon_sweep.py [--quick] [--seeds N] [--set KEY=VALUE ...] [--out DIR] [--workers N | --dask ADDRESS]``
+sweeps ``protocol.epsilon`` over ``hua_s1.toml``, ``hua_s2.toml`` and ``hua_s3_churn.toml`` with `fedrecsim.study`
 (one sweep folder each, ``DIR/S1``, ``DIR/S2``, ``DIR/S3``; default ``results/hua_epsilon_sweep``; a
 re-run resumes), every eps at the same seeds (so every eps sees the same data, initial profiles and noise
 draws up to scale; seeds 1, 2, ...), and prints from the sweeps' ``summary.csv``, per scenario and eps, the mean over
@@ -14,11 +14,10 @@ The paper runs S1 and S2 for 100 iterations and S3 for 10,000; the scenario file
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from fedrecsim.sweep import load_study, read_csv, run_sweep
+from fedrecsim.study import ScriptParser, Study, run_script
 
 HERE = Path(__file__).resolve().parent
 EPSILONS = (0.05, 0.1, 0.15, 0.8, 8.0, 80.0, 800.0)
@@ -31,24 +30,24 @@ QUICK_ROUNDS = {"S1": 10, "S2": 10, "S3": 30}
 
 
 def sweep(
-    epsilons: tuple[float, ...], seeds: int, overrides: list[str], quick: bool, out: Path, workers: int | None = None
+    epsilons: tuple[float, ...], seeds: int, overrides: list[str], quick: bool, out: Path,
+    workers: int | None = None, dask: str | None = None,
 ) -> dict[str, dict[float, tuple[float, float]]]:
     """Per scenario and eps: the means over seeds of (err_increase, noise_err_increase), from summary.csv.
 
     S1 has no noiseless twin (its noise is in the published V only): there the second number is
     err_increase itself.
     """
-    grid = f"protocol.epsilon={','.join(repr(float(epsilon)) for epsilon in epsilons)}"
     table: dict[str, dict[float, tuple[float, float]]] = {}
     for name, path in SCENARIOS.items():
         extra = [*QUICK, f"run.rounds={QUICK_ROUNDS[name]}"] if quick else []
-        study = load_study(path, grid=[grid], seeds=seeds, overrides=["run.seed=1", *extra, *overrides])
-        result = run_sweep(study, out / name, workers=workers, progress=sys.stderr.isatty())
+        study = Study(path, overrides=["run.seed=1", *extra, *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]}, seeds=seeds)
+        done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
         table[name] = {}
-        for line in read_csv(result.path / "summary.csv"):
-            increase = float(line["err_increase.final.mean"])
-            noise = float(line.get("noise_err_increase.final.mean") or increase)
-            table[name][float(line["protocol.epsilon"])] = (increase, noise)
+        for line in done.summary:
+            increase = line["err_increase.final.mean"]
+            noise = line.get("noise_err_increase.final.mean")
+            table[name][line["protocol.epsilon"]] = (increase, increase if noise is None else noise)
     return table
 
 
@@ -69,18 +68,12 @@ def render(table: dict[str, dict[float, tuple[float, float]]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a small data set and few rounds (seconds)")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per point, averaged (default 1)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key in every run")
-    parser.add_argument("--out", type=Path, default=Path("results/hua_epsilon_sweep"), help="holds one sweep folder per scenario")
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_epsilon_sweep", quick="a small data set and few rounds (seconds)",
+                          seeds=1, quick_seeds=1)
     args = parser.parse_args(argv)
-    if args.seeds < 1:
-        parser.error("--seeds must be >= 1")
-    print(render(sweep(EPSILONS, args.seeds, args.set, args.quick, args.out, args.workers)))
+    print(render(sweep(EPSILONS, args.seeds, args.set, args.quick, args.out, args.workers, args.dask)))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -7,6 +7,10 @@ Usage::
     python scenarios/privirec_comm_scaling.py            # n in 50..400 at |I| = 400, |I| in 200..1600 at n = 100
     python scenarios/privirec_comm_scaling.py --quick    # a tiny grid in seconds (the test suite runs this)
 
+Each method is one study (`fedrecsim.study`, a zipped axis over the sizes) into ``--out/<method>``
+(default ``results/privirec_comm_scaling``; a re-run resumes); with ``--seeds N`` every byte count is the
+mean over seeds 1, 2, ...
+
 Every cell is one run on synthetic implicit data (20 interactions per user) with every user online and
 zero latency; secure aggregation is SecAgg+ in ideal mode (the real protocol's bytes, message by message,
 without the cryptography). PriviRec and PriviRec-k use L = 2 power iterations of rank k = 16 (PriviRec-k's
@@ -24,14 +28,15 @@ beside L k |I| and the broadcasts, and secure aggregation's per-user keys and sh
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-import fedrecsim
+from fedrecsim.study import ScriptParser, Study, run_script
 
 K, ITERATIONS, D, EPOCHS, PER_USER = 16, 2, 16, 2, 20
 
@@ -56,28 +61,44 @@ FULL = Grid(users=(50, 100, 200, 400), items_at=400, items=(200, 400, 800, 1600)
 QUICK = Grid(users=(20, 40), items_at=200, items=(200, 260), users_at=20)
 
 
-def scenario(method: str, users: int, items: int) -> dict:
-    data = {"source": "synthetic", "feedback": "implicit", "users": users, "items": items,
-            "ratings": min(users * PER_USER, users * items // 2), "split": "per_user", "test_fraction": 0.2}
-    base = {"run": {"name": f"scaling-{method}", "seed": 1}, "data": data,
-            "network": {"latency": {"model": "constant", "seconds": 0.0}}, "availability": {"model": "always"}}
+def scenario(method: str) -> dict[str, Any]:
+    """The method's base tables (the sizes are the study's axis, see `sizes`)."""
+    data = {"source": "synthetic", "feedback": "implicit", "split": "per_user", "test_fraction": 0.2}
+    base: dict[str, Any] = {"run": {"name": f"scaling-{method}", "seed": 1}, "data": data,
+                            "network": {"latency": {"model": "constant", "seconds": 0.0}}, "availability": {"model": "always"}}
     if method == "fcf":
         base["run"].update(protocol="fcf", rounds=EPOCHS)
         base["protocol"] = {"feedback": "implicit", "d": D, "eval_every": EPOCHS}
         base["data"]["split"] = "leave_one_out"
     else:
         base["run"].update(protocol="privirec", rounds=ITERATIONS)
-        base["protocol"] = {"variant": method, "k": min(K, items), "secagg": "ideal", "graph": "sparse", "baseline": False}
+        base["protocol"] = {"variant": method, "secagg": "ideal", "graph": "sparse", "baseline": False}
     return base
 
 
-def measure(method: str, users: int, items: int) -> tuple[float, float]:
-    """(client bytes, server bytes) of one run."""
-    result = fedrecsim.run(scenario(method, users, items))
-    ledger = result.result["ledger"]["roles"]
-    client = (ledger["user"]["sent_bytes"] + ledger["user"]["recv_bytes"]) / users
-    server = ledger["server"]["sent_bytes"] + ledger["server"]["recv_bytes"]
-    return float(client), float(server)
+def sizes(method: str, cells: list[tuple[int, int]]) -> dict[str, list[int]]:
+    """The zipped axis of (n, |I|) cells: users, items, ratings (and PriviRec's rank k, at most |I|)."""
+    axis = {
+        "data.users": [users for users, _ in cells],
+        "data.items": [items for _, items in cells],
+        "data.ratings": [min(users * PER_USER, users * items // 2) for users, items in cells],
+    }
+    if method != "fcf":
+        axis["protocol.k"] = [min(K, items) for _, items in cells]
+    return axis
+
+
+def measure(method: str, cells: list[tuple[int, int]], seeds: int, overrides: list[str], out: Path,
+            workers: int | None = None, dask: str | None = None) -> dict[tuple[int, int], tuple[float, float]]:
+    """Per (n, |I|): (client bytes, server bytes), means over the seeds' runs."""
+    study = Study(scenario(method), overrides=overrides, zipped=sizes(method, cells), seeds=seeds)
+    found = {}
+    for line in study.run(out / method, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete().summary:
+        users = line["data.users"]
+        client = (line["user.sent_bytes.mean"] + line["user.recv_bytes.mean"]) / users
+        server = line["server.sent_bytes.mean"] + line["server.recv_bytes.mean"]
+        found[users, line["data.items"]] = (float(client), float(server))
+    return found
 
 
 def slope(xs: tuple[int, ...], ys: list[float]) -> float:
@@ -85,11 +106,15 @@ def slope(xs: tuple[int, ...], ys: list[float]) -> float:
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
-def study(grid: Grid) -> dict[str, dict[str, object]]:
+def study(grid: Grid, seeds: int, overrides: list[str], out: Path, workers: int | None = None,
+          dask: str | None = None) -> dict[str, dict[str, object]]:
     results: dict[str, dict[str, object]] = {}
+    over_n_cells = [(n, grid.items_at) for n in grid.users]
+    over_items_cells = [(grid.users_at, m) for m in grid.items]
     for method in TABLE_1:
-        over_n = [measure(method, n, grid.items_at) for n in grid.users]
-        over_items = [measure(method, grid.users_at, m) for m in grid.items]
+        found = measure(method, over_n_cells + over_items_cells, seeds, overrides, out, workers, dask)
+        over_n = [found[cell] for cell in over_n_cells]
+        over_items = [found[cell] for cell in over_items_cells]
         results[method] = {
             "over_n": over_n, "over_items": over_items,
             "client": (slope(grid.users, [c for c, _ in over_n]), slope(grid.items, [c for c, _ in over_items])),
@@ -122,11 +147,11 @@ def format_tables(grid: Grid, results: dict[str, dict[str, object]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tiny grid that runs in seconds")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/privirec_comm_scaling", quick="a tiny grid that runs in seconds",
+                          seeds=1, quick_seeds=1)
     args = parser.parse_args(argv)
     grid = QUICK if args.quick else FULL
-    results = study(grid)
+    results = study(grid, args.seeds, args.set, args.out, args.workers, args.dask)
     print(format_tables(grid, results))
     if not all(math.isfinite(value) for method in results.values() for side in ("client", "server") for value in method[side]):  # type: ignore[union-attr]
         return 1
@@ -134,4 +159,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

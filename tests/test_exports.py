@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["fedrecsim", "fedrecsim.sim", "fedrecsim.testing", "fedrecsim.network", "fedrecsim.actors",
+MODULES = ["fedrecsim", "fedrecsim.sim", "fedrecsim.study", "fedrecsim.testing", "fedrecsim.network", "fedrecsim.actors",
            "fedrecsim.data", "fedrecsim.models", "fedrecsim.mechanisms", "fedrecsim.protocols"]
 
 

@@ -1,50 +1,154 @@
-"""`fedrecsim.sweep.study_script` and `ci_half_width`: the command line and the interval column the study
-scripts in ``scenarios/`` share."""
+"""The study scripts in ``scenarios/``: they import only the public API and share one command line
+(`fedrecsim.study.ScriptParser`). Each script's ``--quick`` run and the numbers it prints are tested beside
+its protocol (tests/protocols/*/test_*_scripts.py, test_*_scenarios.py, test_prototypes.py)."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from fedrecsim.sweep import ci_half_width, study_script
+from fedrecsim.study import ScriptParser, run_script
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCRIPTS = sorted(SCENARIOS.glob("*.py"))
+#: What a study script may import from fedrecsim: the package itself and its public modules.
+PUBLIC = {"fedrecsim", "fedrecsim.study", "fedrecsim.sim"}
 
 
-def call(argv: list[str], capsys) -> tuple[int, list[tuple], str]:
-    """Run `study_script` with a report that records its arguments; returns the code, the calls, stdout."""
-    calls: list[tuple] = []
-
-    def report(seeds, overrides, quick, out, workers) -> str:
-        calls.append((seeds, overrides, quick, out, workers))
-        return f"table of {seeds} seeds"
-
-    code = study_script(argv, description="a study", default_out=Path("results/the_study"), quick_help="tiny", report=report)
-    return code, calls, capsys.readouterr().out
-
-
-def test_defaults(capsys) -> None:
-    assert call([], capsys) == (0, [(3, [], False, Path("results/the_study"), None)], "table of 3 seeds\n")
-
-
-def test_quick_runs_two_seeds_unless_told(capsys) -> None:
-    assert call(["--quick"], capsys)[1] == [(2, [], True, Path("results/the_study"), None)]
-    assert call(["--quick", "--seeds", "5"], capsys)[1] == [(5, [], True, Path("results/the_study"), None)]
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every module the file imports (``from a.b import c`` counts as ``a.b``), wherever the import is."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append((node.lineno, "." * node.level + (node.module or "")))
+            else:
+                found.append((node.lineno, node.module or ""))
+                found.extend(
+                    (node.lineno, f"{node.module}.{alias.name}") for alias in node.names if node.module == "fedrecsim"
+                )
+    return found
 
 
-def test_every_option_reaches_the_report(capsys, tmp_path) -> None:
-    argv = ["--seeds", "1", "--set", "run.rounds=4", "--set", "data.users=9", "--out", str(tmp_path), "--workers", "2"]
-    assert call(argv, capsys)[1] == [(1, ["run.rounds=4", "data.users=9"], False, tmp_path, 2)]
+def _load(path: Path) -> ModuleType:
+    """The script as a module (registered, as its dataclasses need, under a name no package has)."""
+    name = f"scenario_script_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_no_seeds_is_a_usage_error(capsys) -> None:
+def test_there_are_study_scripts() -> None:
+    assert {path.name for path in SCRIPTS} >= {"hua_churn_study.py", "minto_comm_cost.py", "fedvae_decay.py"}
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[path.stem for path in SCRIPTS])
+def test_a_script_imports_only_the_public_api(path: Path) -> None:
+    internal = [
+        f"line {line}: {name}" for line, name in _imported_modules(path)
+        if name.startswith(".") or (name.split(".")[0] == "fedrecsim" and name not in PUBLIC and not _public_name(name))
+    ]
+    assert internal == [], f"{path.name} imports internals: {internal}"
+
+
+def _public_name(name: str) -> bool:
+    """``fedrecsim.X`` where X is a name the package exports (``from fedrecsim import run``)."""
+    import fedrecsim
+
+    head, _, attribute = name.rpartition(".")
+    return head == "fedrecsim" and attribute in fedrecsim.__all__
+
+
+def test_the_import_check_sees_an_internal_import(tmp_path: Path) -> None:
+    script = tmp_path / "bad.py"
+    script.write_text(
+        "import fedrecsim\nfrom fedrecsim import run\nfrom fedrecsim.study import Study\n"
+        "def f():\n    from fedrecsim.scenario import read_tables\n    import fedrecsim.sweep\n    from fedrecsim import data\n"
+    )
+    names = [name for _, name in _imported_modules(script)]
+    flagged = [name for name in names if name.split(".")[0] == "fedrecsim" and name not in PUBLIC and not _public_name(name)]
+    assert flagged == ["fedrecsim.scenario", "fedrecsim.sweep", "fedrecsim.data"]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[path.stem for path in SCRIPTS])
+def test_every_script_takes_the_shared_options(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
-        call(["--seeds", "0"], capsys)
+        _load(path).main(["--help"])
+    assert caught.value.code == 0
+    shown = capsys.readouterr().out
+    for option in ("--quick", "--seeds", "--set KEY=VALUE", "--out OUT", "--workers", "--dask ADDRESS"):
+        assert option in shown, f"{path.name} --help lacks {option}"
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[path.stem for path in SCRIPTS])
+def test_every_script_refuses_no_seeds_with_one_line(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        _load(path).main(["--quick", "--seeds", "0"])
     assert caught.value.code == 2
-    assert "--seeds must be >= 1" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1].endswith("error: --seeds must be >= 1, got 0")
 
 
-def test_half_width_of_the_interval() -> None:
-    line = {"m.ci95_low": "0.25", "m.ci95_high": "0.75"}
-    assert ci_half_width(line, "m", 3) == "0.250"
-    assert ci_half_width(line, "m", 1) == "0.2"  # 0.25 rounds half to even
-    assert ci_half_width({"m.ci95_low": "", "m.ci95_high": ""}, "m", 3) == "-"
+@pytest.mark.parametrize("path", SCRIPTS, ids=[path.stem for path in SCRIPTS])
+def test_a_bad_key_is_one_line_and_exit_2_before_anything_runs(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the fedrecsim command: no traceback, no sweep folder."""
+    argv = ["--quick", "--set", "protocol.nope=1", "--out", str(tmp_path / "out")]
+    assert run_script(_load(path).main, argv) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and ": error: protocol.nope: unknown key" in captured.err
+    assert captured.out == "" and not (tmp_path / "out").exists()
+
+
+def parse(argv: list[str], **options) -> object:
+    parser = ScriptParser("a study", out="results/the_study", quick="tiny", **options)
+    return parser.parse_args(argv)
+
+
+def test_defaults() -> None:
+    args = parse([])
+    assert (args.quick, args.seeds, args.set, args.out, args.workers, args.dask) == (
+        False, 3, [], Path("results/the_study"), None, None
+    )
+
+
+def test_quick_runs_its_own_seed_count_unless_told() -> None:
+    assert parse(["--quick"]).seeds == 2
+    assert parse(["--quick", "--seeds", "5"]).seeds == 5
+    assert parse(["--quick"], seeds=1, quick_seeds=1).seeds == 1
+    assert parse([], seeds=4, quick_seeds=1).seeds == 4
+
+
+def test_every_option_reaches_the_script(tmp_path: Path) -> None:
+    args = parse(["--seeds", "1", "--set", "run.rounds=4", "--set", "data.users=9", "--out", str(tmp_path),
+                  "--workers", "2", "--dask", "tcp://h:8786"])
+    assert (args.seeds, args.set, args.out, args.workers, args.dask) == (
+        1, ["run.rounds=4", "data.users=9"], tmp_path, 2, "tcp://h:8786"
+    )
+
+
+def test_a_script_adds_its_own_options() -> None:
+    parser = ScriptParser("a study", out="o", quick="tiny")
+    parser.add_argument("--items", type=int, default=7)
+    assert parser.parse_args(["--items", "9", "--quick"]).items == 9
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+    (["--workers", "0"], "--workers must be >= 1, got 0"),
+])
+def test_counts_below_one_are_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse(argv)
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err

@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 
 from fedrecsim.mechanisms.ring import Ring
+from fedrecsim.study import read_study
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 #: The error increase below which the sweep does not order epsilons (the acceptance's 0.02).
@@ -23,6 +24,7 @@ def _script(name: str) -> ModuleType:
     return module
 
 
+@pytest.mark.timeout(300)
 def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     sweep = _script("hua_epsilon_sweep")
     table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True, out=tmp_path)
@@ -43,6 +45,7 @@ def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixt
     assert "S3 err_increase" in output and "800" in output
 
 
+@pytest.mark.timeout(300)
 def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The study file's zip runs the shared point (0.01, 0.01) once; the table shows it in both halves."""
     assert _script("hua_churn_study").main(["--quick", "--seeds", "1", "--out", str(tmp_path / "churn")]) == 0
@@ -51,11 +54,19 @@ def test_churn_study_covers_both_sweeps(capsys: pytest.CaptureFixture[str], tmp_
     assert sum(line.split()[0] == "p_join" for line in lines[2:]) == 4
     assert sum(line.split()[0] == "p_leave" for line in lines[2:]) == 4
     assert len(list((tmp_path / "churn" / "runs").iterdir())) == 7
+    # Every printed number is summary.csv's (the shared point's twice); one seed has no interval.
+    summary = {(line["availability.p_join"], line["availability.p_leave"]): line for line in read_study(tmp_path / "churn").summary}
+    for line in lines[2:]:
+        _, p_join, p_leave, increase, half, noiseless = line.split()
+        point = summary[float(p_join), float(p_leave)]
+        assert increase == f"{point['err_increase.final.mean']:.4f}" and half == "-"
+        assert noiseless == f"{point['noise_err_increase.final.mean']:.4f}"
 
 
-def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.timeout(300)
+def test_comm_cost_prints_our_bytes_beside_the_papers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     comm = _script("hua_comm_cost")
-    figures = comm.measure(comm.QUICK)
+    figures = comm.measure(comm.QUICK, tmp_path / "comm")
     explicit, seeded = figures["explicit"], figures["seeded"]
     assert explicit["max_items"] <= 20 and explicit["ring_bits"] == 32
     # frac_bits = "auto": the most fractional bits whose range holds what the aggregates need, one more does not.

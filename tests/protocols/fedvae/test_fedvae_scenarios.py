@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import fedrecsim
 from fedrecsim.protocols.fedvae import protocol as fedvae_protocol
@@ -24,9 +25,10 @@ def run_file(name: str, *overrides: str) -> fedrecsim.RunResult:
     return fedrecsim.run(parse_scenario(apply_overrides(read_tables(ROOT / "scenarios" / name), [*TINY, *overrides])))
 
 
-def test_the_decay_study_prints_ndcg_per_epoch_for_each_gamma_beside_mult_vae() -> None:
+@pytest.mark.timeout(300)
+def test_the_decay_study_prints_ndcg_per_epoch_for_each_gamma_beside_mult_vae(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "scenarios" / "fedvae_decay.py"), "--quick"],
+        [sys.executable, str(ROOT / "scenarios" / "fedvae_decay.py"), "--quick", "--out", str(tmp_path / "decay")],
         capture_output=True, text=True, check=False, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
     )
     assert completed.returncode == 0, completed.stderr

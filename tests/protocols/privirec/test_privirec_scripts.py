@@ -19,8 +19,8 @@ def _script(name: str, *args: str) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_the_k_tradeoff_prints_ndcg_and_client_bytes_over_k() -> None:
-    lines = _script("privirec_k_tradeoff.py", "--quick").splitlines()
+def test_the_k_tradeoff_prints_ndcg_and_client_bytes_over_k(tmp_path: Path) -> None:
+    lines = _script("privirec_k_tradeoff.py", "--quick", "--out", str(tmp_path / "k")).splitlines()
     assert lines[0].startswith("PriviRec-k over k: 40 users x 60 items")
     rows = [line.split() for line in lines[2:]]
     assert [row[0] for row in rows] == ["PriviRec", "PriviRec-k", "PriviRec-k", "PriviRec-k"]
@@ -31,8 +31,8 @@ def test_the_k_tradeoff_prints_ndcg_and_client_bytes_over_k() -> None:
 
 
 @pytest.mark.timeout(300)
-def test_the_comm_scaling_fits_table_1s_exponents() -> None:
-    output = _script("privirec_comm_scaling.py", "--quick")
+def test_the_comm_scaling_fits_table_1s_exponents(tmp_path: Path) -> None:
+    output = _script("privirec_comm_scaling.py", "--quick", "--out", str(tmp_path / "scaling"))
     slopes = {}
     for line in output.splitlines():
         match = re.match(r"(privirec_k|privirec|fcf)\s+(client|server)\s+.*?\s(-?\d+\.\d\d)\s+\S+\s+(-?\d+\.\d\d)\s+\S+$", line)
