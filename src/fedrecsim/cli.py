@@ -25,6 +25,7 @@ result folder behind (only the checkpoint folder of a run that saves checkpoints
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,10 @@ from pathlib import Path
 
 from . import __version__
 from .allocator import keep_freed_memory
-from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, SimulationError
+from .errors import (
+    CheckpointError, ConfigError, DatasetError, Interrupted, MemoryLimitError, OutputError, SimulationError,
+)
+from .memory import LIMIT_ENV, allocation_failed
 from .output import prepare_output
 from .progress import ProgressBar
 from .protocols import available_protocols, protocol_spec
@@ -44,6 +48,8 @@ from .summary import summary_text
 _EXIT_USAGE = 2
 _EXIT_SIGINT = 128 + signal.SIGINT
 _EXIT_SIGTERM = 128 + signal.SIGTERM
+#: The errors a user fixes in the input or the environment: one line, exit 2.
+_USAGE_ERRORS = (CheckpointError, ConfigError, DatasetError, MemoryLimitError, OutputError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         help="let --out replace an existing fedrecsim result folder (never anything else)",
     )
     run_cmd.add_argument("--transcript", action="store_true", help="also write transcript.csv")
+    _add_memory_limit(run_cmd)
     run_cmd.add_argument(
         "--transport", choices=("sim", "tcp"), default="sim",
         help="sim: the simulated network in virtual time (default); tcp: real loopback TCP on the real clock, "
@@ -137,8 +144,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: the process's arguments); returns the exit code (module docstring).
+
+    A closed standard output (``fedrecsim protocols | head -1``) raises `BrokenPipeError` out of here for
+    the console entry point (``fedrecsim_entry.main``) to end quietly with 141; it also turns a Ctrl-C
+    during the imports into exit 130.
+    """
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "memory_limit", None) is not None:
+            os.environ[LIMIT_ENV] = args.memory_limit  # the runs of this process and of its children
         if args.command == "protocols":
             return _list_protocols()
         if args.command == "keys":
@@ -158,8 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {write_report(args.folder, args.out) / 'report.md'}")
             return 0
         return _run(args)
-    except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
+    except _USAGE_ERRORS as exc:
         print(f"fedrecsim: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    except MemoryError as exc:  # an allocation the estimate did not foresee (numpy's names the array)
+        print(f"fedrecsim: error: {allocation_failed(exc)}", file=sys.stderr)
         return _EXIT_USAGE
     except KeyboardInterrupt:
         print("fedrecsim: interrupted", file=sys.stderr)
@@ -238,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
         except SimulationError as exc:
             if bar is not None:
                 bar.break_line()
-            if isinstance(exc, (CheckpointError, ConfigError, DatasetError, OutputError)):
+            if isinstance(exc, _USAGE_ERRORS):
                 raise
             print(f"fedrecsim: simulation error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
@@ -276,6 +294,15 @@ def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
     inspect_cmd.add_argument(
         "--calibrate", type=int, default=3, metavar="ROUNDS",
         help="rounds of the timing run at full size (default 3; 0 = none: no time estimate)",
+    )
+    _add_memory_limit(inspect_cmd)
+
+
+def _add_memory_limit(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--memory-limit", metavar="GB|off",
+        help="the memory the run may use, in GiB, instead of the memory available (MemAvailable, the cgroup's or "
+        f"ulimit -v's limit), or off: no check (`fedrecsim.memory`; also the environment variable {LIMIT_ENV})",
     )
 
 

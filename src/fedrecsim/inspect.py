@@ -34,6 +34,7 @@ import trio
 
 from .data import prepare_data
 from .data.ratings import Ratings
+from .memory import check_memory
 from .network.availability import PartyList
 from .network.party import Party, Role
 from .protocols import PlanContext, protocol_spec
@@ -328,7 +329,9 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
         ConfigError: the scenario is invalid (also what the protocol refuses when its calibration starts).
         DatasetError: the data cannot be read.
     """
+    check_memory(scenario)  # nothing is drawn, planned or calibrated past a run that cannot fit
     train, test = prepare_data(scenario.data, scenario.run.seed)
+    check_memory(scenario, (train.n_users, train.n_items, len(train), len(test)))
     spec = protocol_spec(scenario.run.protocol)
     period = evaluation_period(scenario, train, test)
     calibration = calibrate(scenario, calibration_rounds, period) if calibration_rounds > 0 else None
