@@ -180,7 +180,8 @@ class Calibration:
         virtual_round_s: virtual seconds per round.
         setup, per_round: the traffic it measured (round 0, and per round after the first).
         online: users online at the start of its rounds, on average.
-        evaluation_period: metrics are measured every this many rounds (and after the last).
+        evaluation_period: metrics are measured every this many rounds (and after the last); None: the
+            protocol's ``eval_every`` (1 without one).
     """
 
     rounds: int
@@ -192,7 +193,7 @@ class Calibration:
     setup: Traffic
     per_round: Traffic
     online: float
-    evaluation_period: int = 1
+    evaluation_period: int | None = None
 
     def projected_s(self, rounds: int, evaluating: int) -> float:
         """Wall seconds of a run of ``rounds`` rounds, ``evaluating`` of rounds 2..R measuring metrics."""
@@ -313,7 +314,7 @@ class Inspection:
         if self.calibration is None:
             return None
         rounds = self.scenario.run.rounds
-        period = self.calibration.evaluation_period
+        period = self.calibration.evaluation_period or max(1, getattr(self.scenario.protocol, "eval_every", 1))
         # Rounds 2..R that measure: the multiples of the period among them, and R itself if it is none.
         evaluating = rounds // period - (period == 1) + (rounds >= 2 and rounds % period != 0)
         return self.calibration.projected_s(rounds, evaluating)
