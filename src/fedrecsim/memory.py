@@ -278,8 +278,7 @@ def allocation_failed(exc: MemoryError) -> MemoryLimitError:
     one-line error the command prints."""
     what = str(exc) or "an allocation"
     return MemoryLimitError(
-        f"out of memory: {what} (the estimate before the run did not foresee it; lower the sizes, or give the "
-        "process more memory)"
+        f"out of memory while running: {what}; lower the scenario's sizes or give the process more memory"
     )
 
 

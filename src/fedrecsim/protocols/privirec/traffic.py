@@ -110,7 +110,7 @@ def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
     m, users, p = float(ctx.items), ctx.users, config.k + config.oversample
     item_item = m * (m + 1) / 2 if config.variant == "privirec" else 0.0
     return (
-        MemoryItem("secure sums' inputs", 2.0 * users * max(item_item, m * p) * 8, ("data.items", "data.users", "protocol.variant", "protocol.k")),
+        MemoryItem("secure sums' inputs", 3.0 * users * max(item_item, m * p) * 8, ("data.items", "data.users", "protocol.variant", "protocol.k")),
         MemoryItem("server item-item and basis", (3.0 * item_item * 2 + 4.0 * m * p) * 8, ("data.items", "protocol.k")),
         MemoryItem("broadcasts", 2.0 * users * m * p * 8, ("data.items", "data.users", "protocol.k")),
     )
