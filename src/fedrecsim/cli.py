@@ -31,6 +31,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .allocator import keep_freed_memory
@@ -52,8 +53,16 @@ _EXIT_SIGTERM = 128 + signal.SIGTERM
 _USAGE_ERRORS = (CheckpointError, ConfigError, DatasetError, MemoryLimitError, OutputError)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line like every other error (the subcommands' parsers are
+    of this class too): ``fedrecsim: error: argument --seed: invalid int value: 'x' (fedrecsim run --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(_EXIT_USAGE, f"fedrecsim: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedrecsim", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="fedrecsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"fedrecsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
