@@ -16,10 +16,12 @@ Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
 folder holding a fedrecsim result, never anything else. The location is checked before the run starts.
 
-Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
-the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
-130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
-result folder behind (only the checkpoint folder of a run that saves checkpoints).
+Exit codes: 0 on success; 2 on a bad scenario, data set, output location or usage, or a run that cannot
+fit in the memory available (one line naming the key, the file and line, or the path -- never a
+traceback; ``--memory-limit GB|off`` on ``run`` and ``inspect`` overrides the memory check,
+`fedrecsim.memory`); 1 when the simulation itself reports an error; 130 after Ctrl-C (SIGINT) and 143
+after SIGTERM, which stop the run, print how far it got and leave no result folder behind (only the
+checkpoint folder of a run that saves checkpoints); 141, quietly, when standard output is a closed pipe.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ _USAGE_ERRORS = (CheckpointError, ConfigError, DatasetError, MemoryLimitError, O
 
 class _Parser(argparse.ArgumentParser):
     """argparse's parser whose usage errors are one line like every other error (the subcommands' parsers are
-    of this class too): ``fedrecsim: error: argument --seed: invalid int value: 'x' (fedrecsim run --help)``."""
+    of this class too): ``fedrecsim: error: argument --seed: invalid int value: 'x' (see fedrecsim run --help)``."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(_EXIT_USAGE, f"fedrecsim: error: {message} (see {self.prog} --help)\n")
@@ -155,9 +157,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (default: the process's arguments); returns the exit code (module docstring).
 
-    A closed standard output (``fedrecsim protocols | head -1``) raises `BrokenPipeError` out of here for
-    the console entry point (``fedrecsim_entry.main``) to end quietly with 141; it also turns a Ctrl-C
-    during the imports into exit 130.
+    A closed standard output (``fedrecsim protocols | head -1``) raises `BrokenPipeError` out of here: the
+    console entry point (``fedrecsim_entry.main``) ends it quietly with 141, and ends a Ctrl-C that came
+    before this module was even imported with 130.
     """
     args = _parser().parse_args(argv)
     try:
