@@ -29,13 +29,17 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, MemoryLimitError
+
+try:
+    import resource
+except ImportError:  # not on Windows: no address-space limit to read there
+    resource = None  # type: ignore[assignment]
 
 #: The environment variable that overrides the memory available: GiB, or "off".
 LIMIT_ENV = "FEDRECSIM_MEMORY_LIMIT"
@@ -148,7 +152,7 @@ def estimate_memory(scenario: Any, shape: tuple[int, int, int, int]) -> MemoryEs
     synthetic = scenario.data.source == "synthetic"
     parts = _data_items(scenario, users, items, train + test, synthetic)
     spec = protocol_spec(scenario.run.protocol)
-    declare: Callable[[MemoryContext], Iterable[MemoryItem]] | None = getattr(spec, "memory", None)
+    declare: Callable[[MemoryContext], Iterable[MemoryItem]] | None = spec.memory
     if declare is not None:
         parts.extend(declare(MemoryContext(scenario, users, items, train, test)))
     return MemoryEstimate(tuple(sorted(parts, key=lambda item: -item.bytes)), declare is not None)
@@ -163,8 +167,8 @@ def available_memory() -> tuple[float, str] | None:
     cgroup = _cgroup_headroom()
     if cgroup is not None:
         figures.append(cgroup)
-    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    if soft != resource.RLIM_INFINITY:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS) if resource is not None else (-1, -1)
+    if resource is not None and soft != resource.RLIM_INFINITY:
         used = _status_bytes("VmSize")
         figures.append((max(0.0, soft - used), "the address-space limit (RLIMIT_AS, ulimit -v)"))
     return min(figures) if figures else None
