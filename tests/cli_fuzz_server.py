@@ -14,6 +14,7 @@ import resource
 import signal
 import sys
 import time
+import traceback
 
 import fedrecsim.cli  # noqa: F401 -- imported once here, so that each forked command starts at once
 import fedrecsim_entry
@@ -32,6 +33,9 @@ def _child(argv: list[str], cwd: str, limit: int) -> None:
         code = fedrecsim_entry.main()
     except SystemExit as stop:  # argparse's usage errors and --help, as the interpreter would end them
         code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+    except BaseException:  # what the interpreter would print and exit with: the test reports it
+        traceback.print_exc()
+        code = 1
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
