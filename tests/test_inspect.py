@@ -445,12 +445,12 @@ def test_inspect_passes_the_calibrated_round_length_to_the_availability_model() 
 def test_a_protocol_without_eval_every_measures_metrics_every_round() -> None:
     import types
 
-    from fedrecsim.inspect import _evaluates
+    from fedrecsim.inspect import _evaluates, evaluation_period
 
     bare = types.SimpleNamespace(protocol=object())
-    assert [_evaluates(bare, index, 5) for index in range(1, 6)] == [True] * 5
+    assert [_evaluates(evaluation_period(bare, None, None), index, 5) for index in range(1, 6)] == [True] * 5  # type: ignore[arg-type]
     every_two = types.SimpleNamespace(protocol=types.SimpleNamespace(eval_every=2))
-    assert [_evaluates(every_two, index, 5) for index in range(1, 6)] == [False, True, False, True, True]
+    assert [_evaluates(evaluation_period(every_two, None, None), index, 5) for index in range(1, 6)] == [False, True, False, True, True]  # type: ignore[arg-type]
 
 
 def test_a_plan_keeps_its_set_up_flows_and_sees_the_test_split(monkeypatch: pytest.MonkeyPatch) -> None:

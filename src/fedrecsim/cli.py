@@ -18,25 +18,33 @@ Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
 folder holding a fedrecsim result, never anything else. The location is checked before the run starts.
 
-Exit codes: 0 on success; 2 on a bad scenario, data set or output location (one line naming the key,
-the file and line, or the path -- never a traceback); 1 when the simulation itself reports an error;
-130 after Ctrl-C (SIGINT) and 143 after SIGTERM, which stop the run, print how far it got and leave no
-result folder behind (only the checkpoint folder of a run that saves checkpoints). A sweep stops its
-workers at once on either, keeps its complete runs and exits 130 / 143 too; it ends 1 when a run failed.
+Exit codes: 0 on success; 2 on a bad scenario, data set, output location or usage, or a run that cannot
+fit in the memory available (one line naming the key, the file and line, or the path -- never a
+traceback; ``--memory-limit GB|off`` on ``run`` and ``inspect`` overrides the memory check,
+`fedrecsim.memory`); 1 when the simulation itself reports an error; 130 after Ctrl-C (SIGINT) and 143
+after SIGTERM, which stop the run, print how far it got and leave no result folder behind (only the
+checkpoint folder of a run that saves checkpoints); 141, quietly, when standard output is a closed pipe.
+A sweep stops its workers at once on Ctrl-C or SIGTERM, keeps its complete runs and exits 130 / 143 too;
+it ends 1 when a run failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from . import __version__
 from .allocator import keep_freed_memory
-from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, SimulationError
+from .errors import (
+    CheckpointError, ConfigError, DatasetError, Interrupted, MemoryLimitError, OutputError, SimulationError,
+)
+from .memory import LIMIT_ENV, allocation_failed
 from .output import prepare_output
 from .progress import ProgressBar
 from .protocols import available_protocols, protocol_spec
@@ -47,10 +55,20 @@ from .summary import summary_text
 _EXIT_USAGE = 2
 _EXIT_SIGINT = 128 + signal.SIGINT
 _EXIT_SIGTERM = 128 + signal.SIGTERM
+#: The errors a user fixes in the input or the environment: one line, exit 2.
+_USAGE_ERRORS = (CheckpointError, ConfigError, DatasetError, MemoryLimitError, OutputError)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line like every other error (the subcommands' parsers are
+    of this class too): ``fedrecsim: error: argument --seed: invalid int value: 'x' (see fedrecsim run --help)``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(_EXIT_USAGE, f"fedrecsim: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedrecsim", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="fedrecsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"fedrecsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -71,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         help="let --out replace an existing fedrecsim result folder (never anything else)",
     )
     run_cmd.add_argument("--transcript", action="store_true", help="also write transcript.csv")
+    _add_memory_limit(run_cmd)
     run_cmd.add_argument(
         "--transport", choices=("sim", "tcp"), default="sim",
         help="sim: the simulated network in virtual time (default); tcp: real loopback TCP on the real clock, "
@@ -159,8 +178,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: the process's arguments); returns the exit code (module docstring).
+
+    A closed standard output (``fedrecsim protocols | head -1``) raises `BrokenPipeError` out of here: the
+    console entry point (``fedrecsim_entry.main``) ends it quietly with 141, and ends a Ctrl-C that came
+    before this module was even imported with 130.
+    """
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "memory_limit", None) is not None:
+            os.environ[LIMIT_ENV] = args.memory_limit  # the runs of this process and of its children
         if args.command == "protocols":
             return _list_protocols()
         if args.command == "keys":
@@ -181,8 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"report: {write_report(args.folder, args.out, chosen) / 'report.md'}")
             return 0
         return _run(args)
-    except (CheckpointError, ConfigError, DatasetError, OutputError) as exc:
+    except _USAGE_ERRORS as exc:
         print(f"fedrecsim: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    except MemoryError as exc:  # an allocation the estimate did not foresee (numpy's names the array)
+        print(f"fedrecsim: error: {allocation_failed(exc)}", file=sys.stderr)
         return _EXIT_USAGE
     except KeyboardInterrupt:
         print("fedrecsim: interrupted", file=sys.stderr)
@@ -261,7 +291,7 @@ def _run(args: argparse.Namespace) -> int:
         except SimulationError as exc:
             if bar is not None:
                 bar.break_line()
-            if isinstance(exc, (CheckpointError, ConfigError, DatasetError, OutputError)):
+            if isinstance(exc, _USAGE_ERRORS):
                 raise
             print(f"fedrecsim: simulation error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
@@ -315,6 +345,15 @@ def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
     inspect_cmd.add_argument(
         "--calibrate", type=int, default=3, metavar="ROUNDS",
         help="rounds of the timing run at full size (default 3; 0 = none: no time estimate)",
+    )
+    _add_memory_limit(inspect_cmd)
+
+
+def _add_memory_limit(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--memory-limit", metavar="GB|off",
+        help="the memory the run may use, in GiB, instead of the memory available (MemAvailable, the cgroup's or "
+        f"ulimit -v's limit), or off: no check (`fedrecsim.memory`; also the environment variable {LIMIT_ENV})",
     )
 
 

@@ -62,6 +62,11 @@ class OutputError(SimulationError, OSError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class MemoryLimitError(SimulationError, MemoryError):
+    """A run would need more memory than is available (its estimate, before it starts: `fedrecsim.memory`),
+    or an allocation failed while it ran; the message names the estimate or the array, and the override."""
+
+
 class CheckpointError(SimulationError):
     """A checkpoint cannot be resumed: there is none, it is not one, another version wrote it, or the
     run's data changed since; the message names the file and the reason."""
@@ -103,6 +108,7 @@ __all__ = [
     "ConfigError",
     "DatasetError",
     "Interrupted",
+    "MemoryLimitError",
     "OutputError",
     "PartyTimeout",
     "ProtocolViolation",

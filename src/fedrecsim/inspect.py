@@ -22,15 +22,19 @@ online set, with its joins and leaves not estimated (``trace``).
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import trio
 
 from .data import prepare_data
 from .data.ratings import Ratings
+from .memory import check_memory
 from .network.availability import PartyList
 from .network.party import Party, Role
 from .protocols import PlanContext, protocol_spec
@@ -39,6 +43,8 @@ from .scenario import Scenario, parse_scenario
 
 #: Rounds the calibration runs by default: the first holds the set-up, the others time a round.
 CALIBRATION_ROUNDS = 3
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 _COUNTERS = ("sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
 
@@ -175,6 +181,8 @@ class Calibration:
         setup, per_round: the traffic it measured: round 0 (the set-up), and the mean of rounds 1..R
             (each message in the round it was sent in, `fedrecsim.network.ledger`).
         online: users online at the start of its rounds, on average.
+        evaluation_period: metrics are measured every this many rounds (and after the last); None: the
+            protocol's ``eval_every`` (1 without one).
     """
 
     rounds: int
@@ -186,6 +194,7 @@ class Calibration:
     setup: Traffic
     per_round: Traffic
     online: float
+    evaluation_period: int | None = None
 
     def projected_s(self, rounds: int, evaluating: int) -> float:
         """Wall seconds of a run of ``rounds`` rounds, ``evaluating`` of rounds 2..R measuring metrics."""
@@ -214,16 +223,36 @@ def _mean_traffic(entries: list[Mapping[str, Any]]) -> Traffic:
     })
 
 
-def _evaluates(scenario: Scenario, round_index: int, rounds: int) -> bool:
+def evaluation_period(scenario: Scenario, train: Ratings, test: Ratings) -> int:
+    """Every how many rounds the protocol measures its metrics (besides after the last round).
+
+    A protocol's ``eval_every`` >= 1 is the period; ``eval_every = 0`` (fedvae) means at every epoch's
+    end, an epoch being ceil(training users / ``users_per_round``) rounds, the training users those with
+    training entries and no test entries; a protocol without ``eval_every`` measures every round.
+    """
     every = getattr(scenario.protocol, "eval_every", 1)
-    return round_index % every == 0 or round_index == rounds
+    if every >= 1:
+        return every
+    training = int(np.count_nonzero((train.user_counts() > 0) & (test.user_counts() == 0)))
+    per_round = getattr(scenario.protocol, "users_per_round", 1)
+    return max(1, math.ceil(training / per_round))
 
 
-def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibration:
-    """Run ``scenario`` for ``rounds`` rounds (at least 2) at its full size and time it (`Calibration`)."""
+def _evaluates(period: int, round_index: int, rounds: int) -> bool:
+    return round_index % period == 0 or round_index == rounds
+
+
+def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS, period: int | None = None) -> Calibration:
+    """Run ``scenario`` for ``rounds`` rounds (at least 2) at its full size and time it (`Calibration`).
+
+    ``period``: every how many rounds metrics are measured (`evaluation_period`; default the protocol's
+    ``eval_every``, 1 without one).
+    """
     from .runner import run  # the runner imports every protocol's machinery; only calibration needs it
 
     rounds = max(2, min(rounds, scenario.run.rounds)) if scenario.run.rounds >= 2 else 1
+    if period is None:
+        period = max(1, getattr(scenario.protocol, "eval_every", 1))
     table = scenario.to_table()
     table["run"]["rounds"] = rounds
     recorder = _Recorder()
@@ -232,8 +261,8 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibrati
     ends = recorder.ended
     first = ends[0] - recorder.started
     deltas = [(index + 1, ends[index] - ends[index - 1]) for index in range(1, len(ends))]
-    plain = [seconds for index, seconds in deltas if not _evaluates(scenario, index, rounds)]
-    evaluating = [seconds for index, seconds in deltas if _evaluates(scenario, index, rounds)]
+    plain = [seconds for index, seconds in deltas if not _evaluates(period, index, rounds)]
+    evaluating = [seconds for index, seconds in deltas if _evaluates(period, index, rounds)]
     round_s = _mean(plain) if plain else _mean(evaluating)
     evaluation_s = max(0.0, _mean(evaluating) - round_s) if plain and evaluating else 0.0
     per_round_rows = [row for row in result.result["ledger"]["per_round"] if row["round"] >= 1]
@@ -249,7 +278,7 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS) -> Calibrati
     virtual_round_s = (virtual[-1] - virtual[0]) / (len(virtual) - 1) if len(virtual) >= 2 else result.result["virtual_time_s"]
     return Calibration(
         rounds, first, round_s, evaluation_s, finished - ends[-1], virtual_round_s, setup, per_round,
-        _mean([row["online"] for row in per_round_rows]) if per_round_rows else 0.0,
+        _mean([row["online"] for row in per_round_rows]) if per_round_rows else 0.0, period,
     )
 
 
@@ -278,7 +307,9 @@ class Inspection:
         if self.calibration is None:
             return None
         rounds = self.scenario.run.rounds
-        evaluating = sum(_evaluates(self.scenario, index, rounds) for index in range(2, rounds + 1))
+        period = self.calibration.evaluation_period or max(1, getattr(self.scenario.protocol, "eval_every", 1))
+        # Rounds 2..R that measure: the multiples of the period among them, and R itself if it is none.
+        evaluating = rounds // period - (period == 1) + (rounds >= 2 and rounds % period != 0)
         return self.calibration.projected_s(rounds, evaluating)
 
 
@@ -293,11 +324,14 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
             as a run would before it starts).
         DatasetError: the data cannot be read.
     """
+    check_memory(scenario)  # nothing is drawn, planned or calibrated past a run that cannot fit
     train, test = prepare_data(scenario.data, scenario.run.seed)
+    check_memory(scenario, (train.n_users, train.n_items, len(train), len(test)))
     spec = protocol_spec(scenario.run.protocol)
     # What a run refuses before it starts (`ProtocolSpec.check`), refused here before anything is estimated.
     notes: list[str] = list(spec.check(scenario, train)) if spec.check is not None else []
-    calibration = calibrate(scenario, calibration_rounds) if calibration_rounds > 0 else None
+    period = evaluation_period(scenario, train, test)
+    calibration = calibrate(scenario, calibration_rounds, period) if calibration_rounds > 0 else None
     round_s = calibration.virtual_round_s if calibration is not None else None
     availability = expected_availability(scenario, train.n_users, round_s)
     data = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
@@ -439,16 +473,21 @@ def _literal(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(_literal, value)) + "]"
     if isinstance(value, Mapping):
-        items = [f"{key} = {_literal(item)}" for key, item in value.items() if item is not None]
+        items = [f"{_key(key)} = {_literal(item)}" for key, item in value.items() if item is not None]
         return "{ " + ", ".join(items) + " }" if items else "{}"
     return repr(value)
+
+
+def _key(key: str) -> str:
+    """A TOML key: bare where TOML allows (letters, digits, - and _), else quoted (``"user->server"``)."""
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
 def _toml_lines(table: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for name, section in table.items():
         lines.append(f"[{name}]")
-        lines.extend(f"{key} = {_literal(value)}" for key, value in section.items() if value is not None)
+        lines.extend(f"{_key(key)} = {_literal(value)}" for key, value in section.items() if value is not None)
         unset = [key for key, value in section.items() if value is None]
         if unset:
             lines.append(f"# unset: {', '.join(unset)}")
@@ -463,6 +502,7 @@ __all__ = [
     "Inspection",
     "Traffic",
     "calibrate",
+    "evaluation_period",
     "expected_availability",
     "inspect_scenario",
     "inspection_text",

@@ -47,6 +47,7 @@ import trio
 from .clock import SharedClock
 from .data import prepare_data
 from .errors import ConfigError, PartyTimeout, ProtocolViolation, SimulationError, WireError
+from .memory import check_memory
 from .network.availability import AlwaysOnline, NoComputeDelay
 from .network.ledger import Ledger
 from .network.party import Role
@@ -172,7 +173,9 @@ def _context(scenario: Scenario, progress: Callable[[int], None] = lambda comple
     """The run's context as every process builds it: the data from the scenario and seed, everyone online;
     no network yet (a child sets its `TcpNetwork` once connected; the launcher hosts no party)."""
     seen = _with_data_path(scenario)
+    check_memory(seen)  # `fedrecsim.memory`: before the data, and before any process builds its actors
     train, test = prepare_data(seen.data, scenario.run.seed)
+    check_memory(seen, (train.n_users, train.n_items, len(train), len(test)))
     return RunContext(seen, train, test, None, AlwaysOnline(), None, NoComputeDelay(), progress=progress)  # type: ignore[arg-type]
 
 

@@ -14,6 +14,12 @@ The one rule: fedrecsim never removes or overwrites anything it did not create.
   `prepare_output` created, and nothing else.
 - With ``numbered`` (the default location ``results/<name>``), an existing target is not refused: the
   run goes to the first free ``<name>-2``, ``<name>-3``, ... instead.
+- A run killed outright (SIGKILL, a power cut) leaves its staging folder ``.<name>.partial-<pid>-<n>``
+  behind. Each staging folder holds an owner marker (`STAGING_MARKER`: host, boot and process id), and
+  `prepare_output` removes the staging folders of the same target whose owner is dead -- same host, and
+  the process gone or the machine rebooted since -- when they hold nothing but the marker and the files
+  a run writes. A folder without the marker, of a live or unknown owner, or with anything else in it is
+  left alone.
 
 Folders and files are created with the user's umask, like any file they would create themselves.
 """
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +37,9 @@ from .errors import OutputError
 
 RESULT_FORMAT = "fedrecsim-result/1"
 RESULT_FILES = frozenset({"result.json", "metrics.csv", "ledger.csv", "transcript.csv"})
+#: The file in a staging folder naming its owner: ``<host> <boot id> <pid>``; removed before the commit.
+STAGING_MARKER = ".fedrecsim-staging"
+_STAGING_NAME = re.compile(r"\.(?P<name>.+)\.partial-(?P<pid>[0-9]+)-[0-9]+")
 
 
 def _lexists(path: Path) -> bool:
@@ -72,6 +83,7 @@ class OutputTarget:
 
     def commit(self) -> Path:
         """Move the staging folder into place and return the final path; OutputError if that is unsafe."""
+        _remove_marker(self.staging)
         if self.numbered:
             self.path = _first_free(self.path)
         elif _lexists(self.path):
@@ -94,6 +106,7 @@ class OutputTarget:
 
     def abandon(self) -> None:
         """Remove what `prepare_output` and the run created: the staging folder and the new parents."""
+        _remove_marker(self.staging)
         for name in RESULT_FILES:
             candidate = self.staging / name
             if candidate.exists():
@@ -169,6 +182,7 @@ def prepare_output(path: str | Path, *, overwrite: bool = False, numbered: bool 
         if problem is not None:
             raise OutputError(target, problem)
     created = _make_parents(target.parent)
+    remove_dead_staging(target)
     try:
         staging = _staging_folder(target)
     except OSError as exc:
@@ -185,7 +199,76 @@ def _staging_folder(target: Path) -> Path:
             os.mkdir(candidate)
         except FileExistsError:
             continue
+        try:
+            (candidate / STAGING_MARKER).write_text(_owner() + "\n", encoding="utf-8")
+        except OSError:
+            candidate.rmdir()
+            raise
         return candidate
 
 
-__all__ = ["RESULT_FILES", "RESULT_FORMAT", "OutputTarget", "prepare_output", "replaceable_problem"]
+def _owner() -> str:
+    return f"{socket.gethostname()} {_boot_id()} {os.getpid()}"
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip() or "-"
+    except OSError:
+        return "-"
+
+
+def _remove_marker(staging: Path) -> None:
+    marker = staging / STAGING_MARKER
+    if marker.exists():
+        marker.unlink()
+
+
+def _owner_is_dead(staging: Path, pid: int) -> bool:
+    """Whether the run that made ``staging`` is certainly gone: its marker names this host, and this boot's
+    process ``pid`` no longer exists (or the machine has rebooted since)."""
+    try:
+        host, boot, owner = (staging / STAGING_MARKER).read_text(encoding="utf-8").split()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    if host != socket.gethostname() or owner != str(pid) or pid == os.getpid():
+        return False
+    if boot != _boot_id():
+        return boot != "-"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by another user
+        return False
+    return False
+
+
+def remove_dead_staging(target: Path) -> list[Path]:
+    """Remove the staging folders of ``target`` that a dead run left (module docstring); returns them."""
+    removed = []
+    try:
+        siblings = list(target.parent.iterdir())
+    except OSError:
+        return removed
+    for candidate in siblings:
+        match = _STAGING_NAME.fullmatch(candidate.name)
+        if match is None or match["name"] != target.name or candidate.is_symlink() or not candidate.is_dir():
+            continue
+        if not _owner_is_dead(candidate, int(match["pid"])):
+            continue
+        entries = list(candidate.iterdir())
+        ours = RESULT_FILES | {STAGING_MARKER}
+        if any(entry.name not in ours or entry.is_symlink() or not entry.is_file() for entry in entries):
+            continue
+        for entry in entries:
+            entry.unlink()
+        candidate.rmdir()
+        removed.append(candidate)
+    return removed
+
+
+__all__ = [
+    "RESULT_FILES", "RESULT_FORMAT", "STAGING_MARKER", "OutputTarget", "prepare_output", "remove_dead_staging",
+    "replaceable_problem",
+]

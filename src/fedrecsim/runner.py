@@ -39,6 +39,7 @@ from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
+from .memory import check_memory
 from .network.ledger import COUNTER_NAMES as LEDGER_COUNTERS
 from .network.ledger import Ledger
 from .network.network import Network
@@ -370,7 +371,9 @@ async def _simulate(
     the saved state into the world it builds (`RunContext.resumed`)."""
     wall_start = time.perf_counter()
     seen = _with_data_path(scenario)
+    check_memory(seen)  # before the data is drawn: synthetic data's sizes are its keys
     train, test = prepare_data(seen.data, scenario.run.seed)
+    check_memory(seen, (train.n_users, train.n_items, len(train), len(test)))
     spec = protocol_spec(scenario.run.protocol)
     if spec.check is not None:
         spec.check(seen, train)

@@ -48,7 +48,9 @@ class RunConfig:
     name: str = param(
         "run", doc="a label for the run and its result folder: one file-name component (no / or \\, not . or ..)"
     )
-    seed: int = param(0, ge=0, doc="every random stream of the run derives from this")
+    seed: int = param(
+        0, ge=0, le=2**64 - 1, doc="every random stream of the run derives from this (a 64-bit unsigned integer)"
+    )
     rounds: int = param(100, ge=1, doc="the protocol's unit: iterations, epochs or rounds")
     round_gap_s: float = param(1.0, ge=0, doc="virtual seconds between rounds (joins and leaves land here)")
     round_timeout_s: float = param(60.0, gt=0, doc="how long a round waits for replies before it goes on")

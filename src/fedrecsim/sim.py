@@ -21,6 +21,9 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    ``fedrecsim.protocols`` and name it by its entry-point name. Optionally ``plan=``: a function of a
    `PlanContext` returning the protocol's `TrafficPlan` (its `Flow`s per round), from which
    ``fedrecsim inspect`` estimates messages and bytes per round and role without running it. Optionally
+   ``memory=``: a function of a `MemoryContext` (the scenario and the data's shape) returning
+   `MemoryItem`s -- the protocol's models and the messages a round keeps in flight, in bytes, with the
+   keys that drive them -- against which every run is checked before it starts (`fedrecsim.memory`). Optionally
    ``distributed=``: a `Distributed` -- per role an entry ``async (ctx, group, cue)`` that builds the
    actors of the parties its process hosts (a `Group`), ``await cue.ready()``, runs them, and returns
    its part -- and the run can go over real TCP across processes (``fedrecsim run --transport tcp``).
@@ -51,6 +54,7 @@ from .config import param
 from .data.ratings import Ratings
 from .errors import ConfigError, DatasetError, PartyTimeout, ProtocolViolation, SimulationError, WireError
 from .invariants import InvariantMonitor
+from .memory import MemoryContext, MemoryItem
 from .network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
 from .network.network import Network
 from .network.party import SERVER, THIRD_PARTY, Party, Role
@@ -77,6 +81,8 @@ __all__ = [
     "InvariantMonitor",
     "Join",
     "Leave",
+    "MemoryContext",
+    "MemoryItem",
     "MidRoundDropout",
     "Network",
     "Outcome",

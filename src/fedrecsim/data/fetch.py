@@ -7,8 +7,9 @@ the expected one, unpack into the folder, check that the loader's file is there,
 to ``<data home>/NAME``. Whatever fails -- an unreachable host, a broken-off download, a checksum
 mismatch, an archive that does not unpack -- raises `DatasetError` naming the address and the reason,
 after the temporary file and folder were removed: the data home holds either the complete data set or
-nothing of this attempt. (A fetch killed outright leaves its hidden temporary paths behind; they are
-never read, and can be deleted.)
+nothing of this attempt; the data home itself, and the folders above it, are removed again when this
+attempt created them (they are empty then). (A fetch killed outright leaves its hidden temporary paths
+behind; they are never read, and can be deleted.)
 
 A data set published as plain files (`Dataset.files`, LightGCN's ``train.txt`` and ``test.txt``) is
 fetched the same way, file after file into the hidden folder, which is renamed into place only when
@@ -115,12 +116,15 @@ def fetch(
     found = _installed(entry, root)
     if found is not None:
         return found
+    created: list[Path] = []
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        created = _make_folders(root)
         unpacked = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", suffix=".unpack", dir=root))
     except OSError as error:
+        _remove_folders(created)  # what _make_folders created before mkdtemp failed
         raise DatasetError(root, f"cannot write in the data folder: {_reason(error)}") from error
     source = entry.url if url is None else url
+    installed = False
     try:
         digest, size = _download_and_unpack(entry, source, expected, unpacked, progress, timeout_s)
         record = {"name": entry.name, "url": source, "sha256": digest, "size": size, "verified": expected is not None}
@@ -133,11 +137,44 @@ def fetch(
             other = _installed(entry, root)
             if other is None:
                 raise DatasetError(target, f"cannot move the data set into place: {_reason(error)}") from error
+            installed = True
             return other
+        installed = True
         return Fetched(entry.name, target / entry.folder, digest, size, expected is not None, True)
     finally:
         # Once renamed into place the temporary folder no longer exists, and this removes nothing.
         shutil.rmtree(unpacked, ignore_errors=True)
+        if not installed:
+            _remove_folders(created)
+
+
+def _make_folders(root: Path) -> list[Path]:
+    """Create ``root`` and its missing parents; the ones created, outermost first."""
+    missing = []
+    probe = root
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        probe = probe.parent
+    created: list[Path] = []
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:  # made meanwhile by someone else: not ours to remove
+            continue
+        except OSError:
+            _remove_folders(created)
+            raise
+        created.append(folder)
+    return created
+
+
+def _remove_folders(created: list[Path]) -> None:
+    """Remove the folders `_make_folders` created, innermost first, each only while empty (``rmdir``)."""
+    for folder in reversed(created):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
 
 
 def _download_and_unpack(

@@ -15,7 +15,7 @@ always, then asks `RunContext.resumed` for the state to carry on from, and ends 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,6 +428,11 @@ class ProtocolSpec:
     ``fedrecsim inspect`` estimates messages and bytes per round and role from it. Without one,
     inspect reports the traffic it measures in a short calibration run.
 
+    ``memory``, optional, returns the protocol's own arrays for a scenario and a data shape -- its models and
+    the messages a round keeps in flight -- as `fedrecsim.memory.MemoryItem`s, arithmetic only (nothing
+    allocated): every run is checked against the memory available before it starts (`fedrecsim.memory`).
+    Without one, the check counts the data and the parties only.
+
     ``distributed``, optional, lets the protocol run over TCP across processes (`Distributed`); without
     it, ``--transport tcp`` refuses the protocol before anything starts.
 
@@ -445,6 +450,7 @@ class ProtocolSpec:
     run: Callable[[RunContext], Awaitable[Outcome]]
     description: str = ""
     plan: Callable[[PlanContext], TrafficPlan] | None = None
+    memory: Callable[[Any], Iterable[Any]] | None = None
     distributed: Distributed | None = None
     resumable: bool = False
     check: Callable[[Any, Ratings], tuple[str, ...]] | None = None

@@ -106,6 +106,7 @@ from .noise import PublicCoin
 from .public import PublicParameters
 from .recommender import Recommender, Served, TrustedRecommender, Update
 from .third_party import Aggregator
+from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 from .user import PrivateUser, TrustingUser
 
@@ -787,6 +788,6 @@ DISTRIBUTED = Distributed(
 )
 
 PROTOCOL = ProtocolSpec(
-    "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan,
+    "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan, memory=memory_estimate,
     distributed=DISTRIBUTED, resumable=True, check=check,
 )

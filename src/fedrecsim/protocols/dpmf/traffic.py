@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...actors.membership import Join
+from ...memory import MemoryContext, MemoryItem
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
 from ..runtime import Flow, PlanContext, TrafficPlan, index_length
 from .config import DPMFConfig
@@ -234,4 +235,20 @@ def _presharing(ctx: PlanContext, config: DPMFConfig) -> list[Flow]:
     ]
 
 
-__all__ = ["plan"]
+def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """DP-MF's arrays (`fedrecsim.memory`): the recommender's item profiles with their ring images, the third
+    party's and the pre-sharers' noise eta (k shares of every item's d values), the users' profiles and
+    rated items' vectors, the unprotected baseline, and the messages of an iteration -- each served user's
+    item vectors out and contributions back, in floats and in the ring, encoded and decoded."""
+    config = ctx.config
+    d, items, users = config.d, ctx.items, ctx.users
+    served = min(config.max_users, users) if config.scenario == "S3" else users
+    return (
+        MemoryItem("recommender and noise", (6.0 + config.k_presharing) * items * d * 8, ("protocol.d", "data.items", "protocol.k_presharing")),
+        MemoryItem("user profiles", (users + 2.0 * ctx.train_entries) * d * 8, ("protocol.d", "data.ratings")),
+        MemoryItem("baseline", 2.0 * (users + items) * d * 8, ("protocol.d", "data.users", "data.items")),
+        MemoryItem("messages of a round", 8.0 * served * ctx.entries_per_user * d * 8, ("protocol.d", "protocol.max_users", "data.ratings")),
+    )
+
+
+__all__ = ["memory", "plan"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...memory import MemoryContext, MemoryItem
 from ...network.party import SERVER, Party, Role
 from ..runtime import Flow, PlanContext, TrafficPlan
 from .messages import ItemGradients, ItemVectors, Model, ModelGradient, Register
@@ -58,3 +59,21 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     selection = f"at most {config.max_users}" if config.max_users else "every"
     assumptions = (f"the server selects {selection} online user(s) per round uniformly at random",)
     return TrafficPlan(parties, setup, per_round, assumptions)
+
+
+def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """FCF's arrays (`fedrecsim.memory`): the server's V with its gradient sums, the users' profiles, and the
+    messages of a round -- each selected user's rows of V (explicit) or the whole V (implicit) out and as
+    many gradient rows back, each held encoded and decoded."""
+    config = ctx.config
+    d, items = config.d, ctx.items
+    selected = min(config.max_users, ctx.users) if config.max_users else ctx.users
+    rows = ctx.entries_per_user if config.feedback == "explicit" else float(items)
+    return (
+        MemoryItem("server model", 3.0 * items * d * 8, ("protocol.d", "data.items")),
+        MemoryItem("user profiles", 2.0 * ctx.users * d * 8, ("protocol.d", "data.users")),
+        MemoryItem(
+            "messages of a round", 4.0 * selected * rows * d * 8,
+            ("protocol.d", "data.items" if config.feedback == "implicit" else "data.ratings", "protocol.max_users"),
+        ),
+    )

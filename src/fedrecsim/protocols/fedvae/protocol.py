@@ -83,6 +83,7 @@ from .byzantine import choose_attackers
 from .config import FedVAEConfig
 from .evaluation import centralized_curve, ranking_metrics
 from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport
+from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 
 # Stream.PROTOCOL ids: which users attack, and the centralized baseline's minibatches and noise.
@@ -259,5 +260,5 @@ async def run(ctx: RunContext) -> Outcome:
 
 PROTOCOL = ProtocolSpec(
     "fedvae", FedVAEConfig, run, "Polato: federated Mult-VAE with Krum, Adam at the server and learning-rate decay",
-    plan=traffic_plan, resumable=True,
+    plan=traffic_plan, memory=memory_estimate, resumable=True,
 )

@@ -79,6 +79,7 @@ from ..runtime import Outcome, ProtocolSpec, RunContext
 from .accounting import privacy_report
 from .pool import ClosedPool, Fate, Underfull
 from .roles import EpochReport, LDPServer, LDPUser, ShuffleProxy
+from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 from .training import mf_np_trajectory
 
@@ -318,5 +319,5 @@ async def run(ctx: RunContext) -> Outcome:
 
 PROTOCOL = ProtocolSpec(
     "ldp_implicit", LDPImplicitConfig, run, "Minto et al.: local-DP implicit federated MF through a shuffling proxy",
-    plan=traffic_plan, resumable=True,
+    plan=traffic_plan, memory=memory_estimate, resumable=True,
 )

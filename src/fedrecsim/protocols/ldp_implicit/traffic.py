@@ -17,6 +17,7 @@ import numpy as np
 import scipy.stats
 
 from ...actors.membership import Join
+from ...memory import MemoryContext, MemoryItem
 from ...network.party import SERVER, Party, Role
 from ..runtime import Flow, PlanContext, TrafficPlan
 from .messages import Model, Relayed, ReportBatch, Reports
@@ -79,4 +80,19 @@ def _batches(ctx: PlanContext, epoch: int, users: float, proxies: int) -> list[F
     return flows
 
 
-__all__ = ["plan"]
+def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """The LDP protocol's arrays (`fedrecsim.memory`): the item factors with the server's gradient estimate,
+    the users' factors, the model every user receives each epoch (each decodes its own copy), and an
+    epoch's reports -- k per user, each an item and d gradient values -- held by the proxies' pools, in the
+    batches to the server, encoded and decoded."""
+    config = ctx.config
+    d = config.d
+    return (
+        MemoryItem("item model", 3.0 * ctx.items * d * 8, ("protocol.d", "data.items")),
+        MemoryItem("user profiles", 2.0 * ctx.users * d * 8, ("protocol.d", "data.users")),
+        MemoryItem("model sent to the users", 1.5 * ctx.users * ctx.items * d * 8, ("data.users", "data.items", "protocol.d")),
+        MemoryItem("reports of an epoch", 4.0 * ctx.users * config.k * (d * 8 + 64), ("protocol.k", "data.users", "protocol.d")),
+    )
+
+
+__all__ = ["memory", "plan"]

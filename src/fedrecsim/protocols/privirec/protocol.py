@@ -74,6 +74,7 @@ from ..runtime import Outcome, ProtocolSpec, RunContext
 from ..secagg import IdealSum, SecAggParams, Stage
 from .evaluation import evaluate
 from .roles import ITEM_ITEM_SESSION, POWER, PriviRecServer, PriviRecUser, members_missing
+from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 
 #: ``Stream.PROTOCOL`` ids: the power method's Gaussian start, and each user's crash-stage draws.
@@ -336,5 +337,5 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
 
 PROTOCOL = ProtocolSpec(
     "privirec", PriviRecConfig, run, "PriviRec / PriviRec-k: GF-CF's graph filters over secure aggregation (Nicolas et al.)",
-    plan=traffic_plan, resumable=True,
+    plan=traffic_plan, memory=memory_estimate, resumable=True,
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...mechanisms.ring import Ring
+from ...memory import MemoryContext, MemoryItem
 from ...network.party import SERVER, Party, Role
 from ..runtime import Flow, PlanContext, TrafficPlan
 from ..secagg import SecAggParams
@@ -101,4 +102,18 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     return TrafficPlan({Role.USER: ctx.train.n_users, Role.SERVER: 1}, tuple(setup), per_round, assumptions)
 
 
-__all__ = ["plan", "session_flows"]
+def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """PriviRec's arrays (`fedrecsim.memory`): every user's masked input of a secure sum -- PriviRec's
+    m(m+1)/2 item-item upper triangle in the set-up, m x p of a power iteration -- encoded and decoded, the
+    server's sums and P~ (m x m), and the broadcast basis each user decodes."""
+    config = ctx.config
+    m, users, p = float(ctx.items), ctx.users, config.k + config.oversample
+    item_item = m * (m + 1) / 2 if config.variant == "privirec" else 0.0
+    return (
+        MemoryItem("secure sums' inputs", 3.0 * users * max(item_item, m * p) * 8, ("data.items", "data.users", "protocol.variant", "protocol.k")),
+        MemoryItem("server item-item and basis", (3.0 * item_item * 2 + 4.0 * m * p) * 8, ("data.items", "protocol.k")),
+        MemoryItem("broadcasts", 2.0 * users * m * p * 8, ("data.items", "data.users", "protocol.k")),
+    )
+
+
+__all__ = ["memory", "plan", "session_flows"]

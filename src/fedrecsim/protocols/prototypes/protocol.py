@@ -66,6 +66,7 @@ from ...data.silos import silo_assignment
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
 from ...mechanisms.private_kmeans import PrototypeBudget, PrototypeParams
+from ...memory import MemoryContext, MemoryItem
 from ...models.kmeans import kmeans
 from ...models.nmf import NMFHyper, nmf_observed
 from ...network.party import SERVER, Party, Role
@@ -334,6 +335,17 @@ async def run(ctx: RunContext) -> Outcome:
     )
 
 
+def memory_estimate(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """The prototypes protocol's arrays (`fedrecsim.memory`): the dense users x items score and observation
+    matrices of the evaluation and the baselines' NMFs (three at a time), and the factors."""
+    rank = ctx.config.rank
+    return (
+        MemoryItem("dense scores and baselines", 3.0 * ctx.users * ctx.items * 8, ("data.users", "data.items")),
+        MemoryItem("factors", 4.0 * (ctx.users + ctx.items) * rank * 8, ("protocol.rank", "data.users", "data.items")),
+    )
+
+
 PROTOCOL = ProtocolSpec(
-    "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True
+    "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True,
+    memory=memory_estimate,
 )

@@ -35,6 +35,7 @@ from ...config import param
 from ...errors import ConfigError, SecAggAborted
 from ...invariants import InvariantMonitor
 from ...mechanisms.ring import Ring
+from ...memory import MemoryContext, MemoryItem
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
@@ -198,6 +199,13 @@ async def run(ctx: RunContext) -> Outcome:
     return Outcome(len(rounds), rounds, final, privacy=privacy, invariants=[cancel], warnings=warnings, state=state)
 
 
+def memory_estimate(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
+    """Secure aggregation's arrays (`fedrecsim.memory`): every user's input, masks and masked vector of
+    ``length`` ring values, the masked vectors encoded and decoded at the server, and the sum."""
+    return (MemoryItem("inputs and masks", 6.0 * ctx.users * ctx.config.length * 8, ("protocol.length", "data.users")),)
+
+
 PROTOCOL = ProtocolSpec(
-    "secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)", resumable=True
+    "secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)", resumable=True,
+    memory=memory_estimate,
 )
