@@ -46,7 +46,7 @@ from .network.ledger import Ledger
 from .network.links import latency_from_table
 from .network.network import Network
 from .network.party import Party
-from .output import RESULT_FORMAT, OutputTarget, prepare_output
+from .output import RESULT_FORMAT, OutputTarget, platform_record, prepare_output
 from .progress import ProgressBar
 from .protocols import Outcome, RunContext, available_protocols, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
@@ -141,8 +141,15 @@ class RunResult:
 
     @property
     def transcript_xxh3_128(self) -> str:
-        """The run's determinism fingerprint: XXH3-128 of its transcript (`fedrecsim.network.ledger`)."""
+        """The run's determinism fingerprint: XXH3-128 of its transcript (`fedrecsim.network.ledger`),
+        bit-identical for one scenario and seed on one platform (``result["platform"]``)."""
         return self.result["transcript_xxh3_128"]
+
+    @property
+    def structure_xxh3_128(self) -> str:
+        """The run's structure fingerprint: who sent what kind of message of what size to whom, delivered
+        when (`fedrecsim.network.ledger`), the same on every platform (README, "Determinism")."""
+        return self.result["structure_xxh3_128"]
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={value:.4g}" for name, value in list(self.metrics.items())[:3])
@@ -628,6 +635,8 @@ def _result_document(
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
         "transcript_xxh3_128": ledger.transcript_xxh3_128,
+        "structure_xxh3_128": ledger.structure_xxh3_128,
+        "platform": platform_record(),
         "metrics": {
             "final": _plain(outcome.final, "metrics.final", nonfinite),
             "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),
@@ -689,6 +698,6 @@ def _write_metrics_csv(path: Path, rounds: list[dict[str, float]]) -> None:
 
 
 __all__ = [
-    "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
+    "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
     "write_result_folder",
 ]
