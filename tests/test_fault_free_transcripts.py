@@ -48,57 +48,57 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, Pin]] = {
         "network": {"latency": _LOGNORMAL, "loss": 0.05, "bandwidth_bps": 1e6},
         "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "initial_online": 0.7, "dropout": 0.1},
         "protocol": {"d": 4, "max_users": 20},
-    }, Pin("ea51bd17c11c4db3b66e57618d00a4ef", {"participants": 18, "missing": 2, "train_rmse": 3.188269232618858, "test_rmse": 3.0078128097506878})),
+    }, Pin("25719ad669f10d12d6f65f666545e661", {"participants": 18, "missing": 2, "train_rmse": 3.188269232618858, "test_rmse": 3.0078128097506878})),
     "fcf implicit, markov churn": ({
         "run": {"protocol": "fcf", "seed": 4, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 150, "ratings": 600, "feedback": "implicit", "split": "leave_one_out"},
         "network": {"latency": {"model": "uniform", "low_s": 0.0, "high_s": 0.1}, "loss": 0.05},
         "availability": {"model": "markov", "mean_on_s": 20.0, "mean_off_s": 5.0},
         "protocol": {"feedback": "implicit", "d": 3},
-    }, Pin("1b8aecc0737a6127124c568645a6a7f2", {"participants": 23, "hr@10": 0.06666666666666667})),
+    }, Pin("9ba7e50f3856edcbf18459a0cbf665f9", {"participants": 23, "hr@10": 0.06666666666666667})),
     "dpmf S1": ({
         "run": {"protocol": "dpmf", "seed": 6, "rounds": 3}, "data": {"users": 30, "items": 40, "ratings": 600},
         "network": {"latency": _LOGNORMAL}, "protocol": {"scenario": "S1", "d": 4, "epsilon": 1.0},
-    }, Pin("3d5d595f22b28156139dce119f7989b3", {"err_mean": 3.2647643747128363, "err_q90": 6.58407165984676, "test_rmse": 9.40876643881403, "baseline_err_mean": 2.1660724605584267})),
+    }, Pin("cd11c03b8ae072dc17e0041f5873c1d6", {"err_mean": 3.2647643747128363, "err_q90": 6.58407165984676, "test_rmse": 9.40876643881403, "baseline_err_mean": 2.1660724605584267})),
     "dpmf S2": ({
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL},
         "protocol": {"scenario": "S2", "d": 4, "epsilon": 1.0},
-    }, Pin("57bee12c97d1644cd32c825d85fef7e7", {"participants": 30, "items_updated": 40, "err_mean": 2.957911874751771, "test_rmse": 2.949038225665926})),
+    }, Pin("76f2715a7b5a54e1ca67da4e8731d2fc", {"participants": 30, "items_updated": 40, "err_mean": 2.957911874751771, "test_rmse": 2.949038225665926})),
     "dpmf S3, churn, dropout, loss": ({
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL, "loss": 0.02},
         "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1},
         "protocol": {"scenario": "S3", "d": 4, "epsilon": 1.0, "max_users": 10, "k_presharing": 4},
-    }, Pin("593885c3aea4ec61100a9642b76dae73", {"participants": 9, "missing": 1, "rho_scale_min": 11.313708498984761, "err_mean": 3.001486765226909, "test_rmse": 2.9277044113125927})),
+    }, Pin("ada01f979bb7219c46c70e7be958657a", {"participants": 9, "missing": 1, "rho_scale_min": 11.313708498984761, "err_mean": 3.001486765226909, "test_rmse": 2.9277044113125927})),
     "ldp_implicit, no pool released": ({
         "run": {"protocol": "ldp_implicit", "seed": 5, "rounds": 2},
         "data": {"feedback": "implicit", "users": 40, "items": 150, "ratings": 400, "split": "leave_one_out"},
         "network": {"latency": _LOGNORMAL, "loss": 0.01}, "protocol": {"k": 20, "min_users": 40},
-    }, Pin("9c15eb77b57bd1b8ed93fa922131ec6a", {"reports_dropped": 780, "hr@10": 0.125, "hr@10_mf_np": 0.15})),
+    }, Pin("8219c4a54048142d19df2d90bbdf7adf", {"reports_dropped": 780, "hr@10": 0.125, "hr@10_mf_np": 0.15})),
     "ldp_implicit, pools released (numbered batches)": ({
         "run": {"protocol": "ldp_implicit", "seed": 9, "rounds": 2},
         "data": {"feedback": "implicit", "users": 30, "items": 150, "ratings": 300, "split": "leave_one_out"},
         "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.2, "p_leave": 0.2},
         "protocol": {"k": 10, "proxies": 2, "min_users": 5},
-    }, Pin("508be1627c9e6776782d08ab68244b15", {"reports": 200, "anonymity_set": 5, "hr@10": 0.1, "hr@10_mf_np": 0.13333333333333333})),
+    }, Pin("71a5a70d832e17e9db0691cecfc1708d", {"reports": 200, "anonymity_set": 5, "hr@10": 0.1, "hr@10_mf_np": 0.13333333333333333})),
     "prototypes": ({
         "run": {"protocol": "prototypes", "seed": 3, "rounds": 2},
         "data": {"feedback": "counts", "users": 60, "items": 40, "ratings": 1200, "rank": 3, "split": "users",
                  "test_fraction": 0.2, "test_entries": 5, "silos": 3},
         "network": {"latency": _LOGNORMAL}, "protocol": {"k": 3, "rank": 2, "support": 5, "nmf_iterations": 30},
-    }, Pin("6cf6cf9a9bc251ba9d6cd38a3a2a9983", {"test_rmse": 2.9014288865786773, "map@10": 0.24895502645502643, "test_rmse_full": 1.9993989049242733, "test_rmse_kmeans": 3.331155603641446})),
+    }, Pin("634141554db4850a226061c0f932dbe4", {"test_rmse": 2.9014288865786773, "map@10": 0.24895502645502643, "test_rmse_full": 1.9993989049242733, "test_rmse_kmeans": 3.331155603641446})),
     "secagg, dropout": ({
         "run": {"protocol": "secagg", "seed": 5, "rounds": 3}, "data": {"users": 12, "items": 50, "ratings": 300},
         "network": {"latency": _LOGNORMAL}, "availability": {"dropout": 0.15},
         "protocol": {"mode": "real", "graph": "complete", "length": 16, "bits": 32, "frac_bits": 16},
-    }, Pin("cd5b0cee1c4d03bad2d165ff3ab3d387", {"participants": 11, "max_abs_error": 3.1148899630739635e-05, "wrong_words": 0})),
+    }, Pin("cefa8a97ca9995929217bd86c5548813", {"participants": 11, "max_abs_error": 3.1148899630739635e-05, "wrong_words": 0})),
     "secagg+, churn, dropout": ({
         "run": {"protocol": "secagg", "seed": 7, "rounds": 3}, "data": {"users": 16, "items": 50, "ratings": 300},
         "network": {"latency": _LOGNORMAL}, "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.2, "dropout": 0.1},
         "protocol": {"mode": "ideal", "graph": "sparse", "neighbours": 6, "length": 16},
-    }, Pin("dc7cfbee05bd2b1a0a60c13b5fd36c17", {"participants": 7, "max_abs_error": 1.9777861864023194e-05, "wrong_words": 0})),
-    "scenarios/secagg_small.toml": (_SCENARIOS / "secagg_small.toml", Pin("5738a9210c39d7b4d094397cb4bb4caa", {"participants": 19, "max_abs_error": 6.204417392807748e-05, "wrong_words": 0})),
+    }, Pin("0350e42f8d769bc5fc4ce42fa53e67f8", {"participants": 7, "max_abs_error": 1.9777861864023194e-05, "wrong_words": 0})),
+    "scenarios/secagg_small.toml": (_SCENARIOS / "secagg_small.toml", Pin("616a502e19d13b72f436c82e4c5f60a7", {"participants": 19, "max_abs_error": 6.204417392807748e-05, "wrong_words": 0})),
 }
 
 

@@ -63,8 +63,9 @@ HASH_NAME = "xxh3_128"
 
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 _HASH_PREFIX = struct.Struct("<dQ")
-#: One delivery in the structure fingerprint: time, src and dst as (role code, index), length, then the kind.
-_STRUCTURE_ROW = struct.Struct("<dBQBQQ")
+#: One delivery in the structure fingerprint: time, src and dst as (role code, index), length, the kind's
+#: length, then the kind.
+_STRUCTURE_ROW = struct.Struct("<dBQBQQH")
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 
 
@@ -301,9 +302,8 @@ class Ledger:
 
     def _add_structure(self, time: float, src: Party, dst: Party, kind: str, nbytes: int) -> None:
         """One delivery's row of the structure fingerprint (module docstring): its time, parties, length, kind."""
-        self._structure.update(_STRUCTURE_ROW.pack(time, src.role.code, src.index, dst.role.code, dst.index, nbytes))
-        self._structure.update(kind.encode())
-        self._structure.update(b"\n")
+        name = kind.encode()
+        self._structure.update(_STRUCTURE_ROW.pack(time, src.role.code, src.index, dst.role.code, dst.index, nbytes, len(name)) + name)
 
     def _fold_structure(self) -> None:
         digest = self._structure.digest()
