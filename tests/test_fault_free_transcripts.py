@@ -140,8 +140,10 @@ def test_result_json_records_the_platform_beside_both_fingerprints(tmp_path: Pat
     import numpy as np
     import threadpoolctl
 
+    from fedrecsim.summary import summary_text
+
     scenario, pin = PINNED["dpmf S2"]
-    fedrecsim.run(copy.deepcopy(scenario), out=tmp_path / "run")
+    result = fedrecsim.run(copy.deepcopy(scenario), out=tmp_path / "run")
     document = json.loads((tmp_path / "run" / "result.json").read_text())
     assert document["structure_xxh3_128"] == pin.structure_xxh3_128
     assert len(document["transcript_xxh3_128"]) == 32
@@ -151,3 +153,8 @@ def test_result_json_records_the_platform_beside_both_fingerprints(tmp_path: Pat
     kernels = {library["architecture"] for library in threadpoolctl.threadpool_info() if library["user_api"] == "blas"}
     assert {library["kernel"] for library in recorded["blas"]} == kernels
     assert all(library["library"] and library["version"] for library in recorded["blas"])
+    line = summary_text(result).splitlines()[1]
+    assert line == (
+        f"transcript xxh3_128 {result.transcript_xxh3_128} (bit for bit with BLAS kernel {', '.join(sorted(kernels))}); "
+        f"structure {pin.structure_xxh3_128} (on any machine)"
+    )
