@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 
 import pytest
@@ -116,3 +117,27 @@ def test_the_warning_follows_the_pace_of_the_clock(tiny_fcf) -> None:
     assert slow_clock_warning(fedrecsim.parse_scenario(tiny_fcf), trio.testing.MockClock(autojump_threshold=0)) is None
     assert slow_clock_warning(fedrecsim.parse_scenario(tiny_fcf), trio.testing.MockClock(rate=1000.0)) is None
     assert "at least 50 min" in slow_clock_warning(fedrecsim.parse_scenario(tiny_fcf), trio.testing.MockClock(rate=1.0))
+
+
+def test_real_time_waits_for_every_party_of_an_instant_before_the_next(tiny_fcf, monkeypatch) -> None:
+    """On a clock that does not jump, wall time passes while parties compute: here each user spends 2 ms
+    of wall time on its step and yields to the loop before replying, so the next instant (1 ms later in
+    the run's time) is due on the loop's clock before every user has replied. The delay line serves it
+    only once every task is blocked, so the replies are still sent at their instant: `run`'s transcript."""
+    from fedrecsim.protocols.fcf import roles
+
+    scenario = _zero_latency(tiny_fcf)
+    expected = fedrecsim.run(scenario)
+
+    async def slow_compute(self) -> None:
+        time.sleep(0.002)
+        await trio.lowlevel.checkpoint()
+
+    monkeypatch.setattr(roles.ExplicitUser, "compute", slow_compute)
+
+    async def main() -> fedrecsim.RunResult:
+        return await fedrecsim.run_async(scenario)
+
+    inside = trio.run(main)
+    assert inside.transcript_xxh3_128 == expected.transcript_xxh3_128
+    assert inside.metrics == expected.metrics
