@@ -12,7 +12,7 @@ import pytest
 
 from fedrecsim.errors import ConfigError
 from fedrecsim.network.links import LATENCY_MODELS, latency_from_table
-from fedrecsim.protocols import built_in_protocols
+from fedrecsim.protocols import ENTRY_POINT_GROUP, available_protocols, built_in_protocols
 from fedrecsim.reference import REGENERATE_COMMAND, REQUIRED, UNSET, key_rows, keys_text, reference_markdown
 from fedrecsim.scenario import apply_overrides, parse_scenario
 
@@ -76,9 +76,37 @@ def test_keys_text_for_one_protocol_holds_the_common_tables_and_only_that_protoc
 
 
 def test_keys_text_without_a_protocol_holds_every_protocol():
+    """Every protocol ``run.protocol`` accepts by name: the built-in ones and any a plugin installed (as the
+    tutorial installs ``examples/secure_sum``; issue 29), whatever is installed where the suite runs."""
     headings = [line for line in keys_text().splitlines() if line.startswith("[protocol]")]
-    assert headings == [f'[protocol] with run.protocol = "{name}"' for name in built_in_protocols()]
+    assert headings == [f'[protocol] with run.protocol = "{name}"' for name in available_protocols()]
+    assert set(built_in_protocols()) <= set(available_protocols())
     assert "  protocol.k_presharing: integer, default 10, >= 1" in keys_text()
+
+
+def test_an_installed_plugin_is_in_keys_text_and_never_in_the_generated_reference(tmp_path, monkeypatch):
+    """``fedrecsim keys`` shows the protocols installed here, a plugin's among them; docs/scenario-reference.md
+    is generated from the built-in protocols only, so it is the same on every machine."""
+    (tmp_path / "keys_plugin.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from fedrecsim.sim import ProtocolSpec, param\n\n"
+        "@dataclass(frozen=True)\n"
+        "class Config:\n"
+        "    shards: int = param(4, ge=1, doc='how many shards')\n\n"
+        "async def run(ctx):\n"
+        "    raise NotImplementedError\n\n"
+        "PROTOCOL = ProtocolSpec('keys_plugin', Config, run, 'a plugin of the tests')\n"
+    )
+    info = tmp_path / "keys_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: keys_plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nkeys_plugin = keys_plugin:PROTOCOL\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    assert "keys_plugin" in available_protocols()
+    text = keys_text()
+    assert '[protocol] with run.protocol = "keys_plugin"' in text
+    assert "  protocol.shards: integer, default 4, >= 1" in text
+    assert "keys_plugin" not in reference_markdown()
 
 
 def test_an_unknown_protocol_is_a_config_error_naming_run_protocol():

@@ -25,7 +25,7 @@ from fedrecsim.sim import (
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
     "transcript_xxh3_128", "metrics", "ledger", "invariants", "privacy", "format", "warnings", "data", "paper_figures",
-    "distributions",
+    "distributions", "structure_xxh3_128", "platform",
 }
 
 

@@ -32,7 +32,7 @@ from .errors import (  # noqa: E402 -- the version must exist before the runner 
 from .allocator import keep_freed_memory  # noqa: E402
 from .network.party import Party, Role  # noqa: E402
 from .protocols import available_protocols  # noqa: E402
-from .runner import RunResult, resume, run, run_async  # noqa: E402
+from .runner import RunResult, SlowClockWarning, resume, run, run_async  # noqa: E402
 from .launcher import run_tcp  # noqa: E402
 from .scenario import Scenario, load_scenario, parse_scenario  # noqa: E402
 from .study import Study, StudyResult, read_study  # noqa: E402
@@ -48,6 +48,7 @@ __all__ = [
     "RunResult",
     "Scenario",
     "SimulationError",
+    "SlowClockWarning",
     "Study",
     "StudyResult",
     "WireError",

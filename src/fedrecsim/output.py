@@ -28,10 +28,15 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import threadpoolctl
 
 from .errors import OutputError
 
@@ -40,6 +45,47 @@ RESULT_FILES = frozenset({"result.json", "metrics.csv", "ledger.csv", "transcrip
 #: The file in a staging folder naming its owner: ``<host> <boot id> <pid>``; removed before the commit.
 STAGING_MARKER = ".fedrecsim-staging"
 _STAGING_NAME = re.compile(r"\.(?P<name>.+)\.partial-(?P<pid>[0-9]+)-[0-9]+")
+
+
+def platform_record() -> dict[str, Any]:
+    """The ``platform`` of ``result.json``: what a run's floats depend on besides its scenario and seed.
+
+    Two runs of one scenario and seed have the same ``transcript_xxh3_128`` (the content hash) when these
+    agree -- the CPU architecture, Python, numpy and the SIMD paths numpy found, and each BLAS library
+    loaded with its version and the kernel it chose for this CPU (``OPENBLAS_CORETYPE`` overrides it) --
+    and the same ``structure_xxh3_128`` on any platform (README, "Determinism").
+    """
+    return {
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numpy_simd": _numpy_simd(),
+        "blas": [
+            {
+                "library": library.get("internal_api"),
+                "version": library.get("version"),
+                "kernel": library.get("architecture"),
+                "threads": library.get("num_threads"),
+                "file": os.path.basename(library.get("filepath", "")),
+            }
+            for library in sorted(threadpoolctl.threadpool_info(), key=lambda library: library.get("filepath", ""))
+            if library.get("user_api") == "blas"
+        ],
+    }
+
+
+def _numpy_simd() -> dict[str, list[str]]:
+    """The SIMD extensions numpy was built for (``baseline``) and those it found on this CPU and dispatches
+    to (``found``), as ``numpy.show_runtime()`` reports them."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_baseline__, __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy moved its private module: the record says so instead of guessing
+        return {"baseline": [], "found": ["unknown"]}
+    return {
+        "baseline": list(__cpu_baseline__),
+        "found": [feature for feature in __cpu_dispatch__ if __cpu_features__.get(feature)],
+    }
 
 
 def _lexists(path: Path) -> bool:
@@ -269,6 +315,6 @@ def remove_dead_staging(target: Path) -> list[Path]:
 
 
 __all__ = [
-    "RESULT_FILES", "RESULT_FORMAT", "STAGING_MARKER", "OutputTarget", "prepare_output", "remove_dead_staging",
-    "replaceable_problem",
+    "RESULT_FILES", "RESULT_FORMAT", "STAGING_MARKER", "OutputTarget", "platform_record", "prepare_output",
+    "remove_dead_staging", "replaceable_problem",
 ]

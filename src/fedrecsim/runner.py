@@ -4,7 +4,8 @@
 protocol in virtual time (`VirtualClock`: time jumps to the next deadline whenever every task is
 blocked) -- so a week of protocol time passes in the seconds the computation takes -- and returns a
 `RunResult` whose ``result`` is the ``result.json`` contract of ``docs/architecture.md``. ``run_async``
-does the same inside a trio loop that is already running.
+does the same inside a trio loop that is already running, on whatever clock that loop has: the run's time
+starts at 0 there too (`Network`'s event time), so its transcript and metrics are those of ``run``.
 
 With ``out``, the location is checked before the simulation starts and the folder is written atomically
 (`fedrecsim.output`): a failed or interrupted run leaves no folder, and nothing of the user's is ever
@@ -25,6 +26,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from . import __version__
 from .clock import VirtualClock
@@ -42,9 +45,10 @@ from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, Out
 from .memory import check_memory
 from .network.ledger import COUNTER_NAMES as LEDGER_COUNTERS
 from .network.ledger import Ledger
+from .network.links import latency_from_table
 from .network.network import Network
 from .network.party import Party
-from .output import RESULT_FORMAT, OutputTarget, prepare_output
+from .output import RESULT_FORMAT, OutputTarget, platform_record, prepare_output
 from .progress import ProgressBar
 from .protocols import Outcome, RunContext, available_protocols, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
@@ -59,6 +63,16 @@ TICK_EVERY_S = 0.1
 #: budget's `PartyTimeout`, the same one whichever party would have given up first.
 BUDGET_MARGIN_S = 600.0
 
+#: `run_async` warns (`SlowClockWarning`) before a run on a loop whose clock does not jump when the run is
+#: expected to take longer than this many wall seconds.
+SLOW_CLOCK_WARN_S = 10.0
+
+
+class SlowClockWarning(RuntimeWarning):
+    """`run_async` on a loop whose clock does not jump to the run's next instant (trio's default clock,
+    a ``MockClock`` without autojump): the run's virtual seconds pass in the loop's seconds, and the
+    message names the wall time expected."""
+
 
 @dataclass(frozen=True)
 class RoundStatus:
@@ -67,7 +81,7 @@ class RoundStatus:
     Attributes:
         round: the round under way (0: the set-up before round 1).
         completed, total: rounds completed and the run's rounds.
-        virtual_s: virtual seconds since the protocol started.
+        virtual_s: the run's virtual seconds (`Network.now`: since the run started).
         ledger: the run's ledger, to read (never to write).
     """
 
@@ -85,11 +99,11 @@ class _Ticker(trio.abc.Instrument):
     run's tasks, messages and draws are what they are without it, so transcripts and results are too.
     """
 
-    def __init__(self, tick: Callable[[RoundStatus], None], rounds: _RoundCounter, ledger: Ledger, start: float) -> None:
+    def __init__(self, tick: Callable[[RoundStatus], None], rounds: _RoundCounter, network: Network) -> None:
         self.tick = tick
         self.rounds = rounds
-        self.ledger = ledger
-        self.start = start
+        self.ledger = network.ledger
+        self.network = network
         self.last = -math.inf
 
     def after_io_wait(self, timeout: float) -> None:
@@ -98,7 +112,7 @@ class _Ticker(trio.abc.Instrument):
             return
         self.last = now
         rounds = self.rounds
-        self.tick(RoundStatus(self.ledger.round, rounds.completed, rounds.total, trio.current_time() - self.start, self.ledger))
+        self.tick(RoundStatus(self.ledger.round, rounds.completed, rounds.total, self.network.now, self.ledger))
 
 
 @dataclass(repr=False)
@@ -129,8 +143,15 @@ class RunResult:
 
     @property
     def transcript_xxh3_128(self) -> str:
-        """The run's determinism fingerprint: XXH3-128 of its transcript (`fedrecsim.network.ledger`)."""
+        """The run's determinism fingerprint: XXH3-128 of its transcript (`fedrecsim.network.ledger`),
+        bit-identical for one scenario and seed on one platform (``result["platform"]``)."""
         return self.result["transcript_xxh3_128"]
+
+    @property
+    def structure_xxh3_128(self) -> str:
+        """The run's structure fingerprint: who sent what kind of message of what size to whom, delivered
+        when (`fedrecsim.network.ledger`), the same on every platform (README, "Determinism")."""
+        return self.result["structure_xxh3_128"]
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={value:.4g}" for name, value in list(self.metrics.items())[:3])
@@ -308,16 +329,25 @@ async def run_async(
 ) -> RunResult:
     """Run one scenario inside the trio loop that is already running (e.g. a pytest-trio test).
 
-    The run uses that loop's clock: under pytest-trio's ``autojump_clock`` (or a `VirtualClock`) it is
-    virtual time, and a loop whose clock starts at 0 gives the transcript hash and metrics that `run`
-    gives; under trio's default clock the protocol's deadlines pass in real time. Arguments, result and
-    errors are those of `run`; a cancelled run writes nothing.
+    The run's time starts at 0 when it starts, whatever the loop's clock reads, and moves from one instant
+    of the run to the next (`Network`'s event time): the loop's clock only paces it. So on any clock the
+    run gives the transcript hash and metrics that `run` gives. Under a clock that jumps (pytest-trio's
+    ``autojump_clock``, a `VirtualClock`) the next instant comes as soon as every task is blocked; under
+    one that does not (trio's default clock: real time) each instant comes when the loop's clock reaches
+    it, so the run takes about its virtual duration in wall time -- a run expected to take longer than
+    `SLOW_CLOCK_WARN_S` wall seconds warns so before it starts (`SlowClockWarning`, also kept in the
+    result's ``warnings``). Arguments, result and errors are those of `run`; a cancelled run writes nothing.
     """
     scenario = coerce_scenario(scenario)
+    slow = slow_clock_warning(scenario, trio.lowlevel.current_clock())
+    if slow is not None:
+        warnings.warn(slow, SlowClockWarning, stacklevel=2)
     target = _output_target(out, overwrite)
     rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
     try:
         run_result = await _simulate(scenario, transcript, tuple(record_views), rounds)
+        if slow is not None:
+            run_result.result["warnings"].insert(0, slow)
         if target is not None:
             run_result.path = write_result_folder(target, run_result)
     except BaseException:
@@ -325,6 +355,68 @@ async def run_async(
             target.abandon()
         raise
     return run_result
+
+
+def slow_clock_warning(scenario: Scenario, clock: trio.abc.Clock) -> str | None:
+    """What `run_async` warns before a run on ``clock`` expected to take more than `SLOW_CLOCK_WARN_S` wall
+    seconds (None: the clock jumps to the run's next instant, or the run is quick enough).
+
+    A clock that does not jump paces the run's virtual time: every instant of it comes when the loop's
+    clock reaches it. The run's virtual duration is at least ``rounds x run.round_gap_s`` plus, for the
+    set-up and each round, a request and a reply of a typical latency (the latency model's median, at
+    least ``network.resolution_s``), and up to ``run.round_timeout_s`` more per round where parties wait out
+    their deadlines; wall time is that divided by the clock's rate. trio's own clocks say their rate
+    (``MockClock.rate``, autojumping ``MockClock``s jump); any other clock is taken to follow the wall clock.
+    """
+    if isinstance(clock, VirtualClock):
+        return None
+    rate, pace = 1.0, f"its clock ({type(clock).__name__}) follows the wall clock"
+    if isinstance(clock, trio.testing.MockClock):
+        if clock.autojump_threshold == 0:
+            return None
+        if clock.rate == 0 and not math.isfinite(clock.autojump_threshold):
+            return (
+                "run_async on a MockClock that neither runs (rate 0) nor autojumps: the run waits at its first "
+                "instant until something jumps the clock; use MockClock(autojump_threshold=0) or fedrecsim.run"
+            )
+        if clock.rate > 0:
+            rate, pace = clock.rate, f"its MockClock runs at rate {clock.rate:g}"
+        else:
+            rate, pace = 0.0, f"its MockClock jumps only after {clock.autojump_threshold:g} idle wall seconds"
+    timing, network = scenario.run, scenario.network
+    hop = max(_median_latency(network.latency), network.resolution_s)
+    exchanges = 2 * hop * (timing.rounds + 1)
+    least = timing.rounds * timing.round_gap_s + exchanges
+    most = least + (timing.rounds + 1) * timing.round_timeout_s
+    if rate > 0:
+        least_wall, most_wall = least / rate, most / rate
+    else:  # each instant (at least a request and a reply a round) waits out the autojump threshold
+        least_wall = most_wall = 2 * (timing.rounds + 1) * clock.autojump_threshold  # type: ignore[attr-defined]
+    if least_wall <= SLOW_CLOCK_WARN_S:
+        return None
+    return (
+        f"run_async: the loop's clock does not jump ({pace}), so the run's virtual time passes in wall time: "
+        f"{timing.rounds} rounds of run.round_gap_s = {timing.round_gap_s:g} s with a request and a reply of "
+        f"~{hop:g} s each are expected to take at least {_duration(least_wall)} of wall time (up to "
+        f"{_duration(most_wall)} where parties wait out run.round_timeout_s = {timing.round_timeout_s:g} s); "
+        "fedrecsim.run, or a loop on trio.testing.MockClock(autojump_threshold=0), takes none of it"
+    )
+
+
+def _median_latency(table: Mapping[str, Any]) -> float:
+    """The median of a latency model's delays, over a fixed grid of its two uniforms (any model)."""
+    latency = latency_from_table(table, "network.latency")
+    grid = [(position + 0.5) / 16 for position in range(16)]
+    delays = sorted(latency.sample(u, v) for u in grid for v in grid)
+    return delays[len(delays) // 2]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class _RoundCounter:
@@ -380,6 +472,8 @@ async def _simulate(
     start = trio.current_time()
     if checkpoints is not None:
         start = _prepare_checkpoints(checkpoints, train, test, start, wall_start)
+    # A resumed run goes on from its checkpoint's time (its clock stands there: `_run_virtual`).
+    resumed_at = trio.current_time() - start if checkpoints is not None and checkpoints.resumed is not None else 0.0
     ledger = Ledger(record_transcript=transcript)
     faults = scenario.faults
     network = Network(
@@ -389,6 +483,9 @@ async def _simulate(
         max_message_bytes=int(scenario.network.max_message_mb * 1024 * 1024),
         record_views=views,
         faults=faults.party_faults(),
+        origin=start,
+        event_time=True,
+        started_at=resumed_at,
     )
     context = RunContext(
         scenario=seen,
@@ -402,13 +499,14 @@ async def _simulate(
         checkpoints=checkpoints,
     )
     tick = getattr(rounds.progress, "tick", None)
-    ticker = _Ticker(tick, rounds, ledger, start) if tick is not None else None
+    ticker = _Ticker(tick, rounds, network) if tick is not None else None
     if ticker is not None:
         trio.lowlevel.add_instrument(ticker)
     budget_s = scenario.run.max_virtual_s or context.horizon_s - BUDGET_MARGIN_S
     try:
         with sole_errors():
             async with network.open():
+                # On the loop's clock: where it does not jump, the run's time lags it, never leads.
                 with trio.move_on_at(start + budget_s) as budget:
                     outcome = await spec.run(context)
     finally:
@@ -420,7 +518,7 @@ async def _simulate(
             f"the run did not finish within its virtual-time budget of {budget_s:g} s (run.max_virtual_s): "
             f"stopped in round {ledger.round} of {scenario.run.rounds}"
         )
-    virtual_time = trio.current_time() - start
+    virtual_time = network.now
     wall_time = time.perf_counter() - wall_start + (checkpoints.wall_before_s if checkpoints is not None else 0.0)
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
     result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, _warnings(scenario, context))
@@ -543,6 +641,8 @@ def _result_document(
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
         "transcript_xxh3_128": ledger.transcript_xxh3_128,
+        "structure_xxh3_128": ledger.structure_xxh3_128,
+        "platform": platform_record(),
         "metrics": {
             "final": _plain(outcome.final, "metrics.final", nonfinite),
             "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),
@@ -623,6 +723,6 @@ def _traffic_column_order(name: str) -> tuple[str, int]:
 
 
 __all__ = [
-    "RunResult", "check_checkpoint_interval", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
+    "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
     "write_result_folder",
 ]

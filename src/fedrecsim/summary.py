@@ -41,7 +41,7 @@ def summary_text(run_result: RunResult) -> str:
         f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
         f"{result['rounds_completed']:,} rounds, {result['virtual_time_s']:,.1f} {clock} in "
         f"{result['wall_time_s']:,.2f} s wall time",
-        f"transcript xxh3_128 {result['transcript_xxh3_128']}",
+        f"transcript xxh3_128 {result['transcript_xxh3_128']}" + _structure(result),
     ]
     for warning in result.get("warnings", []):
         lines.append(f"WARNING: {warning}")
@@ -56,6 +56,17 @@ def summary_text(run_result: RunResult) -> str:
     if run_result.path is not None:
         lines += ["", f"results in {run_result.path}"]
     return "\n".join(lines)
+
+
+def _structure(result: dict[str, Any]) -> str:
+    """The structure fingerprint beside the content hash, with the BLAS kernels the content hash holds for
+    (README, "Determinism"); nothing for a result written before either existed."""
+    structure = result.get("structure_xxh3_128")
+    if structure is None:
+        return ""
+    kernels = sorted({str(library["kernel"]) for library in result.get("platform", {}).get("blas", [])})
+    on = f" (bit for bit with BLAS kernel {', '.join(kernels)})" if kernels else ""
+    return f"{on}; structure {structure} (on any machine)"
 
 
 def _metrics(result: Mapping[str, Any]) -> list[str]:

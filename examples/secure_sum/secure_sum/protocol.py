@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import trio
 
 from fedrecsim.sim import SERVER, InvariantMonitor, Outcome, Party, ProtocolSpec, Role, RunContext, Stream, param
 
@@ -36,7 +35,7 @@ async def run(ctx: RunContext) -> Outcome:
         await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(1, ctx.rounds + 1):
             population.begin_round(round_index)
-            total, replies = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
+            total, replies = await server.round(round_index, ctx.network.now + timing.round_timeout_s)
             # The simulator is omniscient: it knows the counts of the users who answered.
             truth = sum((users[party].counts for party, _ in replies), np.zeros(n_items, dtype=np.uint64))
             wrong = int(np.count_nonzero(total != truth))

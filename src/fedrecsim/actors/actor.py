@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
-import trio
 
 from ..errors import PartyTimeout
 from ..network.ledger import RejectReason
@@ -86,7 +85,8 @@ class Actor:
 
     @property
     def now(self) -> float:
-        return trio.current_time()
+        """The run's time (`Network.now`): compute deadlines from it, never from the loop's clock."""
+        return self.network.now
 
     @property
     def online(self) -> bool:

@@ -144,7 +144,7 @@ class Population:
     def _crashed(self, crash: Crash) -> None:
         """A fault rule crashed a party: if it is one of these users and restarts, schedule the restart."""
         if crash.party in self.users and crash.restart_after_s is not None and self._nursery is not None:
-            due = trio.current_time() + crash.restart_after_s
+            due = self.network.now + crash.restart_after_s
             self._restarts_due.append((due, crash))
             self._nursery.start_soon(self._restart, crash, due)
 

@@ -44,6 +44,13 @@ round (`fold`): the hasher starts again from the digest so far, so the fingerpri
 whether or not a checkpoint is saved -- and it makes the hash's state at a round's end 16 bytes a
 checkpoint can hold (a running XXH3 state cannot be saved).
 
+The *structure* fingerprint (`structure_xxh3_128`) is XXH3-128 over ``(deliver time, src, dst, kind,
+length)`` of the same deliveries in the same order -- who sent what kind of message of what size to whom,
+arriving when -- without the bytes. The content hash moves with the last bit of any float a message
+carries, and those bits depend on the machine (numpy's BLAS kernel and SIMD paths: README, "Determinism");
+the structure does not where the protocol's messages have sizes and times that no float decides
+(docs/architecture.md, "Determinism", says where that holds). It folds with the content hash.
+
 Why XXH3-128 and not SHA-256: the hash is a fingerprint for reproducibility, never a security
 primitive, and it covers every delivered byte -- each copy of a broadcast, every gradient. XXH3 is a
 non-cryptographic 128-bit hash that passes SMHasher; on the benchmark machine it hashes ~40 GB/s against
@@ -71,6 +78,9 @@ HASH_NAME = "xxh3_128"
 
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 _HASH_PREFIX = struct.Struct("<dQ")
+#: One delivery in the structure fingerprint: time, src and dst as (role code, index), length, the kind's
+#: length, then the kind.
+_STRUCTURE_ROW = struct.Struct("<dBQBQQH")
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
@@ -148,6 +158,8 @@ class Ledger:
         self._withheld: dict[Party, dict[str, int]] = {}
         self._hash = xxhash.xxh3_128()
         self._folded_at = b""
+        self._structure = xxhash.xxh3_128()
+        self._structure_folded_at = b""
         self.round = 0
         self._round_counters = self._rounds[0] = [0, 0]
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
@@ -171,6 +183,7 @@ class Ledger:
         digest = self._hash.digest()
         self._hash = xxhash.xxh3_128(digest)
         self._folded_at = digest
+        self._fold_structure()
 
     def checkpoint_state(self) -> dict[str, Any]:
         """Everything this ledger holds, for a checkpoint taken right after `fold` (the hash as the digest
@@ -181,13 +194,14 @@ class Ledger:
         """
         if self._hash.digest() != xxhash.xxh3_128(self._folded_at).digest():
             raise RuntimeError("a ledger is saved only right after fold(): messages were hashed since")
-        return {name: value for name, value in vars(self).items() if name != "_hash"}
+        return {name: value for name, value in vars(self).items() if name not in ("_hash", "_structure")}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Become the ledger `checkpoint_state` saved (pickled whole: the current round's counters stay the
         entry of the rounds' table they were)."""
         vars(self).update(state)
         self._hash = xxhash.xxh3_128(self._folded_at)
+        self._structure = xxhash.xxh3_128(self._structure_folded_at)
 
     def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
         counters = self._counters(src)
@@ -222,6 +236,7 @@ class Ledger:
             self._hash.update(data.shared.digest())
         else:
             self._hash.update(data)
+        self._add_structure(time, src, dst, kind, nbytes)
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
 
@@ -329,6 +344,7 @@ class Ledger:
             "duplicated": self.duplicated,
             "withheld": {party: dict(counts) for party, counts in self._withheld.items()},
             "digest": self._hash.digest(),
+            "structure_digest": self._structure.digest(),
         }
 
     @classmethod
@@ -358,6 +374,7 @@ class Ledger:
                     per_party = ledger._withheld.setdefault(party, {})
                     per_party[key] = per_party.get(key, 0) + count
             ledger._hash.update(part["digest"])
+            ledger._structure.update(part["structure_digest"])
         ledger.round = max(ledger._rounds)
         ledger.rounds_attributed = False
         return ledger
@@ -368,6 +385,23 @@ class Ledger:
     def transcript_xxh3_128(self) -> str:
         """The transcript hash so far, as 32 hex digits."""
         return self._hash.hexdigest()
+
+    # ------------------------------------------------------------------ the structure fingerprint
+
+    def _add_structure(self, time: float, src: Party, dst: Party, kind: str, nbytes: int) -> None:
+        """One delivery's row of the structure fingerprint (module docstring): its time, parties, length, kind."""
+        name = kind.encode()
+        self._structure.update(_STRUCTURE_ROW.pack(time, src.role.code, src.index, dst.role.code, dst.index, nbytes, len(name)) + name)
+
+    def _fold_structure(self) -> None:
+        digest = self._structure.digest()
+        self._structure = xxhash.xxh3_128(digest)
+        self._structure_folded_at = digest
+
+    @property
+    def structure_xxh3_128(self) -> str:
+        """The structure fingerprint so far, as 32 hex digits (module docstring)."""
+        return self._structure.hexdigest()
 
     def party(self, party: Party) -> dict[str, int]:
         """The five counters of one party (zeros for a party that never sent nor received)."""

@@ -19,6 +19,20 @@ is on the heap before its delivery instant, whichever of the concurrent senders 
 wait of the simulation -- a mailbox deadline or `sleep_until` -- is served by the delay line after the
 deliveries due at the same instant, so a task waking at t sees exactly the messages due by t.
 
+Time is the run's, counted from ``origin`` on the loop's clock: arrival times, deadlines, the times the
+ledger records and the ``sent_at`` of every envelope are seconds since the run started, so a run computes
+the same numbers whatever the loop's clock read when it started. How that time moves (`Network.now`):
+
+- *loop time* (the default, for networks driven by hand in tests): the loop's clock less ``origin``, so a
+  test's own ``trio.sleep`` moves it too;
+- *event time* (``event_time=True``, every run of `fedrecsim.runner`): the instant the delay line last
+  served, exactly as the heap holds it. The loop's clock only paces the run: under a clock that jumps
+  (`VirtualClock`, trio's ``MockClock(autojump_threshold=0)``) the next instant comes as soon as every task
+  is blocked; under any other (trio's default, real time) the delay line waits until the loop's clock
+  reaches it *and* every task is blocked (`trio.testing.wait_all_tasks_blocked`), then serves that one
+  instant. Either way every party sees the instants, messages and deadlines a `VirtualClock` run sees, so
+  the run's transcript is the same on any clock and at any offset.
+
 Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
 in this process, so the receiver gets a fresh copy rebuilt from them without the checks running twice.
 
@@ -46,6 +60,7 @@ from typing import Any
 
 import outcome
 import trio
+import trio.testing
 
 from ..clock import VirtualClock
 from ..errors import ProtocolViolation, WireError
@@ -223,6 +238,11 @@ class Network:
         max_message_bytes: larger messages are refused by the wire.
         record_views: parties whose mailboxes keep a copy of everything they received.
         faults: the run's party faults (crashes, byzantine parties); none by default.
+        origin: the loop-clock time at which the run's time is 0 (module docstring).
+        event_time: time moves from one served instant to the next, whatever the loop's clock reads
+            between them (module docstring); False: time is the loop's clock less ``origin``.
+        started_at: in event time, the run's time when the network opens (a resumed run's: the time of its
+            checkpoint).
 
     Attributes:
         crash_listeners: called with each `Crash` as it fires (the population restarts its users).
@@ -237,6 +257,9 @@ class Network:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         record_views: Iterable[Party] = (),
         faults: PartyFaults | None = None,
+        origin: float = 0.0,
+        event_time: bool = False,
+        started_at: float = 0.0,
     ) -> None:
         if not (resolution_s >= 0 and math.isfinite(resolution_s)):
             raise ValueError(f"resolution_s must be a finite number >= 0, got {resolution_s}")
@@ -265,6 +288,11 @@ class Network:
         self._sleep: trio.CancelScope | None = None
         self._parked: trio.lowlevel.Task | None = None
         self._open = False
+        self.origin = float(origin)
+        self.event_time = event_time
+        self.started_at = float(started_at)
+        # Event time: the instant the delay line last served.
+        self._served = self.started_at
 
     # ------------------------------------------------------------------ membership
 
@@ -328,6 +356,16 @@ class Network:
             raise ValueError(f"the view of {party} was not recorded (pass it in record_views)")
         return mailbox.view
 
+    # ------------------------------------------------------------------ time
+
+    @property
+    def now(self) -> float:
+        """The run's time, in seconds since ``origin`` (module docstring): parties read it (`Actor.now`)
+        and compute their deadlines from it."""
+        if self.event_time:
+            return self._served
+        return trio.current_time() - self.origin
+
     # ------------------------------------------------------------------ sending and delivery
 
     def send(self, src: Party, dst: Party, body: Any, *, padding: int = 0) -> int:
@@ -340,7 +378,7 @@ class Network:
         """
         if not self._may_send(src, body):
             return 0
-        now = trio.current_time()
+        now = self.now
         data = encode(src, dst, now, body, self.max_message_bytes)
         if padding:
             if padding < 0:
@@ -360,7 +398,7 @@ class Network:
         """
         if not self._may_send(src, body):
             return 0
-        now = trio.current_time()
+        now = self.now
         dsts = list(dsts)
         encoded = encode_many(src, dsts, now, body, self.max_message_bytes)
         kind = body.KIND
@@ -442,17 +480,17 @@ class Network:
 
     async def sleep(self, seconds: float) -> None:
         """`sleep_until` ``seconds`` from now."""
-        await self.sleep_until(trio.current_time() + seconds)
+        await self.sleep_until(self.now + seconds)
 
     def _wake_by(self, when: float) -> None:
         """Make the delay line wake no later than ``when``."""
         sleeper = self._sleep
-        if sleeper is not None and when < sleeper.deadline:
-            sleeper.deadline = when
+        if sleeper is not None and self.origin + when < sleeper.deadline:
+            sleeper.deadline = self.origin + when
 
-    def _deliver_due(self) -> None:
+    def _deliver_due(self, now: float) -> None:
+        """Deliver every message due by ``now`` (run time), then end the waits and sleeps due by then."""
         arrivals = self._arrivals
-        now = trio.current_time()
         ledger = self.ledger
         attached = self._attached
         mailboxes = self._mailboxes
@@ -502,17 +540,48 @@ class Network:
     def _next_due(self) -> float:
         return min(self._arrivals[0] if self._arrivals else math.inf, self._timers.next_deadline)
 
+    def _serve_due(self) -> None:
+        """Deliver what is due now: in loop time, everything due by the loop's clock; in event time, the
+        earliest instant on the heap once the loop's clock has reached it (never one before the instant
+        last served: a deadline already past is served at that instant)."""
+        if not self.event_time:
+            self._deliver_due(trio.current_time() - self.origin)
+            return
+        due = self._next_due()
+        if self.origin + due > trio.current_time():
+            return
+        self._served = served = max(due, self._served)
+        self._deliver_due(served)
+
     async def _delay_line(self) -> None:
         clock = trio.lowlevel.current_clock()
         if isinstance(clock, VirtualClock):
             await self._delay_line_woken_by(clock)
-            return
+        elif self.event_time:
+            await self._delay_line_paced()
+        else:
+            while True:
+                await self._sleep_until_due()
+                self._serve_due()
+
+    async def _sleep_until_due(self) -> None:
+        """Sleep on the loop's clock until the earliest arrival or deadline (`_wake_by` makes it earlier)."""
+        with trio.CancelScope(deadline=self.origin + self._next_due()) as scope:
+            self._sleep = scope
+            await trio.sleep_forever()
+        self._sleep = None
+
+    async def _delay_line_paced(self) -> None:
+        """The delay line in event time on a clock of the loop's that does not jump to it (module
+        docstring): one instant at a time, each once the loop's clock reached it and every task is blocked
+        -- so the tasks the previous instant woke have sent what they send at that instant, as they
+        would have under a jumping clock, however long their computation took in the loop's time."""
         while True:
-            with trio.CancelScope(deadline=self._next_due()) as scope:
-                self._sleep = scope
-                await trio.sleep_forever()
-            self._sleep = None
-            self._deliver_due()
+            if self.origin + self._next_due() > trio.current_time():
+                await self._sleep_until_due()
+                continue
+            await trio.testing.wait_all_tasks_blocked()
+            self._serve_due()
 
     async def _delay_line_woken_by(self, clock: VirtualClock) -> None:
         """The delay line under `VirtualClock`: parked without a deadline, woken by the clock's jump.
@@ -523,15 +592,15 @@ class Network:
         clock.add_source(self)
         try:
             while True:
-                self._deliver_due()
+                self._serve_due()
                 self._parked = trio.lowlevel.current_task()
                 await trio.lowlevel.wait_task_rescheduled(self._unpark)
         finally:
             clock.remove_source(self)
 
     def next_wake(self) -> float:
-        """For `VirtualClock`: when the parked delay line must run next (inf while it is not parked)."""
-        return self._next_due() if self._parked is not None else math.inf
+        """For `VirtualClock`: when (on its clock) the parked delay line must run next (inf while it is not parked)."""
+        return self.origin + self._next_due() if self._parked is not None else math.inf
 
     def wake(self) -> None:
         """For `VirtualClock`: reschedule the parked delay line (time already stands at `next_wake`)."""
@@ -598,6 +667,7 @@ class Network:
             raise ProtocolViolation("this network is already open")
         self._open = True
         self._timers.running = True
+        self._served = self.started_at
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._delay_line)
@@ -609,7 +679,7 @@ class Network:
             self._open = False
             self._timers.running = False
             self._sleep = None
-            now = trio.current_time()
+            now = self.now
             for arrival in sorted(self._buckets):
                 for src, dst, _, kind, data, padding, sent_round in sorted(self._buckets[arrival]):
                     self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED, sent_round)

@@ -485,7 +485,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
                 await _preshare(recommender, verifier, config, timing.round_timeout_s)
             served = recommender.serve(round_index, timing.round_timeout_s)
             traffic.start(served.parties)
-            update = await recommender.collect(trio.current_time() + timing.round_timeout_s)
+            update = await recommender.collect(ctx.network.now + timing.round_timeout_s)
             row = _round_row(round_index, served, update)
             if config.check_invariants:
                 row.update(verifier.after_round(served, update))
@@ -512,7 +512,7 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
 async def _set_up(recommender: Recommender, verifier: Verifier, config: DPMFConfig, round_timeout_s: float) -> None:
     """The set-up before round 1: S2's noise set-up, or S3's pre-sharing attempts until every eta_j is whole."""
     if config.scenario == "S2":
-        await recommender.set_up_noise(trio.current_time() + round_timeout_s)
+        await recommender.set_up_noise(recommender.now + round_timeout_s)
         return
     for _ in range(config.presharing_attempts):
         if recommender.eta_whole.all():
@@ -681,10 +681,10 @@ async def _recommend(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
     timing = ctx.scenario.run
     everyone = frozenset(Party(Role.USER, index) for index in range(ctx.train.n_users))
     await recommender.wait_until(
-        _refreshed(recommender, lambda r: r.members >= everyone), deadline=trio.current_time() + timing.round_timeout_s,
+        _refreshed(recommender, lambda r: r.members >= everyone), deadline=ctx.network.now + timing.round_timeout_s,
         what="every user's join",
     )
-    await recommender.set_up_noise(trio.current_time() + timing.round_timeout_s)
+    await recommender.set_up_noise(ctx.network.now + timing.round_timeout_s)
     await ctx.network.sleep(timing.round_gap_s)
     rounds: list[dict[str, float]] = []
     contributed: list[np.ndarray] = []
@@ -692,10 +692,10 @@ async def _recommend(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
         ctx.network.ledger.begin_round(round_index, len(recommender.members))
         await recommender.wait_until(
             _refreshed(recommender, lambda r: r.set_up is not None and r.set_up.issubset(r.requests)),
-            deadline=trio.current_time() + timing.round_timeout_s, what=f"every set-up user's item request for round {round_index}",
+            deadline=ctx.network.now + timing.round_timeout_s, what=f"every set-up user's item request for round {round_index}",
         )
         served = recommender.serve(round_index, timing.round_timeout_s)
-        update = await recommender.collect(trio.current_time() + timing.round_timeout_s)
+        update = await recommender.collect(ctx.network.now + timing.round_timeout_s)
         rounds.append(_round_row(round_index, served, update))
         contributed.append(np.array([party.index for party in update.contributors] if update is not None else [], dtype=np.int64))
         ctx.progress(round_index)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import trio
 
 from ...config import param
 from ...errors import ConfigError
@@ -162,7 +161,7 @@ async def run(ctx: RunContext) -> Outcome:
             await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             population.begin_round(round_index)
-            report: RoundReport = await server.round(round_index, trio.current_time() + timing.round_timeout_s)
+            report: RoundReport = await server.round(round_index, ctx.network.now + timing.round_timeout_s)
             row = _row(round_index, report)
             if round_index % config.eval_every == 0 or round_index == ctx.rounds:
                 row.update(_metrics(ctx, config, _profiles(config, users.values()), server.item_factors))
@@ -193,12 +192,12 @@ async def _serve(ctx: RunContext, group: Group, cue: Cue) -> dict[str, Any]:
     timing = ctx.scenario.run
     everyone = [Party(Role.USER, index) for index in range(ctx.train.n_users)]
     await server.wait_until(
-        lambda: server.knows(everyone), deadline=trio.current_time() + timing.round_timeout_s, what="every user's join"
+        lambda: server.knows(everyone), deadline=ctx.network.now + timing.round_timeout_s, what="every user's join"
     )
     rounds = []
     for round_index in range(1, ctx.rounds + 1):
         ctx.network.ledger.begin_round(round_index, len(server.members))
-        rounds.append(_row(round_index, await server.round(round_index, trio.current_time() + timing.round_timeout_s)))
+        rounds.append(_row(round_index, await server.round(round_index, ctx.network.now + timing.round_timeout_s)))
         ctx.progress(round_index)
         await ctx.network.sleep(timing.round_gap_s)
     return {"rounds": rounds, "item_factors": server.item_factors, "initial_item_factors": initial_item_factors}

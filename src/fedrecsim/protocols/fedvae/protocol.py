@@ -70,7 +70,6 @@ import math
 from typing import Any
 
 import numpy as np
-import trio
 
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
@@ -212,7 +211,7 @@ async def run(ctx: RunContext) -> Outcome:
             epoch = math.ceil(round_index / per_epoch)
             gamma_t = config.gamma * config.delta**epoch
             population.begin_round(round_index)
-            report = await server.round(round_index, gamma_t, trio.current_time() + timing.round_timeout_s)
+            report = await server.round(round_index, gamma_t, ctx.network.now + timing.round_timeout_s)
             wronged = [str(fault) for fault in report.rejected if fault.party.index not in dishonest]
             honest.check(not wronged, f"round {round_index}: {'; '.join(wronged)}")
             rejected.extend(str(fault) for fault in report.rejected)

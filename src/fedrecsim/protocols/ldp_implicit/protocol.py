@@ -265,7 +265,7 @@ async def run(ctx: RunContext) -> Outcome:
                 await ctx.network.sleep(timing.round_gap_s)
             for epoch in range(len(rounds) + 1, ctx.rounds + 1):
                 population.begin_round(epoch)
-                report = await server.epoch(epoch, trio.current_time() + timing.round_timeout_s)
+                report = await server.epoch(epoch, ctx.network.now + timing.round_timeout_s)
                 _check_invariants(monitors, report, users, size)
                 row = _epoch_row(report)
                 if negatives is not None and (epoch % config.eval_every == 0 or epoch == ctx.rounds):

@@ -61,7 +61,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import trio
 
 from ...config import param
 from ...errors import ConfigError, SecAggAborted
@@ -240,7 +239,7 @@ async def run(ctx: RunContext) -> Outcome:
                 break
             population.begin_round(round_index)
             try:
-                seen = await server.iterate(round_index, trio.current_time() + timing.round_timeout_s)
+                seen = await server.iterate(round_index, ctx.network.now + timing.round_timeout_s)
             except SecAggAborted as error:
                 warnings.append(f"round {round_index}: {error}")
                 aborted = True

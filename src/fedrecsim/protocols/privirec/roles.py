@@ -202,13 +202,13 @@ class PriviRecServer(Server):
         """The item degrees and, for PriviRec, P~ (Fig. 4 / 5, before the power method); each sum has
         ``session_s`` virtual seconds from its start."""
         self.update_membership()
-        total, _ = await self._sum(DEGREES_SESSION, self.n_items, trio.current_time() + session_s)
+        total, _ = await self._sum(DEGREES_SESSION, self.n_items, self.now + session_s)
         degrees = np.rint(total)
         self.state.degrees = degrees
         self.update_membership()
         self._broadcast(Degrees(degrees))
         if self.exact_item_item:
-            upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), trio.current_time() + session_s)
+            upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), self.now + session_s)
             p_prime = local.symmetric_from_upper(upper, self.n_items)
             item_item = local.normalize_item_item(p_prime, degrees)
             self.state.item_item = item_item

@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-import trio
 
 from ...config import param
 from ...data.metrics import rmse
@@ -260,7 +259,7 @@ async def run(ctx: RunContext) -> Outcome:
         ledger.begin_round(1, len(parties) + 1)
         for party in parties:
             actors[party].send_prototypes()
-        values["missing"] = await server.learn(parties, trio.current_time() + timing.round_timeout_s)
+        values["missing"] = await server.learn(parties, ctx.network.now + timing.round_timeout_s)
         for party, prototypes in server.received.items():
             revealed = int(np.count_nonzero(prototypes, axis=1).max())
             support.check(revealed <= config.support, f"{party}: a prototype reveals {revealed} > s = {config.support} entries")
@@ -274,7 +273,7 @@ async def run(ctx: RunContext) -> Outcome:
 
     ledger.begin_round(2, len(parties) + 1)
     server.broadcast(parties)
-    deadline = trio.current_time() + timing.round_timeout_s
+    deadline = ctx.network.now + timing.round_timeout_s
     fitted = [party for party in parties if await actors[party].fit(deadline)]
     rounds.append({"round": 2, "silos_fitted": len(fitted), "silos_without_model": len(parties) - len(fitted)})
     ctx.progress(2)

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import trio
 
 from ...actors.membership import Join, Leave
 from ...actors.server import Server
@@ -147,7 +146,7 @@ async def run(ctx: RunContext) -> Outcome:
             try:
                 result = await aggregate(
                     server, members, config.length, params, session=round_index,
-                    deadline=trio.current_time() + timing.round_timeout_s, ideal=ideal,
+                    deadline=ctx.network.now + timing.round_timeout_s, ideal=ideal,
                 )
             except SecAggAborted as aborted:
                 warnings.append(f"round {round_index}: {aborted}")

@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import trio
 
 from ...actors.actor import Actor
 from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
@@ -321,7 +320,7 @@ class _Session:
         """The stage's replies of ``expected`` users; one that ``validate`` refuses is rejected, its user
         dropped from the stage and listed in ``rejected``."""
         session = self.session
-        deadline = min(self.deadline, trio.current_time() + self.params.stage_timeout_s)
+        deadline = min(self.deadline, self.server.now + self.params.stage_timeout_s)
         replies = await self.server.gather(
             kind, expected, deadline=deadline, accept=lambda body: body.session == session, validate=validate
         )
