@@ -61,7 +61,6 @@ Only the wall-time column differs between two sweeps of the same study, on any e
 
 from __future__ import annotations
 
-import argparse
 import copy
 import csv
 import fcntl
@@ -1063,42 +1062,6 @@ class SweepProgress:
         self.stream.flush()
 
 
-# --------------------------------------------------------------------------- study scripts
-
-
-def ci_half_width(line: Mapping[str, str], metric: str, digits: int) -> str:
-    """Half the width of ``metric``'s 95% interval in a `read_csv` row of ``summary.csv``, to ``digits``
-    decimals; "-" when the point ran with a single seed (no interval)."""
-    if not line[f"{metric}.ci95_high"]:
-        return "-"
-    return f"{(float(line[f'{metric}.ci95_high']) - float(line[f'{metric}.ci95_low'])) / 2:.{digits}f}"
-
-
-StudyReport = Callable[[int, list[str], bool, Path, "int | None"], str]
-"""``(seeds, overrides, quick, out, workers) -> text``: runs (or resumes) a study and renders its table."""
-
-
-def study_script(argv: list[str] | None, *, description: str, default_out: Path, quick_help: str, report: StudyReport) -> int:
-    """The command line every ``scenarios/*_study``-style script shares, then ``report``'s table printed.
-
-    Options: ``--quick`` (``quick_help``), ``--seeds N`` (default 3, or 2 with ``--quick``; at least 1),
-    ``--set KEY=VALUE`` (repeatable, applied to every run), ``--out DIR`` (the sweep folder, default
-    ``default_out``; re-running resumes it) and ``--workers N`` (local processes, default the cores).
-    """
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per grid point (default 3; 2 with --quick)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key in every run")
-    parser.add_argument("--out", type=Path, default=default_out, help="the sweep folder (re-running resumes it)")
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
-    args = parser.parse_args(argv)
-    seeds = args.seeds if args.seeds is not None else (2 if args.quick else 3)
-    if seeds < 1:
-        parser.error("--seeds must be >= 1")
-    print(report(seeds, args.set, args.quick, args.out, args.workers))
-    return 0
-
-
 __all__ = [
     "FINAL",
     "MARKER",
@@ -1115,8 +1078,6 @@ __all__ = [
     "measured_columns",
     "parse_values",
     "plan",
-    "StudyReport",
-    "ci_half_width",
     "column_range",
     "dask_cluster",
     "distinct_errors",
@@ -1126,7 +1087,6 @@ __all__ = [
     "run_name",
     "run_sweep",
     "ship_protocol",
-    "study_script",
     "summarize",
     "sweep_folder_problem",
 ]
