@@ -39,12 +39,13 @@ from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
+from .metric_reference import worse_than_trivial
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party
 from .output import RESULT_FORMAT, OutputTarget, prepare_output
 from .progress import ProgressBar
-from .protocols import Outcome, RunContext, available_protocols, protocol_spec
+from .protocols import Outcome, ProtocolSpec, RunContext, available_protocols, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
 
 ProgressCallback = Callable[[int, int], None]
@@ -417,7 +418,8 @@ async def _simulate(
     virtual_time = trio.current_time() - start
     wall_time = time.perf_counter() - wall_start + (checkpoints.wall_before_s if checkpoints is not None else 0.0)
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
-    result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, _warnings(scenario, context))
+    warnings = [*_warnings(scenario, context), *_unanswered(scenario, outcome)]
+    result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, warnings, spec)
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
 
 
@@ -472,6 +474,21 @@ def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
     return warnings
 
 
+def _unanswered(scenario: Scenario, outcome: Outcome) -> list[str]:
+    """A warning when no party answered in any round (``participants`` 0 in every round that reports it):
+    the model is then the initial one, whatever the metrics look like."""
+    counts = [row["participants"] for row in outcome.rounds if "participants" in row]
+    if not counts or any(counts):
+        return []
+    run = scenario.run
+    latency = ", ".join(f"{key} = {value}" for key, value in scenario.network.latency.items())
+    return [
+        f"nobody answered in any of the {len(counts)} rounds (participants = 0 in every round): the model was never "
+        f"updated and its metrics are the initial model's. Is run.round_timeout_s = {run.round_timeout_s:g} s shorter "
+        f"than a round trip (network.latency: {latency})?"
+    ]
+
+
 @contextmanager
 def relaxed_garbage_collection() -> Iterator[None]:
     """Collect garbage less often for the duration of a run, then restore the previous thresholds.
@@ -524,8 +541,10 @@ def _result_document(
     virtual_time: float,
     wall_time: float,
     warnings: list[str],
+    spec: ProtocolSpec | None = None,
 ) -> dict[str, Any]:
     nonfinite: list[str] = []
+    final = _plain(outcome.final, "metrics.final", nonfinite)
     document = {
         "format": RESULT_FORMAT,
         "fedrecsim_version": __version__,
@@ -538,9 +557,13 @@ def _result_document(
         "wall_time_s": float(wall_time),
         "transcript_xxh3_128": ledger.transcript_xxh3_128,
         "metrics": {
-            "final": _plain(outcome.final, "metrics.final", nonfinite),
+            "final": final,
             "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),
             "baselines": dict(outcome.baselines),
+            "trivial": dict(outcome.trivial),
+            "worse_than_trivial": worse_than_trivial(
+                spec.metrics if spec is not None else (), final, outcome.trivial, outcome.trivial_reason
+            ),
         },
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],

@@ -28,6 +28,7 @@ from ..actors.user import ModelUse, User
 from ..checkpoint import Checkpoints
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
+from ..metric_reference import MetricInfo
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
 from ..network.party import SERVER, Party, Role
@@ -154,6 +155,11 @@ class Outcome:
     ``warnings`` say what the run did not do that its user will have expected (e.g. no report released);
     ``distributions`` hold compact distributions for the report, each ``{"of": what, "unit": unit,
     "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors).
+
+    ``trivial`` maps a final metric to the final metric holding its trivial predictor's value (e.g.
+    ``{"test_rmse": "test_rmse_mean_predictor", "hr@10": "hr@10_random"}``); ``trivial_reason`` says why
+    the model may do worse than it (e.g. the noise scale against the ratings' spread). result.json lists
+    every metric on which the model does worse (`fedrecsim.metric_reference.worse_than_trivial`).
     """
 
     rounds_completed: int
@@ -166,6 +172,8 @@ class Outcome:
     invariants: list[InvariantMonitor] = field(default_factory=list)
     distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+    trivial: dict[str, str] = field(default_factory=dict)
+    trivial_reason: str = ""
 
 
 def index_length(indices: np.ndarray) -> np.ndarray:
@@ -412,6 +420,9 @@ class ProtocolSpec:
 
     ``resumable``: the protocol saves checkpoints and resumes from them (module docstring); without it,
     ``--checkpoint-every`` refuses the protocol before anything starts.
+
+    ``metrics`` declares every metric the protocol reports, in ``metrics.final`` or ``metrics.rounds``:
+    its meaning, unit and support (`fedrecsim.metric_reference`; ``fedrecsim metrics PROTOCOL`` prints them).
     """
 
     name: str
@@ -421,3 +432,4 @@ class ProtocolSpec:
     plan: Callable[[PlanContext], TrafficPlan] | None = None
     distributed: Distributed | None = None
     resumable: bool = False
+    metrics: tuple[MetricInfo, ...] = ()

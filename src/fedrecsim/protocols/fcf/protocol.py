@@ -13,9 +13,12 @@ of users that contributed to it this round, which converges; ``normalize = false
 sums. With ``AlwaysOnline``, zero latency and every user selected, a run equals the vectorized
 centralized reference `fedrecsim.models.mf.CentralizedMF` round for round.
 
-Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` (explicit) or ``hr@10``,
-``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus ``participants``, ``missing`` and
-``rejected`` (replies the server refused: `roles`).
+Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` and the same of the
+predictions clipped to the data's rating scale (``*_clipped``: `Ratings.rating_range`, the scale the data
+declares) (explicit) or ``hr@10``, ``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus
+``participants``, ``missing`` and ``rejected`` (replies the server refused: `roles`). The final metrics
+add the trivial predictors: the training mean rating's errors (``*_mean_predictor``, explicit) or a
+random ranking's expected hit rate (``hr@K_random`` = K / (99 + 1), implicit); `METRICS` declares them all.
 """
 
 from __future__ import annotations
@@ -29,19 +32,21 @@ import trio
 
 from ...config import param
 from ...errors import ConfigError
-from ...data.metrics import hit_rate_at_k, mae, rmse
+from ...data.metrics import hit_rate_at_k, mean_predictor_errors, rating_errors
 from ...data.ratings import Ratings
 from ...models.implicit_mf import ImplicitHyper
 from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
+from ...metric_reference import common, count
 from ..runtime import Cue, Distributed, Outcome, ProtocolSpec, RunContext
 from .traffic import plan as traffic_plan
 from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
 
 
 _NEGATIVES = 99
+_CUTOFFS = (2, 5, 10)
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,7 @@ def _explicit_metrics(user_factors: np.ndarray, item_factors: np.ndarray, train:
     for name, ratings in (("train", train), ("test", test)):
         if len(ratings):
             predicted = predict(user_factors, item_factors, ratings.users, ratings.items)
-            metrics[f"{name}_rmse"] = rmse(predicted, ratings.values)
-            metrics[f"{name}_mae"] = mae(predicted, ratings.values)
+            metrics.update(rating_errors(predicted, ratings.values, train.rating_range, name))
     return metrics
 
 
@@ -114,13 +118,44 @@ def _implicit_metrics(ctx: RunContext, user_factors: np.ndarray, item_factors: n
     if not len(ctx.test):
         return {}
     scores = user_factors @ item_factors.T
-    return hit_rate_at_k(scores, ctx.test, ctx.train, (2, 5, 10), n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
+    return hit_rate_at_k(scores, ctx.test, ctx.train, _CUTOFFS, n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
 
 
-def _metrics(ctx: RunContext, config: FCFConfig, user_factors: np.ndarray, item_factors: np.ndarray) -> dict[str, float]:
+def _trivial(ctx: RunContext, config: FCFConfig, final: dict[str, float]) -> dict[str, str]:
+    """Add the trivial predictors' metrics to ``final``; returns each metric's trivial reference.
+
+    Explicit: the training mean rating's errors. Implicit: a random ranking's exact expected hit rate, K
+    over the candidates (the held-out item and its 99 sampled negatives)."""
+    if not len(ctx.test) or not final:
+        return {}
     if config.feedback == "explicit":
-        return _explicit_metrics(user_factors, item_factors, ctx.train, ctx.test)
-    return _implicit_metrics(ctx, user_factors, item_factors)
+        final.update(mean_predictor_errors(ctx.train, ctx.test))
+        return {
+            f"{split}_{what}{clipped}": f"{split}_{what}_mean_predictor"
+            for split in ("train", "test") for what in ("rmse", "mae") for clipped in ("", "_clipped")
+        }
+    final.update({f"hr@{k}_random": k / (_NEGATIVES + 1) for k in _CUTOFFS})
+    return {f"hr@{k}": f"hr@{k}_random" for k in _CUTOFFS}
+
+
+def _reason(config: FCFConfig, rounds: list[dict[str, float]], final: dict[str, float]) -> str:
+    """Why this non-private model can do worse than its trivial predictor: it fits the training ratings
+    better than the mean does but not the test ratings (it overfits), or it has not learned enough yet."""
+    if config.feedback == "explicit" and final.get("train_rmse", float("inf")) < final.get("train_rmse_mean_predictor", 0.0):
+        return (
+            f"fcf adds no noise: the model overfits -- it fits the training ratings better than their mean does but not "
+            f"the test ratings (MF without biases, d = {config.d}, lam = {config.lam:g}, mu = {config.mu:g}; larger "
+            "protocol.lam and protocol.mu or a smaller protocol.d generalize better)"
+        )
+    first = next((row for row in rounds if "train_rmse" in row or "hr@10" in row), None)
+    trend = ""
+    if first is not None:
+        name = "train_rmse" if "train_rmse" in first else "hr@10"
+        trend = f" ({name} {first[name]:.4g} after round {first['round']}, {final.get(name, float('nan')):.4g} after round {len(rounds)})"
+    return (
+        f"fcf adds no noise: the model has not learned enough yet{trend}; it needs more rounds (or a larger "
+        "protocol.gamma), or more of the users answering"
+    )
 
 
 def _check_evaluable(ctx: RunContext) -> None:
@@ -171,12 +206,15 @@ async def run(ctx: RunContext) -> Outcome:
             await ctx.network.sleep(timing.round_gap_s)
             await ctx.end_round(round_index, population, {"server": server}, values)
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
+    trivial = _trivial(ctx, config, final)
     state = {"item_factors": server.item_factors, "initial_item_factors": values["initial_item_factors"]}
     if config.feedback == "explicit":
         state["user_factors"] = _profiles(config, users.values())
         state["initial_user_factors"] = values["initial_user_factors"]
     state["population"] = {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes}
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, state=state, trivial=trivial, trivial_reason=_reason(config, rounds, final),
+    )
 
 
 # --------------------------------------------------------------------------- over TCP (`Distributed`)
@@ -231,11 +269,14 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
     rounds = served["rounds"]
     rounds[-1].update(_metrics(ctx, config, user_factors, served["item_factors"]))
     final = {name: value for name, value in rounds[-1].items() if name != "round"}
+    trivial = _trivial(ctx, config, final)
     state = {"item_factors": served["item_factors"], "initial_item_factors": served["initial_item_factors"]}
     if config.feedback == "explicit":
         state["user_factors"] = user_factors
         state["initial_user_factors"] = _assembled(parts[Role.USER], "initial_user_factors")
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, state=state, trivial=trivial, trivial_reason=_reason(config, rounds, final),
+    )
 
 
 DISTRIBUTED = Distributed(
@@ -243,7 +284,20 @@ DISTRIBUTED = Distributed(
 )
 
 
+#: Every metric fcf reports (`fedrecsim.metric_reference`).
+METRICS = (
+    count("participants", "users whose gradient the server received before the round's deadline", "users"),
+    count("missing", "selected users whose reply did not arrive before the round's deadline", "users"),
+    count("rejected", "replies the server refused (a gradient entry non-finite or beyond protocol.max_abs_gradient)", "replies"),
+    *common(
+        "train_rmse", "train_mae", "test_rmse", "test_mae",
+        "train_rmse_clipped", "train_mae_clipped", "test_rmse_clipped", "test_mae_clipped",
+        "train_rmse_mean_predictor", "train_mae_mean_predictor", "test_rmse_mean_predictor", "test_mae_mean_predictor",
+        "hr@K", "hr@K_random",
+    ),
+)
+
 PROTOCOL = ProtocolSpec(
     "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan,
-    distributed=DISTRIBUTED, resumable=True,
+    distributed=DISTRIBUTED, resumable=True, metrics=METRICS,
 )
