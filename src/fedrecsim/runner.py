@@ -39,7 +39,7 @@ from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
-from .metric_reference import worse_than_trivial
+from .metric_declarations import worse_than_trivial
 from .network.ledger import Ledger
 from .network.network import Network
 from .network.party import Party

@@ -101,8 +101,20 @@ def _worse_than_trivial(worse: list[Mapping[str, Any]]) -> list[str]:
 
 def _participation(result: Mapping[str, Any]) -> list[str]:
     users = result["data"]["users"]
-    active = result["ledger"]["roles"].get("user", {}).get("parties", 0)
+    roles = result["ledger"]["roles"]
+    active = roles.get("user", {}).get("parties", 0)
     final = result["metrics"]["final"]
+    if "silo" in roles and not active:
+        silos = roles["silo"]["parties"]
+        sizes = (
+            f" (users per silo: min {number(final['users_per_silo_min'])}, mean {number(final['users_per_silo_mean'])}, "
+            f"max {number(final['users_per_silo_max'])})" if "users_per_silo_mean" in final else ""
+        )
+        return [
+            "",
+            f"parties: {silos:,} silos and the server; the silos hold the {users:,} users of the data{sizes}: "
+            "users are no parties of this cross-silo protocol",
+        ]
     lines = ["", f"parties: {users:,} users in the data, {active:,} of them ever online (sent or received)"]
     if "participants" in final:
         lines.append(f"participants: {number(final['participants'])} users answered in the last round")

@@ -28,7 +28,7 @@ from ..actors.user import ModelUse, User
 from ..checkpoint import Checkpoints
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
-from ..metric_reference import MetricInfo
+from ..metric_declarations import MetricInfo
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
 from ..network.party import SERVER, Party, Role

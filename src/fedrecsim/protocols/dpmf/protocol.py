@@ -97,7 +97,7 @@ from ...data.metrics import mean_predictor_errors
 from ...data.ratings import Ratings
 from ...errors import ConfigError
 from ...mechanisms.laplace import laplace_scale
-from ...metric_reference import MetricInfo, byte_count, common, count, error, fraction
+from ...metric_declarations import MetricInfo, byte_count, common, count, error, fraction
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream

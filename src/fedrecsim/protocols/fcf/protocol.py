@@ -39,7 +39,7 @@ from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
-from ...metric_reference import common, count
+from ...metric_declarations import common, count
 from ..runtime import Cue, Distributed, Outcome, ProtocolSpec, RunContext
 from .traffic import plan as traffic_plan
 from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport

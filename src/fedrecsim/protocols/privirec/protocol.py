@@ -70,6 +70,7 @@ from ...mechanisms.ring import Ring
 from ...models.gfcf import GFCFHyper, GraphFilters, fit_gfcf, gaussian_start, interaction_matrix
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream, generator
+from ...metric_declarations import MetricInfo, byte_count, common, count, fraction
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from ..secagg import IdealSum, SecAggParams, Stage
 from .evaluation import evaluate
@@ -330,7 +331,32 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
     )
 
 
+#: Every metric privirec reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    count("participants", "users whose input is in the round's secure sum (|U3|)", "users"),
+    count("dropped", "members whose input is missing from the round's sum (crashed mid-protocol)", "users"),
+    count(
+        "exposed_users",
+        "crashed users whose contribution the server isolates in a group of protocol.exposure_group or fewer "
+        "(per round; final: summed over rounds)",
+        "users",
+    ),
+    count(
+        "profiles_leaked",
+        "rounds in which the rows the server learns are exactly the crashed users' items (per round 0 or 1; final: summed)",
+        "rounds",
+    ),
+    *common("recall@K", "ndcg@K"),
+    fraction("central_recall@K", "recall@K of the centralized GF-CF twin with the same start (protocol.baseline)", "higher"),
+    fraction("central_ndcg@K", "ndcg@K of the centralized GF-CF twin with the same start (protocol.baseline)", "higher"),
+    MetricInfo("max_score_gap", "the largest difference between a decentralized and the centralized twin's score", "score", 0.0, better="lower"),
+    MetricInfo("user_sent_bytes", "bytes a user sent over the whole run, mean over the users", "bytes", 0.0),
+    MetricInfo("user_recv_bytes", "bytes a user received over the whole run, mean over the users", "bytes", 0.0),
+    byte_count("server_sent_bytes", "bytes the server sent over the whole run"),
+    byte_count("server_recv_bytes", "bytes the server received over the whole run"),
+)
+
 PROTOCOL = ProtocolSpec(
     "privirec", PriviRecConfig, run, "PriviRec / PriviRec-k: GF-CF's graph filters over secure aggregation (Nicolas et al.)",
-    plan=traffic_plan, resumable=True,
+    plan=traffic_plan, resumable=True, metrics=METRICS,
 )
