@@ -158,6 +158,12 @@ def _reason(config: FCFConfig, rounds: list[dict[str, float]], final: dict[str, 
     )
 
 
+def _metrics(ctx: RunContext, config: FCFConfig, user_factors: np.ndarray, item_factors: np.ndarray) -> dict[str, float]:
+    if config.feedback == "explicit":
+        return _explicit_metrics(user_factors, item_factors, ctx.train, ctx.test)
+    return _implicit_metrics(ctx, user_factors, item_factors)
+
+
 def _check_evaluable(ctx: RunContext) -> None:
     """Leave-one-out HR@K samples 99 non-interacted items per user: refuse data too small for that."""
     interacted = ctx.train.user_counts() + np.bincount(ctx.test.users, minlength=ctx.train.n_users)
