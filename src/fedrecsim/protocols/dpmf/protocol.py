@@ -313,6 +313,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     final["baseline_err_mean"] = final["noiseless_err_mean"] = train_error(base_u, noiseless, ctx.train)
     final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
     final["participants"] = float(len(recommender.uploads))
+    trivial = _with_trivial(final, ctx)
     rounds[-1].update(final)
     privacy = _privacy(config, public, ctx.rounds)
     eta = recommender.eta if recommender.eta is not None else np.zeros(0)
@@ -332,7 +333,6 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     distributions = _error_distributions(recommender.user_factors, published, base_u, noiseless, ctx)
-    trivial = _with_trivial(final, ctx)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
         distributions=distributions, trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
