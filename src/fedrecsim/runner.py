@@ -476,17 +476,26 @@ def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
 
 def _unanswered(scenario: Scenario, outcome: Outcome) -> list[str]:
     """A warning when no party answered in any round (``participants`` 0 in every round that reports it):
-    the model is then the initial one, whatever the metrics look like."""
+    nothing the run reports then comes from the parties' answers. When a one-way delay of the latency
+    model (its seconds, median or bounds) is at least half of ``run.round_timeout_s`` -- a round trip does
+    not fit the deadline -- the warning says so."""
     counts = [row["participants"] for row in outcome.rounds if "participants" in row]
     if not counts or any(counts):
         return []
     run = scenario.run
-    latency = ", ".join(f"{key} = {value}" for key, value in scenario.network.latency.items())
-    return [
-        f"nobody answered in any of the {len(counts)} rounds (participants = 0 in every round): the model was never "
-        f"updated and its metrics are the initial model's. Is run.round_timeout_s = {run.round_timeout_s:g} s shorter "
-        f"than a round trip (network.latency: {latency})?"
-    ]
+    latency = scenario.network.latency
+    delays = [value for key, value in latency.items() if key != "model" and isinstance(value, (int, float))]
+    warning = (
+        f"nobody answered in any of the {len(counts)} rounds (participants = 0 in every round): no party's answer "
+        "reached the model or the sums this run reports"
+    )
+    if delays and 2 * max(delays) >= run.round_timeout_s:
+        shown = ", ".join(f"{key} = {value}" for key, value in latency.items())
+        warning += (
+            f"; run.round_timeout_s = {run.round_timeout_s:g} s is shorter than a round trip over network.latency "
+            f"({shown})"
+        )
+    return [warning]
 
 
 @contextmanager
