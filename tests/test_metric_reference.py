@@ -196,3 +196,30 @@ def test_the_silo_protocol_summary_says_what_a_silo_only_run_has(tmp_path, capsy
     printed = capsys.readouterr().out
     assert "0 of them ever online" not in printed
     assert "parties: 10 silos and the server; the silos hold the 30 users of the data (users per silo: min 3, mean 3, max 3)" in printed
+
+
+def test_the_random_ranking_expectation_is_what_random_scores_average_to():
+    """Exact expectation against the mean over 400 random scorings (seeded), within 4 standard errors."""
+    import numpy as np
+
+    from fedrecsim.data.metrics import ndcg_at_k, random_ranking_expectation, recall_at_k
+    from fedrecsim.data.ratings import Ratings
+
+    rng = np.random.default_rng(5)
+    train_pairs = {(u, i) for u in range(12) for i in rng.choice(30, size=1 + u % 7, replace=False)}
+    test_pairs = {(u, i) for u in range(0, 12, 2) for i in rng.choice(30, size=1 + u % 4, replace=False)} - train_pairs
+    train = Ratings(*(np.array(column) for column in zip(*sorted(train_pairs))), np.ones(len(train_pairs)), 12, 30, (0.0, 1.0))
+    test = Ratings(*(np.array(column) for column in zip(*sorted(test_pairs))), np.ones(len(test_pairs)), 12, 30, (0.0, 1.0))
+    expected = random_ranking_expectation(test, train, (3, 10))
+    draws = [{**ndcg_at_k(rng.random((12, 30)), test, train, (3, 10)), **recall_at_k(rng.random((12, 30)), test, train, (3, 10))}
+             for _ in range(400)]
+    for name in ("ndcg@3", "ndcg@10", "recall@3", "recall@10"):
+        values = np.array([draw[name] for draw in draws])
+        assert abs(values.mean() - expected[f"{name}_random"]) <= 4 * values.std() / np.sqrt(values.size), name
+
+
+def test_full_ranking_protocols_pair_their_metrics_with_a_random_ranking(results):
+    for run, cutoff in (("fedvae", 100), ("privirec", 20)):
+        metrics = results[run]["metrics"]
+        assert metrics["trivial"][f"ndcg@{cutoff}"] == f"ndcg@{cutoff}_random"
+        assert 0.0 < metrics["final"][f"ndcg@{cutoff}_random"] < 1.0

@@ -126,6 +126,14 @@ _RATING_ERRORS = (
     error("test_rmse_mean_predictor", "test_rmse of the trivial predictor of the training ratings' mean"),
     error("test_mae_mean_predictor", "test_mae of the trivial predictor of the training ratings' mean"),
     fraction(
+        "ndcg@K_random",
+        "ndcg@K of a uniformly random ranking of each test user's candidates, its exact expectation",
+    ),
+    fraction(
+        "recall@K_random",
+        "recall@K of a uniformly random ranking of each test user's candidates, its exact expectation",
+    ),
+    fraction(
         "hr@K_random",
         "hr@K of a random ranking, its exact expectation over the same candidates: K / (sampled negatives + 1)",
     ),

@@ -34,12 +34,12 @@ from ...config import param
 from ...errors import ConfigError
 from ...data.metrics import hit_rate_at_k, mean_predictor_errors, rating_errors
 from ...data.ratings import Ratings
+from ...metric_declarations import common, count
 from ...models.implicit_mf import ImplicitHyper
 from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
-from ...metric_declarations import common, count
 from ..runtime import Cue, Distributed, Outcome, ProtocolSpec, RunContext
 from .traffic import plan as traffic_plan
 from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport

@@ -72,12 +72,13 @@ from typing import Any
 import numpy as np
 import trio
 
+from ...data.metrics import random_ranking_expectation
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
+from ...metric_declarations import MetricInfo, common, count, flag, fraction
 from ...models.multvae import Layout, init_params
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
-from ...metric_declarations import MetricInfo, common, count, flag, fraction
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .aggregation import FilterSettings
 from .byzantine import choose_attackers
@@ -252,9 +253,17 @@ async def run(ctx: RunContext) -> Outcome:
         "the server sees each sampled user's gradient, whose non-zero W1 rows are the user's kept items",
         "attackers": len(attackers),
     }
+    trivial: dict[str, str] = {}
+    if evaluated and rows and any(f"ndcg@{k}" in final for k in config.cutoffs):
+        final.update(random_ranking_expectation(ctx.test, ctx.train, config.cutoffs))
+        trivial = {name: f"{name}_random" for k in config.cutoffs for name in (f"ndcg@{k}", f"recall@{k}") if name in final}
     return Outcome(
         rounds_completed=len(rows), rounds=rows, final=final, privacy=privacy, baselines=baselines,
-        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state,
+        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state, trivial=trivial,
+        trivial_reason=(
+            "FedVAE adds no noise: the model has not learned enough yet in these rounds (see the per-round metrics), "
+            "too few gradients were kept, or byzantine gradients steered it"
+        ),
     )
 
 
@@ -272,7 +281,7 @@ METRICS: tuple[MetricInfo, ...] = (
     count("byzantine_sampled", "attackers among the sampled users (counted by the simulator; the server cannot know)", "users"),
     count("byzantine_accepted", "attackers' gradients that passed validation (simulator's count)", "gradients"),
     count("byzantine_kept", "attackers' gradients SecureFilter kept (simulator's count)", "gradients"),
-    *common("ndcg@K", "recall@K"),
+    *common("ndcg@K", "recall@K", "ndcg@K_random", "recall@K_random"),
     fraction("ndcg@K_multvae", "ndcg@K of centralized Mult-VAE after the same epochs (protocol.baseline)", "higher"),
     fraction("recall@K_multvae", "recall@K of centralized Mult-VAE after the same epochs (protocol.baseline)", "higher"),
 )

@@ -72,10 +72,10 @@ from ...config import param
 from ...data.metrics import hit_rate_at_k
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
+from ...metric_declarations import MetricInfo, common, count, fraction
 from ...models.implicit_mf import ImplicitHyper, all_user_factors
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
-from ...metric_declarations import MetricInfo, common, count, fraction
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .accounting import privacy_report
 from .pool import ClosedPool, Fate, Underfull

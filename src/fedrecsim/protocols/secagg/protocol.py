@@ -32,9 +32,9 @@ from ...config import param
 from ...errors import ConfigError, SecAggAborted
 from ...invariants import InvariantMonitor
 from ...mechanisms.ring import Ring
+from ...metric_declarations import MetricInfo, count, flag
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
-from ...metric_declarations import MetricInfo, count, flag
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .ideal import IdealSum
 from .messages import Advertise, Masked, Reveal, Shares
