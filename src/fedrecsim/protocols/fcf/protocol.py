@@ -139,22 +139,24 @@ def _trivial(ctx: RunContext, config: FCFConfig, final: dict[str, float]) -> dic
 
 
 def _reason(config: FCFConfig, rounds: list[dict[str, float]], final: dict[str, float]) -> str:
-    """Why this non-private model can do worse than its trivial predictor: it fits the training ratings
-    better than the mean does but not the test ratings (it overfits), or it has not learned enough yet."""
-    if config.feedback == "explicit" and final.get("train_rmse", float("inf")) < final.get("train_rmse_mean_predictor", 0.0):
+    """Why this non-private model can do worse than its trivial predictor, read from its own trajectory:
+    the test metric still improving at the last round (it has not converged: too few rounds, too small a
+    step, too few users answering), or best at an earlier round (it overfits)."""
+    name, lower = ("test_rmse", True) if config.feedback == "explicit" else ("hr@10", False)
+    measured = [(row["round"], row[name]) for row in rounds if name in row]
+    if not measured:
+        return "fcf adds no noise: no round was evaluated"
+    (first_round, first), (last_round, last) = measured[0], measured[-1]
+    best_round, best = (min if lower else max)(measured, key=lambda pair: pair[1])
+    if best_round == last_round:
         return (
-            f"fcf adds no noise: the model overfits -- it fits the training ratings better than their mean does but not "
-            f"the test ratings (MF without biases, d = {config.d}, lam = {config.lam:g}, mu = {config.mu:g}; larger "
-            "protocol.lam and protocol.mu or a smaller protocol.d generalize better)"
+            f"fcf adds no noise: the model has not converged -- {name} went from {first:.4g} after round {first_round} "
+            f"to {last:.4g} after round {last_round} and is still improving; it needs more rounds, a larger "
+            f"protocol.gamma (now {config.gamma:g}) or more of the users answering"
         )
-    first = next((row for row in rounds if "train_rmse" in row or "hr@10" in row), None)
-    trend = ""
-    if first is not None:
-        name = "train_rmse" if "train_rmse" in first else "hr@10"
-        trend = f" ({name} {first[name]:.4g} after round {first['round']}, {final.get(name, float('nan')):.4g} after round {len(rounds)})"
     return (
-        f"fcf adds no noise: the model has not learned enough yet{trend}; it needs more rounds (or a larger "
-        "protocol.gamma), or more of the users answering"
+        f"fcf adds no noise: the model overfits -- {name} was best ({best:.4g}) after round {best_round} and is "
+        f"{last:.4g} after round {last_round} (MF without biases, d = {config.d}, lam = {config.lam:g}, mu = {config.mu:g})"
     )
 
 
