@@ -223,3 +223,24 @@ def test_full_ranking_protocols_pair_their_metrics_with_a_random_ranking(results
         metrics = results[run]["metrics"]
         assert metrics["trivial"][f"ndcg@{cutoff}"] == f"ndcg@{cutoff}_random"
         assert 0.0 < metrics["final"][f"ndcg@{cutoff}_random"] < 1.0
+
+
+def test_the_chance_ranking_metrics_are_what_random_scores_average_to():
+    """prototypes' mean_rank and MAP@k under random scores, against their exact expectation (400 seeded
+    scorings, within 4 standard errors)."""
+    import numpy as np
+
+    from fedrecsim.data.ranking import chance_ranking_metrics, ranking_metrics
+    from fedrecsim.data.ratings import Ratings
+
+    rng = np.random.default_rng(9)
+    train_pairs = {(u, i) for u in range(10) for i in rng.choice(25, size=2 + u % 5, replace=False)}
+    test_pairs = sorted({(u, i) for u in range(10) for i in rng.choice(25, size=1 + u % 3, replace=False)} - train_pairs)
+    train = Ratings(*(np.array(c) for c in zip(*sorted(train_pairs))), np.ones(len(train_pairs)), 10, 25, (0.0, 5.0))
+    values = 1.0 + np.arange(len(test_pairs)) % 4
+    test = Ratings(*(np.array(c) for c in zip(*test_pairs)), values, 10, 25, (0.0, 5.0))
+    expected = chance_ranking_metrics(train, test, 5)
+    draws = [ranking_metrics(lambda users: rng.random((users.size, 25)), train, test, 5) for _ in range(400)]
+    for name in ("mean_rank", "map@5"):
+        observed = np.array([draw[name] for draw in draws])
+        assert abs(observed.mean() - expected[f"{name}_chance"]) <= 4 * observed.std() / np.sqrt(observed.size), name

@@ -19,8 +19,9 @@ MF + k-random exemplars (``_exemplars``) and Random (uniform scores and predicti
 scale, ``_random``). ``Outcome.baselines`` pairs each metric with ``_kmeans``, the non-private version
 of the same pipeline (Sec. 4.6). Every model's ``test_rmse_clipped`` is that of its predictions clipped to
 the data's declared scale (`Ratings.rating_range`; post-processing, no privacy cost), and
-``test_rmse_mean_predictor`` the trivial predictor's (the training mean); ``Outcome.trivial`` pairs the
-private model's metrics with it and with Random, ``trivial_reason`` gives the noise against the signal
+``test_rmse_mean_predictor`` the trivial predictor's (the training mean), ``mean_rank_chance`` and
+``map@K_chance`` a random ranking's exact expectation; ``Outcome.trivial`` pairs the private model's
+metrics with them, ``trivial_reason`` gives the noise against the signal
 (`_noise_reason`). `METRICS` declares every metric.
 
 Departures from the paper, each for a stated reason:
@@ -64,7 +65,7 @@ import trio
 
 from ...config import param
 from ...data.metrics import mean_predictor_errors, rmse
-from ...data.ranking import ranking_metrics
+from ...data.ranking import chance_ranking_metrics, ranking_metrics
 from ...data.ratings import IntArray, Ratings
 from ...data.silos import silo_assignment
 from ...errors import ConfigError
@@ -357,13 +358,14 @@ def _users_per_silo(silos: list[SiloData]) -> dict[str, float]:
 
 
 def _trivial(final: dict[str, float], ctx: RunContext, config: PrototypesConfig) -> dict[str, str]:
-    """Add the mean predictor's test errors to ``final``; returns the private model's metrics paired with
-    their trivial references: the mean predictor for the errors, Random for the ranking metrics (with
-    ``baselines``: a random scoring's mean_rank has expectation 0.5, its map@k is measured)."""
+    """Add the trivial predictors to ``final`` -- the mean predictor's test RMSE, a random ranking's exact
+    expected mean_rank and map@k (``_chance``; `chance_ranking_metrics`) -- and return the private model's
+    metrics paired with them."""
     if len(ctx.test):
         final.update({name: value for name, value in mean_predictor_errors(ctx.train, ctx.test).items() if name == "test_rmse_mean_predictor"})
+        final.update(chance_ranking_metrics(ctx.train, ctx.test, config.map_k))
     pairs = {"test_rmse": "test_rmse_mean_predictor", "test_rmse_clipped": "test_rmse_mean_predictor"}
-    pairs.update({name: f"{name}_random" for name in ("mean_rank", f"map@{config.map_k}")})
+    pairs.update({name: f"{name}_chance" for name in ("mean_rank", f"map@{config.map_k}")})
     return {name: other for name, other in pairs.items() if name in final and other in final}
 
 
@@ -418,6 +420,10 @@ METRICS: tuple[MetricInfo, ...] = (
         )
     ),
     *common("test_rmse_mean_predictor"),
+    MetricInfo(
+        "mean_rank_chance", "mean_rank's exact expectation under a uniformly random ranking: 0.5", "percentile", 0.0, 1.0, "lower"
+    ),
+    fraction("map@K_chance", "MAP@K's exact expectation under a uniformly random ranking of each user's candidates", "higher"),
 )
 
 PROTOCOL = ProtocolSpec(
