@@ -5,7 +5,8 @@
 and prints its summary (``--transport tcp``: over loopback TCP with the parties in several processes,
 `fedrecsim.launcher`; ``--checkpoint-every N --out DIR``: a checkpoint every N rounds beside DIR, from
 which ``fedrecsim run --resume DIR`` continues an interrupted run, `fedrecsim.checkpoint`); ``fedrecsim protocols`` lists the
-protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning.
+protocols; ``fedrecsim keys [PROTOCOL]`` lists every scenario key with its type, default and meaning;
+``fedrecsim metrics [PROTOCOL]`` every metric a protocol reports with its meaning, unit and support.
 ``fedrecsim sweep FILE [--grid key.path=v1,v2 ...] [--zip ...] [--seeds N] [--workers N | --dask ADDRESS
 [--dask-timeout S]] [--checkpoint-every N] --out DIR`` runs a study (a grid x seeds) into a sweep folder and
 resumes one (`fedrecsim.sweep`; each distinct error of its failed runs is printed on stderr with its count);
@@ -172,6 +173,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("protocols", help="list the protocols a scenario can name in run.protocol")
     keys_cmd = commands.add_parser("keys", help="list every scenario key: type, default and meaning")
     keys_cmd.add_argument("protocol", nargs="?", help="only this protocol's [protocol] keys (default: all)")
+    metrics_cmd = commands.add_parser("metrics", help="list every metric a protocol reports: meaning, unit and support")
+    metrics_cmd.add_argument("protocol", nargs="?", help="only this protocol's metrics (default: every protocol)")
     _add_data_command(commands)
     _add_inspect_command(commands)
     return parser
@@ -194,6 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .reference import keys_text  # only this command needs every protocol's schema
 
             print(keys_text(args.protocol))
+            return 0
+        if args.command == "metrics":
+            from .metric_reference import metrics_text
+
+            print(metrics_text(args.protocol))
             return 0
         if args.command == "sweep":
             return _sweep(args)

@@ -369,7 +369,9 @@ def _run_result(
     outcome = distributed.outcome(ctx, by_role)
     ledger = Ledger.combined([part["ledger"] for part in parts])
     shape = {"users": ctx.train.n_users, "items": ctx.train.n_items, "train_entries": len(ctx.train), "test_entries": len(ctx.test)}
-    document = _result_document(scenario, shape, outcome, ledger, finished.elapsed_s, wall_s, [])
+    document = _result_document(
+        scenario, shape, outcome, ledger, finished.elapsed_s, wall_s, [], protocol_spec(scenario.run.protocol)
+    )
     document["transport"] = _transport_section(placement, parts)
     return RunResult(document, ledger, outcome, {})
 

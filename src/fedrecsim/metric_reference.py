@@ -1,66 +1,71 @@
-"""What each metric name means: its unit and the range of values it can take.
+"""What each metric name means: its unit and the range of values it can take; the metric reference.
+
+Every protocol declares the metrics it reports, one `MetricInfo` each, in its `ProtocolSpec`'s ``metrics``
+(a built-in protocol in its ``protocol`` module, beside ``PROTOCOL``); the meanings shared by several
+protocols -- the rating errors, their clipped and trivial-predictor references, the ranking metrics --
+are declared once here (`COMMON`) and picked by name. A declared name may hold the cut-off placeholder
+``@K`` (``map@K`` declares ``map@10``, ``map@20``, ...), for metrics whose cut-off is a key of the
+protocol's config. ``tests/test_metric_reference.py`` runs every built-in protocol at a tiny size and
+fails on a key of ``metrics.final`` or ``metrics.rounds`` its protocol does not declare.
 
 A metric's range is its support -- ``hr@10`` lies in [0, 1], a byte count or an error is never negative --
-and whatever summarizes runs (the sweep's confidence intervals, a report's bands) keeps inside it.
-Metric names follow the conventions of docs/architecture.md: lower-case snake case, ``name@k`` for
-ranking metrics, the same name for the same quantity in every protocol.
+and whatever summarizes runs (the sweep's confidence intervals, a report's bands) keeps inside it
+(`value_range`). Metric names follow the conventions of docs/architecture.md: lower-case snake case,
+``name@k`` for ranking metrics, the same name for the same quantity in every protocol.
+
+``fedrecsim metrics [PROTOCOL]`` prints `metrics_text`; ``docs/metrics-reference.md`` is
+`reference_markdown`, regenerated with::
+
+    python -m fedrecsim.metric_reference > docs/metrics-reference.md
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
+import sys
+from functools import cache
+
+from .metric_declarations import (
+    COMMON,
+    CUTOFF,
+    RANKING_MEANINGS,
+    RANKING_PATTERN,
+    MetricInfo,
+    byte_count,
+    common,
+    count,
+    declared,
+    error,
+    flag,
+    fraction,
+    undeclared,
+    worse_than_trivial,
+)
+from .protocols import available_protocols, built_in_protocols, protocol_spec
+
+REGENERATE_COMMAND = "python -m fedrecsim.metric_reference > docs/metrics-reference.md"
 
 
-@dataclass(frozen=True)
-class MetricInfo:
-    """One metric: its meaning, its unit ("" for a plain number) and its support ``[low, high]``.
-
-    ``low`` and ``high`` are ``-inf`` / ``inf`` where the metric is unbounded on that side.
-    """
-
-    name: str
-    meaning: str
-    unit: str = ""
-    low: float = -math.inf
-    high: float = math.inf
-
-
-# Ranking metrics at a cut-off k: the fraction of a user's relevant items (or hits) ranked in the top k,
-# averaged over users, is in [0, 1] for every k.
-_RANKING = re.compile(r"^(hr|ndcg|recall|precision|map)@([1-9][0-9]*)$")
-_RANKING_MEANINGS = {
-    "hr": "hit ratio at {k}: share of test users whose held-out item is ranked in the top {k}",
-    "ndcg": "normalized discounted cumulative gain of the top {k}, averaged over test users",
-    "recall": "recall at {k}: share of a test user's held-out items in the top {k}, averaged over test users",
-    "precision": "precision at {k}: share of the top {k} that are held-out items, averaged over test users",
-    "map": "mean average precision of the top {k}, averaged over test users",
-}
-
-_NON_NEGATIVE = 0.0
-
-_COMMON: dict[str, MetricInfo] = {
-    info.name: info
-    for info in (
-        MetricInfo("train_rmse", "root mean squared error of the predictions on the training ratings", "rating", _NON_NEGATIVE),
-        MetricInfo("train_mae", "mean absolute error of the predictions on the training ratings", "rating", _NON_NEGATIVE),
-        MetricInfo("test_rmse", "root mean squared error of the predictions on the test ratings", "rating", _NON_NEGATIVE),
-        MetricInfo("test_mae", "mean absolute error of the predictions on the test ratings", "rating", _NON_NEGATIVE),
-        MetricInfo("rmse", "root mean squared error of the predictions", "rating", _NON_NEGATIVE),
-        MetricInfo("mean_rank", "mean rank of a held-out item among the candidates (1 = first)", "rank", 1.0),
-    )
-}
+@cache
+def _built_in_declarations() -> tuple[tuple[str, tuple[MetricInfo, ...]], ...]:
+    return tuple((name, tuple(protocol_spec(name).metrics)) for name in built_in_protocols())
 
 
 def describe(name: str) -> MetricInfo | None:
-    """The `MetricInfo` of a metric name, or None when fedrecsim does not know the name."""
-    if name in _COMMON:
-        return _COMMON[name]
-    ranking = _RANKING.match(name)
+    """The `MetricInfo` of a metric name, or None when fedrecsim does not know the name.
+
+    The common metrics and the ranking families first, then every built-in protocol's declarations."""
+    known = declared(COMMON.values(), name)
+    if known is not None:
+        return known
+    ranking = RANKING_PATTERN.match(name)
     if ranking is not None:
         family, k = ranking.groups()
-        return MetricInfo(name, _RANKING_MEANINGS[family].format(k=k), "", 0.0, 1.0)
+        return fraction(name, RANKING_MEANINGS[family].format(k=k), "higher")
+    for _, metrics in _built_in_declarations():
+        info = declared(metrics, name)
+        if info is not None:
+            return info
     return None
 
 
@@ -70,3 +75,66 @@ def value_range(name: str) -> tuple[float, float]:
     if info is None:
         return -math.inf, math.inf
     return info.low, info.high
+
+
+def metrics_text(protocol: str | None = None) -> str:
+    """What ``fedrecsim metrics [PROTOCOL]`` prints: each protocol's metrics, a line each with the unit and
+    the support, the meaning indented below.
+
+    Raises:
+        ConfigError: naming ``run.protocol``, when ``protocol`` names no protocol.
+    """
+    blocks = []
+    for name in available_protocols() if protocol is None else (protocol,):
+        spec = protocol_spec(name)
+        lines = [f"[{name}] {spec.description}".rstrip()]
+        if not spec.metrics:
+            lines.append("  (this protocol declares no metrics)")
+        for info in spec.metrics:
+            better = f", {info.better} is better" if info.better else ""
+            lines.append(f"  {info.name}: {info.unit or 'number'}, {info.support}{better}")
+            lines.append(f"      {info.meaning}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def reference_markdown() -> str:
+    """``docs/metrics-reference.md``: every built-in protocol's metrics (built-ins only, so the committed
+    file does not depend on what else is installed)."""
+    parts = [
+        "# Metric reference\n",
+        f"Generated by `{REGENERATE_COMMAND}` from the protocols' metric declarations; do not edit: change a "
+        "metric's declaration and regenerate. `fedrecsim metrics [PROTOCOL]` prints the same in the terminal.\n",
+        "A run's `result.json` holds `metrics.final` (the run's final metrics) and `metrics.rounds` (one row "
+        "per round, with its `round` number; `metrics.csv` holds the same rows). `K` in a name stands for a "
+        "cut-off (`map@K`: `map@10` with `protocol.map_k = 10`). *Support* is the range a value can take "
+        "(summaries of several runs keep their intervals inside it); *better* says which way is an "
+        "improvement, where one is. `metrics.trivial` pairs a metric with its trivial predictor's "
+        "(the training mean rating, a random ranking) and `metrics.worse_than_trivial` lists where the "
+        "model does worse, with the protocol's reason.\n",
+    ]
+    for name, metrics in _built_in_declarations():
+        parts.append(f"## {name}\n")
+        lines = ["| Metric | Unit | Support | Better | Meaning |", "|---|---|---|---|---|"]
+        for info in metrics:
+            cells = (f"`{info.name}`", info.unit or "number", info.support, info.better or "", _markdown_text(info.meaning))
+            lines.append("| " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def _markdown_text(text: str) -> str:
+    """``text`` shown as written in a table cell: no emphasis, no cell break."""
+    for special in ("\\", "|", "*", "`", "_"):
+        text = text.replace(special, "\\" + special)
+    return text
+
+
+__all__ = [
+    "COMMON", "CUTOFF", "REGENERATE_COMMAND", "MetricInfo", "byte_count", "common", "count", "declared", "describe",
+    "error", "flag", "fraction", "metrics_text", "reference_markdown", "undeclared", "value_range", "worse_than_trivial",
+]
+
+
+if __name__ == "__main__":
+    sys.stdout.buffer.write(reference_markdown().encode("utf-8"))

@@ -43,6 +43,7 @@ from .data import prepare_data
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
 from .memory import check_memory
+from .metric_declarations import worse_than_trivial
 from .network.ledger import COUNTER_NAMES as LEDGER_COUNTERS
 from .network.ledger import Ledger
 from .network.links import latency_from_table
@@ -50,7 +51,7 @@ from .network.network import Network
 from .network.party import Party
 from .output import RESULT_FORMAT, OutputTarget, platform_record, prepare_output
 from .progress import ProgressBar
-from .protocols import Outcome, RunContext, available_protocols, protocol_spec
+from .protocols import Outcome, ProtocolSpec, RunContext, available_protocols, protocol_spec
 from .scenario import Scenario, load_scenario, parse_scenario
 
 ProgressCallback = Callable[[int, int], None]
@@ -521,7 +522,8 @@ async def _simulate(
     virtual_time = network.now
     wall_time = time.perf_counter() - wall_start + (checkpoints.wall_before_s if checkpoints is not None else 0.0)
     shape = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
-    result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, _warnings(scenario, context))
+    warnings = [*_warnings(scenario, context), *_unanswered(scenario, outcome)]
+    result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, warnings, spec)
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
 
 
@@ -576,6 +578,30 @@ def _warnings(scenario: Scenario, context: RunContext) -> list[str]:
     return warnings
 
 
+def _unanswered(scenario: Scenario, outcome: Outcome) -> list[str]:
+    """A warning when no party answered in any round (``participants`` 0 in every round that reports it):
+    nothing the run reports then comes from the parties' answers. When a one-way delay of the latency
+    model (its seconds, median or bounds) is at least half of ``run.round_timeout_s`` -- a round trip does
+    not fit the deadline -- the warning says so."""
+    counts = [row["participants"] for row in outcome.rounds if "participants" in row]
+    if not counts or any(counts):
+        return []
+    run = scenario.run
+    latency = scenario.network.latency
+    delays = [value for key, value in latency.items() if key != "model" and isinstance(value, (int, float))]
+    warning = (
+        f"nobody answered in any of the {len(counts)} rounds (participants = 0 in every round): no party's answer "
+        "reached the model or the sums this run reports"
+    )
+    if delays and 2 * max(delays) >= run.round_timeout_s:
+        shown = ", ".join(f"{key} = {value}" for key, value in latency.items())
+        warning += (
+            f"; run.round_timeout_s = {run.round_timeout_s:g} s is shorter than a round trip over network.latency "
+            f"({shown})"
+        )
+    return [warning]
+
+
 @contextmanager
 def relaxed_garbage_collection() -> Iterator[None]:
     """Collect garbage less often for the duration of a run, then restore the previous thresholds.
@@ -628,8 +654,10 @@ def _result_document(
     virtual_time: float,
     wall_time: float,
     warnings: list[str],
+    spec: ProtocolSpec | None = None,
 ) -> dict[str, Any]:
     nonfinite: list[str] = []
+    final = _plain(outcome.final, "metrics.final", nonfinite)
     document = {
         "format": RESULT_FORMAT,
         "fedrecsim_version": __version__,
@@ -644,9 +672,13 @@ def _result_document(
         "structure_xxh3_128": ledger.structure_xxh3_128,
         "platform": platform_record(),
         "metrics": {
-            "final": _plain(outcome.final, "metrics.final", nonfinite),
+            "final": final,
             "rounds": _plain(outcome.rounds, "metrics.rounds", nonfinite),
             "baselines": dict(outcome.baselines),
+            "trivial": dict(outcome.trivial),
+            "worse_than_trivial": worse_than_trivial(
+                spec.metrics if spec is not None else (), final, outcome.trivial, outcome.trivial_reason
+            ),
         },
         "ledger": ledger.summary(),
         "invariants": [monitor.report() for monitor in outcome.invariants],

@@ -27,6 +27,9 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    ``distributed=``: a `Distributed` -- per role an entry ``async (ctx, group, cue)`` that builds the
    actors of the parties its process hosts (a `Group`), ``await cue.ready()``, runs them, and returns
    its part -- and the run can go over real TCP across processes (``fedrecsim run --transport tcp``).
+   Optionally ``metrics=``: a `MetricInfo` per metric the protocol reports (meaning, unit, support,
+   which way is better), which ``fedrecsim metrics PROTOCOL`` prints; an `Outcome`'s ``trivial`` pairs a
+   metric with its trivial predictor's and ``trivial_reason`` says why the model may do worse.
 
 Determinism: draw randomness only from an actor's ``rng``, ``ctx.rng(Stream.PROTOCOL, ...)`` or
 ``generator(seed, stream, *ids)`` -- never from ``random`` or the global ``np.random`` -- and aggregate
@@ -55,6 +58,7 @@ from .data.ratings import Ratings
 from .errors import ConfigError, DatasetError, PartyTimeout, ProtocolViolation, SimulationError, WireError
 from .invariants import InvariantMonitor
 from .memory import MemoryContext, MemoryItem
+from .metric_declarations import MetricInfo
 from .network.availability import AlwaysOnline, BernoulliChurn, MidRoundDropout
 from .network.network import Network
 from .network.party import SERVER, THIRD_PARTY, Party, Role
@@ -83,6 +87,7 @@ __all__ = [
     "Leave",
     "MemoryContext",
     "MemoryItem",
+    "MetricInfo",
     "MidRoundDropout",
     "Network",
     "Outcome",

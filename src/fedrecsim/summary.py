@@ -70,23 +70,64 @@ def _structure(result: dict[str, Any]) -> str:
 
 
 def _metrics(result: Mapping[str, Any]) -> list[str]:
-    final = result["metrics"]["final"]
-    baselines = result["metrics"].get("baselines", {})
-    shown_as_baseline = set(baselines.values())
-    lines = ["", f"final metrics{'':<18}{'value':>14}  {'non-private baseline':>20}" if baselines else "final metrics"]
+    """The final metrics, one row each; beside a metric, in columns, the same of its predictions clipped to
+    the rating scale (``NAME_clipped``), its trivial predictor's and its non-private baseline's, each where
+    the run has one (a metric shown in a column gets no row of its own); then what the model does worse
+    than its trivial predictor, and the protocol's reason."""
+    metrics = result["metrics"]
+    final = metrics["final"]
+    baselines = {name: other for name, other in metrics.get("baselines", {}).items() if other in final}
+    trivial = {name: other for name, other in metrics.get("trivial", {}).items() if other in final}
+    clipped = {name: f"{name}_clipped" for name in final if f"{name}_clipped" in final}
+    columns = [
+        (title, pairs)
+        for title, pairs in (("clipped", clipped), ("trivial predictor", trivial), ("non-private baseline", baselines))
+        if pairs
+    ]
+    beside = {other for _, pairs in columns for other in pairs.values()}
+    header = "".join(f"  {title:>{_width(title)}}" for title, _ in columns)
+    lines = ["", f"final metrics{'':<18}{'value':>14}{header}" if columns else "final metrics"]
     for name, value in final.items():
-        if name in shown_as_baseline or name == "participants":
+        if name in beside or name == "participants":
             continue
-        baseline = baselines.get(name)
-        beside = f"  {number(final[baseline]):>20}" if baseline in final else ""
-        lines.append(f"  {name:<29}{number(value):>14}{beside}")
+        cells = "".join(
+            f"  {number(final[pairs[name]]) if name in pairs else '':>{_width(title)}}" for title, pairs in columns
+        )
+        lines.append(f"  {name:<29}{number(value):>14}{cells}".rstrip())
+    if trivial:
+        lines.append("  trivial predictor: the training ratings' mean for an error, a random ranking for a ranking metric")
+    return lines + _worse_than_trivial(metrics.get("worse_than_trivial", []))
+
+
+def _width(title: str) -> int:
+    return max(len(title), 14)
+
+
+def _worse_than_trivial(worse: list[Mapping[str, Any]]) -> list[str]:
+    if not worse:
+        return []
+    lines = [f"WORSE THAN THE TRIVIAL PREDICTOR on {', '.join(entry['metric'] for entry in worse)}"]
+    for reason in dict.fromkeys(entry["reason"] for entry in worse if entry["reason"]):
+        lines.append(f"  why: {reason}")
     return lines
 
 
 def _participation(result: Mapping[str, Any]) -> list[str]:
     users = result["data"]["users"]
-    active = result["ledger"]["roles"].get("user", {}).get("parties", 0)
+    roles = result["ledger"]["roles"]
+    active = roles.get("user", {}).get("parties", 0)
     final = result["metrics"]["final"]
+    if "silo" in roles and not active:
+        silos = roles["silo"]["parties"]
+        sizes = (
+            f" (users per silo: min {number(final['users_per_silo_min'])}, mean {number(final['users_per_silo_mean'])}, "
+            f"max {number(final['users_per_silo_max'])})" if "users_per_silo_mean" in final else ""
+        )
+        return [
+            "",
+            f"parties: {silos:,} silos and the server; the silos hold the {users:,} users of the data{sizes}: "
+            "users are no parties of this cross-silo protocol",
+        ]
     lines = ["", f"parties: {users:,} users in the data, {active:,} of them ever online (sent or received)"]
     if "participants" in final:
         lines.append(f"participants: {number(final['participants'])} users answered in the last round")

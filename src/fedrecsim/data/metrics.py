@@ -37,6 +37,73 @@ def mae(predicted: npt.ArrayLike, actual: npt.ArrayLike) -> float:
     return float(np.mean(np.abs(_errors(predicted, actual))))
 
 
+def rating_errors(predicted: npt.ArrayLike, actual: npt.ArrayLike, scale: tuple[float, float], split: str) -> dict[str, float]:
+    """``{split}_rmse`` and ``{split}_mae`` of the predictions, and ``{split}_rmse_clipped`` /
+    ``{split}_mae_clipped`` of the predictions clipped to the rating ``scale`` ``(low, high)``.
+
+    Clipping is post-processing of the released model with a public bound (the data's declared scale),
+    so it costs no privacy; it can only lower either error, since every actual rating lies in the scale.
+    """
+    values = np.asarray(predicted, dtype=np.float64)
+    clipped = np.clip(values, scale[0], scale[1])
+    return {
+        f"{split}_rmse": rmse(values, actual),
+        f"{split}_mae": mae(values, actual),
+        f"{split}_rmse_clipped": rmse(clipped, actual),
+        f"{split}_mae_clipped": mae(clipped, actual),
+    }
+
+
+def mean_predictor_errors(train: Ratings, test: Ratings) -> dict[str, float]:
+    """The errors of the trivial predictor that predicts the training ratings' mean for every pair:
+    ``train_rmse_mean_predictor`` (the training ratings' standard deviation), ``train_mae_mean_predictor``
+    and, when ``test`` has entries, ``test_rmse_mean_predictor`` and ``test_mae_mean_predictor``."""
+    mean = float(np.mean(train.values))
+    metrics = {
+        "train_rmse_mean_predictor": rmse(np.full(len(train), mean), train.values),
+        "train_mae_mean_predictor": mae(np.full(len(train), mean), train.values),
+    }
+    if len(test):
+        metrics["test_rmse_mean_predictor"] = rmse(np.full(len(test), mean), test.values)
+        metrics["test_mae_mean_predictor"] = mae(np.full(len(test), mean), test.values)
+    return metrics
+
+
+def random_ranking_expectation(
+    test: Ratings, train: Ratings, k_list: Iterable[int], recall_by: str = "min"
+) -> dict[str, float]:
+    """The exact expected ``ndcg@K`` and ``recall@K`` of a uniformly random ranking of each test user's
+    candidates (the items it has no training entry for), averaged over the users with test items: the
+    trivial predictor of a full-ranking evaluation, as `ndcg_at_k` / `recall_at_k` (``recall_by = "min"``:
+    hits over min(K, test items), Liang et al.) or LightGCN (``"count"``: hits over the test items) rank.
+
+    A user with ``h`` test items among ``c`` candidates finds each of the first ``min(K, c)`` positions a
+    hit with probability ``h / c``: E[hits@K] = min(K, c) h / c, E[DCG@K] = h / c sum_{r < min(K, c)}
+    1 / log2(r + 2), and the ideal DCG is that of ``min(h, K)`` hits.
+
+    Returns:
+        ``{"ndcg@K_random": float, "recall@K_random": float}`` for each K; empty without test entries.
+    """
+    test_counts = test.user_counts()
+    users = np.flatnonzero(test_counts)
+    if not users.size:
+        return {}
+    relevant = test_counts[users].astype(np.float64)
+    candidates = (train.n_items - train.user_counts()[users]).astype(np.float64)
+    share = relevant / np.maximum(candidates, 1.0)
+    discounts = 1.0 / np.log2(np.arange(train.n_items) + 2.0)
+    cumulative = np.r_[0.0, np.cumsum(discounts)]
+    result = {}
+    for k in _cutoffs(k_list, None):
+        depth = min(k, train.n_items)
+        reach = np.minimum(depth, candidates).astype(np.int64)
+        ideal = cumulative[np.minimum(relevant, depth).astype(np.int64)]
+        result[f"ndcg@{k}_random"] = float(np.mean(share * cumulative[reach] / ideal))
+        denominator = np.minimum(relevant, depth) if recall_by == "min" else relevant
+        result[f"recall@{k}_random"] = float(np.mean(share * reach / denominator))
+    return result
+
+
 def error_summary(abs_errors: npt.ArrayLike) -> dict[str, float]:
     """Mean and quartiles (plus the 90th percentile) of absolute errors.
 
@@ -300,4 +367,4 @@ def _matrix(scores: npt.ArrayLike, n_users: int, n_items: int) -> FloatArray:
     return matrix
 
 
-__all__ = ["error_summary", "hit_rate_at_k", "mae", "ndcg_at_k", "recall_at_k", "rmse"]
+__all__ = ["error_summary", "hit_rate_at_k", "mae", "mean_predictor_errors", "ndcg_at_k", "random_ranking_expectation", "rating_errors", "recall_at_k", "rmse"]

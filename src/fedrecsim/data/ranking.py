@@ -62,4 +62,31 @@ def ranking_metrics(
     }
 
 
-__all__ = ["ranking_metrics"]
+def chance_ranking_metrics(train: Ratings, test: Ratings, k: int = 10) -> dict[str, float]:
+    """The exact expectation of `ranking_metrics` under a uniformly random ranking of each user's candidates:
+    ``{"mean_rank_chance": 0.5, "map@k_chance": ...}`` (``nan`` where `ranking_metrics` has no value).
+
+    Every test item's percentile is uniform on its candidates' positions, mean 1/2. For a user with ``R``
+    relevant items among ``C`` candidates, position ``i`` holds a relevant item with probability ``R / C``,
+    and then the top ``i`` holds ``1 + (i - 1)(R - 1)/(C - 1)`` of them on average, so ``E[AP@k] = (1 / C)
+    sum_{i <= min(k, C)} (1 + (i - 1)(R - 1) / (C - 1)) / i``.
+    """
+    users = np.unique(test.users)
+    positive = test.values > 0
+    if not users.size:
+        return {"mean_rank_chance": float("nan"), f"map@{k}_chance": float("nan")}
+    candidates = (train.n_items - train.user_counts()[users]).astype(np.float64)
+    relevant = np.bincount(test.users[positive], minlength=train.n_users)[users].astype(np.float64)
+    has = relevant > 0
+    expected = []
+    for c, r in zip(candidates[has], relevant[has]):
+        i = np.arange(1, int(min(k, c)) + 1, dtype=np.float64)
+        expected.append(float(np.sum((1 + (i - 1) * (r - 1) / max(c - 1, 1)) / i) / c))
+    weighted = float(test.values.sum()) > 0
+    return {
+        "mean_rank_chance": 0.5 if weighted else float("nan"),
+        f"map@{k}_chance": float(np.mean(expected)) if expected else float("nan"),
+    }
+
+
+__all__ = ["chance_ranking_metrics", "ranking_metrics"]

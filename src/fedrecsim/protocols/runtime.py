@@ -28,6 +28,7 @@ from ..actors.user import ModelUse, User
 from ..checkpoint import Checkpoints
 from ..data.ratings import Ratings
 from ..invariants import InvariantMonitor
+from ..metric_declarations import MetricInfo
 from ..network.availability import Churn, ComputeTime, MidRoundDropout
 from ..network.network import Network
 from ..network.party import SERVER, Party, Role
@@ -175,6 +176,11 @@ class Outcome:
     ``warnings`` say what the run did not do that its user will have expected (e.g. no report released);
     ``distributions`` hold compact distributions for the report, each ``{"of": what, "unit": unit,
     "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors).
+
+    ``trivial`` maps a final metric to the final metric holding its trivial predictor's value (e.g.
+    ``{"test_rmse": "test_rmse_mean_predictor", "hr@10": "hr@10_random"}``); ``trivial_reason`` says why
+    the model may do worse than it (e.g. the noise scale against the ratings' spread). result.json lists
+    every metric on which the model does worse (`fedrecsim.metric_reference.worse_than_trivial`).
     """
 
     rounds_completed: int
@@ -187,6 +193,8 @@ class Outcome:
     invariants: list[InvariantMonitor] = field(default_factory=list)
     distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+    trivial: dict[str, str] = field(default_factory=dict)
+    trivial_reason: str = ""
 
 
 def index_length(indices: np.ndarray) -> np.ndarray:
@@ -443,6 +451,8 @@ class ProtocolSpec:
     refuses on its data (e.g. dpmf's ring headroom): the runner calls it before the run starts and
     ``fedrecsim inspect`` before it estimates, so inspect refuses exactly what a run would. It returns
     notes for inspect to print (e.g. what a setting of "auto" resolves to).
+    ``metrics`` declares every metric the protocol reports, in ``metrics.final`` or ``metrics.rounds``:
+    its meaning, unit and support (`fedrecsim.metric_reference`; ``fedrecsim metrics PROTOCOL`` prints them).
     """
 
     name: str
@@ -454,3 +464,4 @@ class ProtocolSpec:
     distributed: Distributed | None = None
     resumable: bool = False
     check: Callable[[Any, Ratings], tuple[str, ...]] | None = None
+    metrics: tuple[MetricInfo, ...] = ()

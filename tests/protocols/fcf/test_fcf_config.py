@@ -69,8 +69,11 @@ def test_implicit_runs_report_hit_rates_at_2_5_and_10(tiny_fcf) -> None:
     scenario = _implicit(tiny_fcf)
     scenario["run"]["rounds"] = 1
     result = fedrecsim.run(scenario)
-    assert set(result.metrics) == {"hr@2", "hr@5", "hr@10", "participants", "missing", "rejected"}
+    assert set(result.metrics) == {
+        "hr@2", "hr@5", "hr@10", "hr@2_random", "hr@5_random", "hr@10_random", "participants", "missing", "rejected"
+    }
     assert all(0.0 <= result.metrics[f"hr@{k}"] <= 1.0 for k in (2, 5, 10))
+    assert [result.metrics[f"hr@{k}_random"] for k in (2, 5, 10)] == [0.02, 0.05, 0.1]
 
 
 def test_implicit_max_users_caps_the_participants(tiny_fcf) -> None:
@@ -123,7 +126,9 @@ def test_final_metrics_are_the_last_rounds_and_the_population_counts_are_reporte
     result = fedrecsim.run(tiny_fcf)
     last = dict(result.rounds[-1])
     assert last.pop("round") == 6
-    assert result.metrics == pytest.approx(last)
+    trivial = {name: value for name, value in result.metrics.items() if name.endswith("_mean_predictor")}
+    assert set(trivial) == {f"{split}_{what}_mean_predictor" for split in ("train", "test") for what in ("rmse", "mae")}
+    assert {name: value for name, value in result.metrics.items() if name not in trivial} == pytest.approx(last)
     ledger = result.result["ledger"]
     initially_online = next(row["online"] for row in ledger["per_round"] if row["round"] == 0)
     population = result.outcome.state["population"]

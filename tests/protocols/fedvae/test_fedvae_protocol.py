@@ -311,7 +311,10 @@ def test_the_final_metrics_are_the_last_rounds_row_and_progress_is_reported_afte
     result = fedrecsim.run(scenario(rounds=3), progress=lambda completed, total: calls.append((completed, total)))
     assert calls == [(1, 3), (2, 3), (3, 3)] and result.result["rounds_completed"] == 3
     last = dict(result.rounds[-1])
-    assert last.pop("round") == 3 and result.result["metrics"]["final"] == last
+    final = result.result["metrics"]["final"]
+    random = {name for name in final if name.endswith("_random")}
+    assert random == {f"{name}@{k}_random" for name in ("ndcg", "recall") for k in (20, 100)}
+    assert last.pop("round") == 3 and {name: value for name, value in final.items() if name not in random} == last
 
 
 def test_the_state_counts_the_populations_joins_leaves_and_crashes() -> None:

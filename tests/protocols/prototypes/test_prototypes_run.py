@@ -118,7 +118,11 @@ def test_nothing_arrives_gives_both_warnings_and_no_model_metrics() -> None:
         f"{SILOS} silo(s) sent no prototypes in time: silo:0, silo:1, silo:2",
         f"{SILOS} silo(s) received no item matrix; their users are unscored",
     ]
-    assert result.result["metrics"]["final"] == {"silos": float(SILOS)}
+    final = result.result["metrics"]["final"]
+    trivial = ("test_rmse_mean_predictor", "mean_rank_chance", "map@10_chance")
+    assert {name: value for name, value in final.items() if not name.startswith("users_per_silo_")} == {
+        "silos": float(SILOS), **{name: final[name] for name in trivial}
+    }
     assert result.outcome.state["item_factors"] is None
     assert not result.outcome.state["user_factors"].any()
 

@@ -408,14 +408,14 @@ def test_evaluate_reports_rmse_rank_and_map_with_the_suffix() -> None:
     test = Ratings(np.array([1, 3]), np.array([2, 4]), np.array([4.0, 2.0]), 5, 5, (0.0, 5.0))
     scores = np.tile(np.arange(5, dtype=float), (5, 1))
     metrics = evaluate(lambda users: scores[users], lambda users, items: np.full(users.size, 3.0), train, test, 2, "_x")
-    assert set(metrics) == {"test_rmse_x", "mean_rank_x", "map@2_x"}
+    assert set(metrics) == {"test_rmse_x", "test_rmse_clipped_x", "mean_rank_x", "map@2_x"}
     assert metrics["test_rmse_x"] == pytest.approx(math.sqrt((1 + 1) / 2))
     # User 1 (train item 1): candidates 0, 2, 3, 4; item 2 has two above -> 2/3. User 3 (train 0): item 4
     # is the top -> 0. Weighted (4 * 2/3 + 2 * 0) / 6.
     assert metrics["mean_rank_x"] == pytest.approx(4 / 9)
     empty = Ratings(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([]), 5, 5, (0.0, 5.0))
     none = evaluate(lambda users: scores[users], lambda users, items: np.zeros(users.size), train, empty, 2)
-    assert all(math.isnan(value) for value in none.values()) and set(none) == {"test_rmse", "mean_rank", "map@2"}
+    assert all(math.isnan(value) for value in none.values()) and set(none) == {"test_rmse", "test_rmse_clipped", "mean_rank", "map@2"}
 
 
 def test_the_prototype_bound_is_every_user_at_the_value_bound_plus_fifty_laplace_scales() -> None:

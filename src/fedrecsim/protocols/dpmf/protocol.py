@@ -41,10 +41,14 @@ weighted alike). k_j is what the recommender can know: the raters it has seen (e
 request; never fewer than k'_j); it is sent with the item vectors (``known_raters``). With
 ``normalize = false`` S3 is the paper's literal raw sum of the served users.
 
-**Metrics** (final, and every ``eval_every`` rounds for S2/S3): ``err_mean`` and ``err_q25`` .. ``err_q90``
-(absolute errors over the training ratings, the paper's CDF), ``train_rmse``/``train_mae``,
-``test_rmse``/``test_mae``; and in the final metrics ``baseline_err_mean`` and ``err_increase`` against the
-unprotected baseline, and ``noiseless_err_mean`` / ``noise_err_increase`` against the same run without noise:
+**Metrics** (final, and every ``eval_every`` rounds for S2/S3; `METRICS` declares every one): ``err_mean``
+and ``err_q25`` .. ``err_q90`` (absolute errors over the training ratings, the paper's CDF),
+``train_rmse``/``train_mae``, ``test_rmse``/``test_mae``, and the same four of the predictions clipped to
+the data's declared rating scale (``*_clipped``, `Ratings.rating_range`: post-processing, no privacy
+cost); in the final metrics the trivial predictor's (the training mean rating: ``*_mean_predictor``;
+``Outcome.trivial`` pairs each error with it, and ``trivial_reason`` compares the noise with the data's
+term, `_noise_reason`), ``baseline_err_mean`` and ``err_increase`` against the unprotected baseline, and
+``noiseless_err_mean`` / ``noise_err_increase`` against the same run without noise:
 
 - S1: the baseline is the same pipeline with eta = 0 (``baseline_rounds`` iterations of unprotected MF,
   then the exact refit of V), so ``err_increase`` is what the noise costs; noiseless = baseline.
@@ -91,9 +95,11 @@ import numpy as np
 import trio
 
 from ...actors.population import Population
+from ...data.metrics import mean_predictor_errors
 from ...data.ratings import Ratings
 from ...errors import ConfigError
 from ...mechanisms.laplace import laplace_scale
+from ...metric_declarations import MetricInfo, byte_count, common, count, error, fraction
 from ...network.party import SERVER, THIRD_PARTY, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
@@ -131,6 +137,12 @@ _NOISE_CONSTRUCTION = {
 }
 # The summary shows each error beside the same error of the non-private baseline (Hua et al.'s comparison).
 _BASELINES = {"err_mean": "baseline_err_mean"}
+# Each error beside the trivial predictor's (the training mean rating): err_mean is the training MAE.
+_TRIVIAL = {
+    "err_mean": "train_mae_mean_predictor",
+    **{f"{split}_{what}{clipped}": f"{split}_{what}_mean_predictor"
+       for split in ("train", "test") for what in ("rmse", "mae") for clipped in ("", "_clipped")},
+}
 _NAIVE_LEAK = "naive variant: per-user gradients reach the recommender unmasked; consecutive differences are exact (eq. (11))"
 
 
@@ -174,6 +186,38 @@ def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
         f'protocol.frac_bits = "auto": {public.ring.frac_bits} fractional bits, the most a {public.ring.bits}-bit ring '
         f"can have and hold the aggregates' |x| <= {headroom.bound:.4g} (range {public.ring.max_abs:.4g})",
     )
+
+
+def expected_noise_norm(config: DPMFConfig, public: PublicParameters) -> float:
+    """E||eta_j||: Theorem 1's Gamma(d, 2 Delta / eps) norm has mean d 2 Delta / eps; Lemma 1's d Laplace(b)
+    entries have root mean square norm b sqrt(2 d)."""
+    if config.mechanism == "theorem1":
+        return config.d * 2.0 * public.delta / config.epsilon
+    return public.scale * float(np.sqrt(2.0 * config.d))
+
+
+def _noise_reason(config: DPMFConfig, public: PublicParameters, train: Ratings) -> str:
+    """Why a private model can do worse than predicting the mean rating: each item's noise eta_j against
+    the largest data term it can hide, 2 Delta n_j (n_j the item's training ratings; Theorem 1's
+    sensitivity argument), and against the ratings' spread."""
+    noise = expected_noise_norm(config, public)
+    counts = train.item_counts()
+    rated = counts[counts > 0]
+    dominated = int(np.count_nonzero(2.0 * public.delta * rated < noise))
+    low, high = public.rating_range
+    return (
+        f"the noise eta_j of each item has expected norm {noise:,.0f} (eps = {config.epsilon:g}, Delta = {public.delta:g}, "
+        f"d = {config.d}, {config.mechanism}), larger than the largest data term it perturbs, 2 Delta n_j, for "
+        f"{dominated:,} of the {rated.size:,} rated items (n_j: the item's training ratings, median {int(np.median(rated)) if rated.size else 0}); "
+        f"the ratings on [{low:g}, {high:g}] have standard deviation {float(np.std(train.values)):.3g}: at this eps the "
+        "noise swamps the signal (a larger eps, or items with more ratings, lower it)"
+    )
+
+
+def _with_trivial(final: dict[str, float], ctx: RunContext) -> dict[str, str]:
+    """Add the mean predictor's errors to ``final``; returns the pairs of `_TRIVIAL` the run has."""
+    final.update(mean_predictor_errors(ctx.train, ctx.test))
+    return {name: other for name, other in _TRIVIAL.items() if name in final and other in final}
 
 
 def _user_data(ctx: RunContext) -> list[tuple[Party, np.ndarray, np.ndarray]]:
@@ -312,6 +356,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     final["baseline_err_mean"] = final["noiseless_err_mean"] = train_error(base_u, noiseless, ctx.train)
     final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
     final["participants"] = float(len(recommender.uploads))
+    trivial = _with_trivial(final, ctx)
     rounds[-1].update(final)
     privacy = _privacy(config, public, ctx.rounds)
     eta = recommender.eta if recommender.eta is not None else np.zeros(0)
@@ -333,7 +378,7 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     distributions = _error_distributions(recommender.user_factors, published, base_u, noiseless, ctx)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
-        distributions=distributions,
+        distributions=distributions, trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
     )
 
 
@@ -582,10 +627,12 @@ def _private_outcome(
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     invariants = verifier.monitors if config.check_invariants else []
+    trivial = _with_trivial(final, ctx)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
         paper_figures=_communication_figures(config, public, rounds, traffic), invariants=invariants, state=state,
         distributions=_error_distributions(_user_factors(users), recommender.item_factors, base_u, base_v, ctx),
+        trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
     )
 
 
@@ -774,9 +821,11 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
         ["over TCP the invariant monitors did not run: they read every party's state, which lives in its own process"]
         if config.check_invariants else []
     )
+    trivial = _with_trivial(final, ctx)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
         warnings=warnings, distributions=_error_distributions(user_factors, served["item_factors"], base_u, base_v, ctx),
+        trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
     )
 
 
@@ -787,7 +836,52 @@ DISTRIBUTED = Distributed(
     check=_check_distributed,
 )
 
+#: Every metric dpmf reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    error("err_mean", "mean absolute prediction error over the training ratings (Hua et al.'s measure; unclipped)"),
+    *(
+        error(f"err_q{q}", f"the {q}th percentile of the absolute prediction errors over the training ratings")
+        for q in (25, 50, 75, 90)
+    ),
+    *common(
+        "train_rmse", "train_mae", "test_rmse", "test_mae",
+        "train_rmse_clipped", "train_mae_clipped", "test_rmse_clipped", "test_mae_clipped",
+        "train_rmse_mean_predictor", "train_mae_mean_predictor", "test_rmse_mean_predictor", "test_mae_mean_predictor",
+    ),
+    error(
+        "baseline_err_mean",
+        "err_mean of the unprotected baseline: S1 the same pipeline with eta = 0; S2/S3 full-batch MF over every user "
+        "for protocol.baseline_rounds iterations from the same initial U and V",
+    ),
+    MetricInfo("err_increase", "err_mean - baseline_err_mean: what privacy (and in S3 churn and K) cost", "rating", better="lower"),
+    error("noiseless_err_mean", "err_mean of the same iterations with exactly the users that took part, without noise, masks or ring"),
+    MetricInfo("noise_err_increase", "err_mean - noiseless_err_mean: what the noise alone cost", "rating", better="lower"),
+    count("participants", "S1: users whose ratings the recommender holds; S2/S3: users whose contribution is in the iteration's update", "users"),
+    count("selected", "users the recommender served in the iteration (S3: at most protocol.max_users online users)", "users"),
+    count("missing", "served users whose contribution did not arrive (crashed, left or late)", "users"),
+    count("items_updated", "items whose V row the iteration updated (the third party's aggregate of them unmasked)", "items"),
+    count(
+        "eta_skipped",
+        "items with a contribution in the iteration but not updated: S3 items whose eta_j was not whole (short of k pieces)",
+        "items",
+    ),
+    fraction(
+        "rho_short",
+        "share of the iteration's updated items whose rho~ noise came from fewer contributors than were served "
+        "(mid-round dropout; its scale is then b sqrt(n_j / k'_j) instead of b, `monitors`)",
+    ),
+    MetricInfo(
+        "rho_scale_min",
+        "the smallest Laplace scale of rho~ over the iteration's updated items, b sqrt(n_j / k'_j) (b, "
+        "privacy.laplace_scale, when no contributor dropped)",
+        "Laplace scale", 0.0,
+    ),
+    byte_count("user_down_max_b", "the most bytes any served user received in the iteration"),
+    byte_count("user_up_max_b", "the most bytes any served user sent in the iteration"),
+    byte_count("tp_sent_b", "bytes the third party sent in the iteration (its aggregates to the recommender)"),
+)
+
 PROTOCOL = ProtocolSpec(
     "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan, memory=memory_estimate,
-    distributed=DISTRIBUTED, resumable=True, check=check,
+    distributed=DISTRIBUTED, resumable=True, check=check, metrics=METRICS,
 )

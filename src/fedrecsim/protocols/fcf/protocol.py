@@ -13,9 +13,12 @@ of users that contributed to it this round, which converges; ``normalize = false
 sums. With ``AlwaysOnline``, zero latency and every user selected, a run equals the vectorized
 centralized reference `fedrecsim.models.mf.CentralizedMF` round for round.
 
-Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` (explicit) or ``hr@10``,
-``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus ``participants``, ``missing`` and
-``rejected`` (replies the server refused: `roles`).
+Metrics per round: ``train_rmse``, ``train_mae``, ``test_rmse``, ``test_mae`` and the same of the
+predictions clipped to the data's rating scale (``*_clipped``: `Ratings.rating_range`, the scale the data
+declares) (explicit) or ``hr@10``, ``hr@5``, ``hr@2`` on the held-out interactions (implicit), plus
+``participants``, ``missing`` and ``rejected`` (replies the server refused: `roles`). The final metrics
+add the trivial predictors: the training mean rating's errors (``*_mean_predictor``, explicit) or a
+random ranking's expected hit rate (``hr@K_random`` = K / (99 + 1), implicit); `METRICS` declares them all.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ import numpy as np
 
 from ...config import param
 from ...errors import ConfigError
-from ...data.metrics import hit_rate_at_k, mae, rmse
+from ...data.metrics import hit_rate_at_k, mean_predictor_errors, rating_errors
 from ...data.ratings import Ratings
+from ...metric_declarations import common, count
 from ...models.implicit_mf import ImplicitHyper
 from ...models.mf import MFHyper, predict
 from ...network.party import SERVER, Party, Role
@@ -42,6 +46,7 @@ from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServe
 
 
 _NEGATIVES = 99
+_CUTOFFS = (2, 5, 10)
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,7 @@ def _explicit_metrics(user_factors: np.ndarray, item_factors: np.ndarray, train:
     for name, ratings in (("train", train), ("test", test)):
         if len(ratings):
             predicted = predict(user_factors, item_factors, ratings.users, ratings.items)
-            metrics[f"{name}_rmse"] = rmse(predicted, ratings.values)
-            metrics[f"{name}_mae"] = mae(predicted, ratings.values)
+            metrics.update(rating_errors(predicted, ratings.values, train.rating_range, name))
     return metrics
 
 
@@ -114,7 +118,46 @@ def _implicit_metrics(ctx: RunContext, user_factors: np.ndarray, item_factors: n
     if not len(ctx.test):
         return {}
     scores = user_factors @ item_factors.T
-    return hit_rate_at_k(scores, ctx.test, ctx.train, (2, 5, 10), n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
+    return hit_rate_at_k(scores, ctx.test, ctx.train, _CUTOFFS, n_negatives=_NEGATIVES, rng=ctx.rng(Stream.EVALUATION))
+
+
+def _trivial(ctx: RunContext, config: FCFConfig, final: dict[str, float]) -> dict[str, str]:
+    """Add the trivial predictors' metrics to ``final``; returns each metric's trivial reference.
+
+    Explicit: the training mean rating's errors. Implicit: a random ranking's exact expected hit rate, K
+    over the candidates (the held-out item and its 99 sampled negatives)."""
+    if not len(ctx.test) or not final:
+        return {}
+    if config.feedback == "explicit":
+        final.update(mean_predictor_errors(ctx.train, ctx.test))
+        return {
+            f"{split}_{what}{clipped}": f"{split}_{what}_mean_predictor"
+            for split in ("train", "test") for what in ("rmse", "mae") for clipped in ("", "_clipped")
+        }
+    final.update({f"hr@{k}_random": k / (_NEGATIVES + 1) for k in _CUTOFFS})
+    return {f"hr@{k}": f"hr@{k}_random" for k in _CUTOFFS}
+
+
+def _reason(config: FCFConfig, rounds: list[dict[str, float]], final: dict[str, float]) -> str:
+    """Why this non-private model can do worse than its trivial predictor, read from its own trajectory:
+    the test metric still improving at the last round (it has not converged: too few rounds, too small a
+    step, too few users answering), or best at an earlier round (it overfits)."""
+    name, lower = ("test_rmse", True) if config.feedback == "explicit" else ("hr@10", False)
+    measured = [(row["round"], row[name]) for row in rounds if name in row]
+    if not measured:
+        return "fcf adds no noise: no round was evaluated"
+    (first_round, first), (last_round, last) = measured[0], measured[-1]
+    best_round, best = (min if lower else max)(measured, key=lambda pair: pair[1])
+    if best_round == last_round:
+        return (
+            f"fcf adds no noise: the model has not converged -- {name} went from {first:.4g} after round {first_round} "
+            f"to {last:.4g} after round {last_round} and is still improving; it needs more rounds, a larger "
+            f"protocol.gamma (now {config.gamma:g}) or more of the users answering"
+        )
+    return (
+        f"fcf adds no noise: the model overfits -- {name} was best ({best:.4g}) after round {best_round} and is "
+        f"{last:.4g} after round {last_round} (MF without biases, d = {config.d}, lam = {config.lam:g}, mu = {config.mu:g})"
+    )
 
 
 def _metrics(ctx: RunContext, config: FCFConfig, user_factors: np.ndarray, item_factors: np.ndarray) -> dict[str, float]:
@@ -171,12 +214,15 @@ async def run(ctx: RunContext) -> Outcome:
             await ctx.network.sleep(timing.round_gap_s)
             await ctx.end_round(round_index, population, {"server": server}, values)
     final = {name: value for name, value in rounds[-1].items() if name != "round"} if rounds else {}
+    trivial = _trivial(ctx, config, final)
     state = {"item_factors": server.item_factors, "initial_item_factors": values["initial_item_factors"]}
     if config.feedback == "explicit":
         state["user_factors"] = _profiles(config, users.values())
         state["initial_user_factors"] = values["initial_user_factors"]
     state["population"] = {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes}
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, state=state, trivial=trivial, trivial_reason=_reason(config, rounds, final),
+    )
 
 
 # --------------------------------------------------------------------------- over TCP (`Distributed`)
@@ -231,11 +277,14 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
     rounds = served["rounds"]
     rounds[-1].update(_metrics(ctx, config, user_factors, served["item_factors"]))
     final = {name: value for name, value in rounds[-1].items() if name != "round"}
+    trivial = _trivial(ctx, config, final)
     state = {"item_factors": served["item_factors"], "initial_item_factors": served["initial_item_factors"]}
     if config.feedback == "explicit":
         state["user_factors"] = user_factors
         state["initial_user_factors"] = _assembled(parts[Role.USER], "initial_user_factors")
-    return Outcome(rounds_completed=len(rounds), rounds=rounds, final=final, state=state)
+    return Outcome(
+        rounds_completed=len(rounds), rounds=rounds, final=final, state=state, trivial=trivial, trivial_reason=_reason(config, rounds, final),
+    )
 
 
 DISTRIBUTED = Distributed(
@@ -243,7 +292,20 @@ DISTRIBUTED = Distributed(
 )
 
 
+#: Every metric fcf reports (`fedrecsim.metric_reference`).
+METRICS = (
+    count("participants", "users whose gradient the server received before the round's deadline", "users"),
+    count("missing", "selected users whose reply did not arrive before the round's deadline", "users"),
+    count("rejected", "replies the server refused (a gradient entry non-finite or beyond protocol.max_abs_gradient)", "replies"),
+    *common(
+        "train_rmse", "train_mae", "test_rmse", "test_mae",
+        "train_rmse_clipped", "train_mae_clipped", "test_rmse_clipped", "test_mae_clipped",
+        "train_rmse_mean_predictor", "train_mae_mean_predictor", "test_rmse_mean_predictor", "test_mae_mean_predictor",
+        "hr@K", "hr@K_random",
+    ),
+)
+
 PROTOCOL = ProtocolSpec(
     "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan, memory=memory_estimate,
-    distributed=DISTRIBUTED, resumable=True,
+    distributed=DISTRIBUTED, resumable=True, metrics=METRICS,
 )

@@ -71,8 +71,10 @@ from typing import Any
 
 import numpy as np
 
+from ...data.metrics import random_ranking_expectation
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
+from ...metric_declarations import MetricInfo, common, count, flag, fraction
 from ...models.multvae import Layout, init_params
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
@@ -251,13 +253,40 @@ async def run(ctx: RunContext) -> Outcome:
         "the server sees each sampled user's gradient, whose non-zero W1 rows are the user's kept items",
         "attackers": len(attackers),
     }
+    trivial: dict[str, str] = {}
+    if evaluated and rows and any(f"ndcg@{k}" in final for k in config.cutoffs):
+        final.update(random_ranking_expectation(ctx.test, ctx.train, config.cutoffs))
+        trivial = {name: f"{name}_random" for k in config.cutoffs for name in (f"ndcg@{k}", f"recall@{k}") if name in final}
     return Outcome(
         rounds_completed=len(rows), rounds=rows, final=final, privacy=privacy, baselines=baselines,
-        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state,
+        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state, trivial=trivial,
+        trivial_reason=(
+            "FedVAE adds no noise: the model has not learned enough yet in these rounds (see the per-round metrics), "
+            "too few gradients were kept, or byzantine gradients steered it"
+        ),
     )
 
 
+#: Every metric fedvae reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    count("epoch", "the epoch the round belongs to (ceil(round / M), M rounds per epoch)", "epochs"),
+    MetricInfo("gamma_t", "the round's FedVAE_dec momentum weight gamma delta^epoch (0 for plain FedVAE)", "", 0.0),
+    count("participants", "users the server sent omega in the round (the R sampled online users)", "users"),
+    count("gradients", "gradients the server accepted after validation", "gradients"),
+    count("missing", "sampled users whose gradient did not arrive before the deadline", "users"),
+    count("rejected", "gradients refused by validation (length, indices, non-finite values)", "gradients"),
+    count("kept", "gradients SecureFilter (Krum, Multi-Krum) kept and averaged", "gradients"),
+    count("krum_f", "the byzantine gradients Krum tolerated in the round: floor(protocol.krum_f n)", "gradients"),
+    flag("updated", "1 if omega moved in the round (0: too few gradients for Krum, or none)"),
+    count("byzantine_sampled", "attackers among the sampled users (counted by the simulator; the server cannot know)", "users"),
+    count("byzantine_accepted", "attackers' gradients that passed validation (simulator's count)", "gradients"),
+    count("byzantine_kept", "attackers' gradients SecureFilter kept (simulator's count)", "gradients"),
+    *common("ndcg@K", "recall@K", "ndcg@K_random", "recall@K_random"),
+    fraction("ndcg@K_multvae", "ndcg@K of centralized Mult-VAE after the same epochs (protocol.baseline)", "higher"),
+    fraction("recall@K_multvae", "recall@K of centralized Mult-VAE after the same epochs (protocol.baseline)", "higher"),
+)
+
 PROTOCOL = ProtocolSpec(
     "fedvae", FedVAEConfig, run, "Polato: federated Mult-VAE with Krum, Adam at the server and learning-rate decay",
-    plan=traffic_plan, memory=memory_estimate, resumable=True,
+    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS,
 )

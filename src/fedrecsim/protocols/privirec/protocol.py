@@ -63,9 +63,11 @@ from typing import Any, Literal
 import numpy as np
 
 from ...config import param
+from ...data.metrics import random_ranking_expectation
 from ...errors import ConfigError, SecAggAborted
 from ...invariants import InvariantMonitor
 from ...mechanisms.ring import Ring
+from ...metric_declarations import MetricInfo, byte_count, common, count, fraction
 from ...models.gfcf import GFCFHyper, GraphFilters, fit_gfcf, gaussian_start, interaction_matrix
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream, generator
@@ -328,13 +330,46 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
             f"ideal mode ({ctx.train.n_items} items > real_max_items = {config.real_max_items}, or secagg = ideal): "
             "bytes as in real mode, the sums computed by the ideal functionality"
         )
+    trivial: dict[str, str] = {}
+    if f"ndcg@{_K_EVAL}" in final:
+        final.update(random_ranking_expectation(test, train, (_K_EVAL,), recall_by="count"))
+        trivial = {name: f"{name}_random" for name in (f"recall@{_K_EVAL}", f"ndcg@{_K_EVAL}")}
     return Outcome(
         len(rounds), rounds, final, privacy=privacy, baselines=baselines, invariants=[matches], warnings=warnings,
-        state=state,
+        state=state, trivial=trivial,
+        trivial_reason=(
+            "PriviRec adds no noise: its scores equal centralized GF-CF's twin (central_*) unless users dropped; "
+            "GF-CF itself ranks no better than chance on data with little collaborative structure"
+        ),
     )
 
 
+#: Every metric privirec reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    count("participants", "users whose input is in the round's secure sum (|U3|)", "users"),
+    count("dropped", "members whose input is missing from the round's sum (crashed mid-protocol)", "users"),
+    count(
+        "exposed_users",
+        "crashed users whose contribution the server isolates in a group of protocol.exposure_group or fewer "
+        "(per round; final: summed over rounds)",
+        "users",
+    ),
+    count(
+        "profiles_leaked",
+        "rounds in which the rows the server learns are exactly the crashed users' items (per round 0 or 1; final: summed)",
+        "rounds",
+    ),
+    *common("recall@K", "ndcg@K", "recall@K_random", "ndcg@K_random"),
+    fraction("central_recall@K", "recall@K of the centralized GF-CF twin with the same start (protocol.baseline)", "higher"),
+    fraction("central_ndcg@K", "ndcg@K of the centralized GF-CF twin with the same start (protocol.baseline)", "higher"),
+    MetricInfo("max_score_gap", "the largest difference between a decentralized and the centralized twin's score", "score", 0.0, better="lower"),
+    MetricInfo("user_sent_bytes", "bytes a user sent over the whole run, mean over the users", "bytes", 0.0),
+    MetricInfo("user_recv_bytes", "bytes a user received over the whole run, mean over the users", "bytes", 0.0),
+    byte_count("server_sent_bytes", "bytes the server sent over the whole run"),
+    byte_count("server_recv_bytes", "bytes the server received over the whole run"),
+)
+
 PROTOCOL = ProtocolSpec(
     "privirec", PriviRecConfig, run, "PriviRec / PriviRec-k: GF-CF's graph filters over secure aggregation (Nicolas et al.)",
-    plan=traffic_plan, memory=memory_estimate, resumable=True,
+    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS,
 )

@@ -17,7 +17,12 @@ ranking`), and with ``baselines = true`` the same for Full (centralized NMF on a
 ``_full``), Local (NMF per silo, ``_local``), MF + k-means (non-private k-means prototypes, ``_kmeans``),
 MF + k-random exemplars (``_exemplars``) and Random (uniform scores and predictions on the data's
 scale, ``_random``). ``Outcome.baselines`` pairs each metric with ``_kmeans``, the non-private version
-of the same pipeline (Sec. 4.6).
+of the same pipeline (Sec. 4.6). Every model's ``test_rmse_clipped`` is that of its predictions clipped to
+the data's declared scale (`Ratings.rating_range`; post-processing, no privacy cost), and
+``test_rmse_mean_predictor`` the trivial predictor's (the training mean), ``mean_rank_chance`` and
+``map@K_chance`` a random ranking's exact expectation; ``Outcome.trivial`` pairs the private model's
+metrics with them, ``trivial_reason`` gives the noise against the signal
+(`_noise_reason`). `METRICS` declares every metric.
 
 Departures from the paper, each for a stated reason:
 
@@ -58,14 +63,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...config import param
-from ...data.metrics import rmse
-from ...data.ranking import ranking_metrics
+from ...data.metrics import mean_predictor_errors, rmse
+from ...data.ranking import chance_ranking_metrics, ranking_metrics
 from ...data.ratings import IntArray, Ratings
 from ...data.silos import silo_assignment
 from ...errors import ConfigError
 from ...invariants import InvariantMonitor
 from ...mechanisms.private_kmeans import PrototypeBudget, PrototypeParams
 from ...memory import MemoryContext, MemoryItem
+from ...metric_declarations import MetricInfo, common, count, error, fraction
 from ...models.kmeans import kmeans
 from ...models.nmf import NMFHyper, nmf_observed
 from ...network.party import SERVER, Party, Role
@@ -130,19 +136,29 @@ def value_bound(config: PrototypesConfig, train: Ratings) -> float:
 TAIL_SCALES = 50.0
 
 
+def values_scale(config: PrototypesConfig, budget: PrototypeBudget, bound: float) -> float:
+    """The Laplace scale of the noise on each revealed entry of a cluster's sum (`fedrecsim.mechanisms.
+    sparse_recovery`), from the public budget split."""
+    per_cluster = budget.recovery / config.trials / 2
+    return config.support * bound / (per_cluster * budget.values_share)
+
+
 def prototype_bound(config: PrototypesConfig, budget: PrototypeBudget, bound: float, n_users: int) -> float:
     """The largest magnitude an honest prototype entry reaches but with probability below e^-50: every user
     of the federation in one cluster at the value bound, divided by a noisy size of at least 1, plus 50
     scales of the Laplace noise on a revealed sum (`fedrecsim.mechanisms.sparse_recovery`; the scale from
     the public budget split, as each silo computes it). The server rejects prototypes beyond it."""
-    per_cluster = budget.recovery / config.trials / 2
-    values_scale = config.support * bound / (per_cluster * budget.values_share)
-    return n_users * bound + TAIL_SCALES * values_scale
+    return n_users * bound + TAIL_SCALES * values_scale(config, budget, bound)
 
 
 def evaluate(scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "") -> dict[str, float]:
-    """``test_rmse``, ``mean_rank`` and ``map@k`` (with ``suffix``) of one model."""
-    metrics = {"test_rmse": rmse(predict(test.users, test.items), test.values) if len(test) else float("nan")}
+    """``test_rmse``, ``test_rmse_clipped`` (predictions clipped to the data's declared scale), ``mean_rank``
+    and ``map@k`` (with ``suffix``) of one model."""
+    if len(test):
+        predicted = predict(test.users, test.items)
+        metrics = {"test_rmse": rmse(predicted, test.values), "test_rmse_clipped": rmse(np.clip(predicted, *train.rating_range), test.values)}
+    else:
+        metrics = {"test_rmse": float("nan"), "test_rmse_clipped": float("nan")}
     metrics.update(ranking_metrics(scores_of, train, test, k))
     return {f"{name}{suffix}": value for name, value in metrics.items()}
 
@@ -293,11 +309,12 @@ async def run(ctx: RunContext) -> Outcome:
     for party in fitted:
         silo = actors[party]
         model.add(silo.data.users, silo.user_factors, server.item_factors)
-    final: dict[str, float] = {"silos": float(len(parties))}
+    final: dict[str, float] = {"silos": float(len(parties)), **_users_per_silo(silos)}
     if model.item_matrices:
         final.update(evaluate(model.scores, model.predict, ctx.train, ctx.test, config.map_k))
     if config.baselines:
         final.update(baseline_metrics(ctx, config, silos))
+    trivial = _trivial(final, ctx, config)
     per_silo = [ledger.party(party) for party in parties]
     n_items = ctx.train.n_items
     params = {str(party): actors[party].params for party in parties}
@@ -324,6 +341,8 @@ async def run(ctx: RunContext) -> Outcome:
             )
         ],
         warnings=warnings,
+        trivial=trivial,
+        trivial_reason=_noise_reason(config, budget, bound, silos, ctx.train),
         invariants=[support],
         state={
             "item_factors": server.item_factors,
@@ -344,7 +363,84 @@ def memory_estimate(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
     )
 
 
+def _users_per_silo(silos: list[SiloData]) -> dict[str, float]:
+    """The silos' sizes: users are not parties here (the silos hold their rows), so this is who takes part."""
+    sizes = np.array([silo.users.size for silo in silos], dtype=np.float64)
+    if not sizes.size:
+        return {}
+    return {"users_per_silo_min": float(sizes.min()), "users_per_silo_mean": float(sizes.mean()), "users_per_silo_max": float(sizes.max())}
+
+
+def _trivial(final: dict[str, float], ctx: RunContext, config: PrototypesConfig) -> dict[str, str]:
+    """Add the trivial predictors to ``final`` -- the mean predictor's test RMSE, a random ranking's exact
+    expected mean_rank and map@k (``_chance``; `chance_ranking_metrics`) -- and return the private model's
+    metrics paired with them."""
+    if len(ctx.test):
+        final.update({name: value for name, value in mean_predictor_errors(ctx.train, ctx.test).items() if name == "test_rmse_mean_predictor"})
+        final.update(chance_ranking_metrics(ctx.train, ctx.test, config.map_k))
+    pairs = {"test_rmse": "test_rmse_mean_predictor", "test_rmse_clipped": "test_rmse_mean_predictor"}
+    pairs.update({name: f"{name}_chance" for name in ("mean_rank", f"map@{config.map_k}")})
+    return {name: other for name, other in pairs.items() if name in final and other in final}
+
+
+def _noise_reason(config: PrototypesConfig, budget: PrototypeBudget, bound: float, silos: list[SiloData], train: Ratings) -> str:
+    """The noise on a prototype's revealed entries against a cluster's sum (module docstring, "Utility at
+    small epsilon")."""
+    users = np.array([silo.users.size for silo in silos], dtype=np.float64)
+    cluster = float(users.mean()) / config.k if users.size else 0.0
+    kept = min(config.support, train.n_items) / train.n_items if train.n_items else 0.0
+    signal = cluster * kept * float(np.mean(train.values)) if len(train) else 0.0
+    return (
+        f"each revealed entry of a cluster's sum carries Laplace noise of scale {values_scale(config, budget, bound):,.4g} "
+        f"(eps = {config.epsilon:g}, s = {config.support}, value bound {bound:g}), against an entry of about {signal:.3g} "
+        f"(a cluster of ~{cluster:.3g} users, each keeping {config.support} of {train.n_items} items, mean value "
+        f"{float(np.mean(train.values)) if len(train) else 0.0:.3g}): below eps of a few thousand the prototypes are mostly noise"
+    )
+
+
+_MODELS = {
+    "": "the private model (DP prototypes, the server's NMF, each silo's NNLS)",
+    "_full": "Full: centralized NMF on all training data (protocol.baselines)",
+    "_local": "Local: NMF per silo on its own users (protocol.baselines)",
+    "_kmeans": "MF + k-means: the same pipeline with non-private k-means prototypes (protocol.baselines)",
+    "_exemplars": "MF + k-random exemplars: k random users' rows as prototypes (protocol.baselines)",
+    "_random": "Random: uniform scores and uniform predictions on the data's scale (protocol.baselines)",
+}
+
+#: Every metric prototypes reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    count("silos", "silos in the run", "silos"),
+    count("users_per_silo_min", "users held by the smallest silo (the users are no parties: their silo holds their rows)", "users"),
+    MetricInfo("users_per_silo_mean", "users held by a silo, on average over the silos", "users", 0.0),
+    count("users_per_silo_max", "users held by the largest silo", "users"),
+    count("prototypes_received", "round 1: silos whose prototypes the server accepted", "silos"),
+    count("silos_missing", "round 1: silos whose prototypes did not arrive before the deadline", "silos"),
+    count("silos_rejected", "round 1: silos whose prototypes the server rejected (beyond the honest bound)", "silos"),
+    count("silos_fitted", "round 2: silos that received V and fitted their users", "silos"),
+    count("silos_without_model", "round 2: silos that received no V; their users are unscored", "silos"),
+    *(
+        info
+        for suffix, model in _MODELS.items()
+        for info in (
+            error(f"test_rmse{suffix}", f"test RMSE of {model}"),
+            error(f"test_rmse_clipped{suffix}", f"test RMSE of {model}, predictions clipped to the data's declared scale"),
+            MetricInfo(
+                f"mean_rank{suffix}",
+                f"mean percentile rank (eq. 4) of the test items among each user's candidates, weighted by value, of {model} "
+                "(0 = top, 1 = bottom; a random ranking: 0.5)",
+                "percentile", 0.0, 1.0, "lower",
+            ),
+            fraction(f"map@K{suffix}", f"MAP@K (eqs. 5-6, K = protocol.map_k) of {model}", "higher"),
+        )
+    ),
+    *common("test_rmse_mean_predictor"),
+    MetricInfo(
+        "mean_rank_chance", "mean_rank's exact expectation under a uniformly random ranking: 0.5", "percentile", 0.0, 1.0, "lower"
+    ),
+    fraction("map@K_chance", "MAP@K's exact expectation under a uniformly random ranking of each user's candidates", "higher"),
+)
+
 PROTOCOL = ProtocolSpec(
     "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True,
-    memory=memory_estimate,
+    memory=memory_estimate, metrics=METRICS,
 )

@@ -35,6 +35,7 @@ from ...errors import ConfigError, SecAggAborted
 from ...invariants import InvariantMonitor
 from ...mechanisms.ring import Ring
 from ...memory import MemoryContext, MemoryItem
+from ...metric_declarations import MetricInfo, count, flag
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
@@ -204,7 +205,32 @@ def memory_estimate(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
     return (MemoryItem("inputs and masks", 6.0 * ctx.users * ctx.config.length * 8, ("protocol.length", "data.users")),)
 
 
+#: Every metric secagg reports (`fedrecsim.metric_reference`).
+METRICS: tuple[MetricInfo, ...] = (
+    count("participants", "users whose inputs are in the round's sum (|U3|; 0 in an aborted round)", "users"),
+    count("u0", "members at the start of the round's aggregation", "users"),
+    count("u1", "users left after AdvertiseKeys (U1)", "users"),
+    count("u2", "users left after ShareKeys (U2)", "users"),
+    count("u3", "users left after MaskedInputCollection (U3): their inputs are in the sum", "users"),
+    count("u5", "users left after Unmasking (U5)", "users"),
+    flag("aborted", "1 when too few users remained for the threshold (the stage is in warnings)"),
+    count("rounds_aborted", "rounds that aborted, over the run", "rounds"),
+    MetricInfo(
+        "max_abs_error",
+        "the largest difference between the decoded sum and the exact real sum of the U3 users' values (fixed-point "
+        "rounding: at most |U3| 2^-(frac_bits+1))",
+        "value", 0.0, better="lower",
+    ),
+    count("wrong_words", "ring words where the sum differs from the sum of the encoded inputs (0: the masks cancelled)", "words"),
+    count("threshold", "t, the shares needed to reconstruct a secret", "shares"),
+    count("degree", "k, the neighbours of each user in the masking graph (n - 1 for the complete graph)", "users"),
+    MetricInfo("user_sent_bytes", "bytes a user sent per round, mean over users and rounds", "bytes", 0.0),
+    MetricInfo("user_recv_bytes", "bytes a user received per round, mean over users and rounds", "bytes", 0.0),
+    MetricInfo("server_sent_bytes", "bytes the server sent per round, mean over rounds", "bytes", 0.0),
+    MetricInfo("server_recv_bytes", "bytes the server received per round, mean over rounds", "bytes", 0.0),
+)
+
 PROTOCOL = ProtocolSpec(
     "secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)", resumable=True,
-    memory=memory_estimate,
+    memory=memory_estimate, metrics=METRICS,
 )
