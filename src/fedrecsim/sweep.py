@@ -93,7 +93,6 @@ from . import __version__
 from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import ConfigError, OutputError
-from .metric_reference import value_range
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
 from .runner import check_checkpoint_interval, resume, run
@@ -907,6 +906,10 @@ def metric_columns(metrics: Mapping[str, Any]) -> dict[str, float]:
 def column_range(column: str) -> tuple[float, float]:
     """The support of a measured sweep.csv column: its metric's (`fedrecsim.metric_reference.value_range`,
     the name without ``.final`` / ``.round_mean``), ``[0, inf)`` for a byte count, else unbounded."""
+    # Imported here: the reference is a module of its own (``python -m fedrecsim.metric_reference``), which
+    # the package (through `fedrecsim.study`) must not have imported before it runs as __main__.
+    from .metric_reference import value_range
+
     if column.endswith(_BYTE_COLUMNS):
         return 0.0, math.inf
     for suffix in (FINAL, ROUND_MEAN):
