@@ -61,11 +61,11 @@ def test_the_command_and_the_sweeps_workers_keep_freed_memory(tmp_path, monkeypa
     (tmp_path / "s.toml").write_text('[run]\nprotocol = "fcf"\n')
     assert cli.main(["run", str(tmp_path / "s.toml"), "--quiet", "--out", str(tmp_path / "out")]) == 2
     assert calls == ["run"]
-    pools: list[object] = []
+    pools: list[tuple[object, tuple[object, ...]]] = []
 
     class Pool:
         def __init__(self, **options: object) -> None:
-            pools.append(options["initializer"])
+            pools.append((options["initializer"], options["initargs"]))
 
         def __enter__(self) -> Pool:
             return self
@@ -73,10 +73,24 @@ def test_the_command_and_the_sweeps_workers_keep_freed_memory(tmp_path, monkeypa
         def __exit__(self, *exc: object) -> None:
             pass
 
+    class Thread:
+        """The worker's lifeline watcher, not started here: the test process is no pool worker."""
+
+        def __init__(self, **options: object) -> None:
+            pass
+
+        def start(self) -> None:
+            calls.append("lifeline")
+
     monkeypatch.setattr(sweep, "ProcessPoolExecutor", Pool)
     with sweep.local_pool(1):
         pass
-    assert pools == [allocator.keep_freed_memory]
+    (initializer, initargs), = pools
+    monkeypatch.setattr(sweep, "keep_freed_memory", lambda: calls.append("worker"))
+    monkeypatch.setattr(sweep.threading, "Thread", Thread)
+    monkeypatch.setattr(sweep.signal, "signal", lambda *args: None)
+    initializer(*initargs)
+    assert calls == ["run", "lifeline", "worker"]
 
 
 class _FakeLibc:
