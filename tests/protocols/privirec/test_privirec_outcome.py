@@ -34,6 +34,10 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
         "dropout": "with users dropping mid-protocol PriviRec's server isolates the dropped users' inputs (P~ X - Y_l); "
         "see exposed_users and profiles_leaked",
         "adversary": "honest-but-curious server; no collusion beyond secure aggregation's threshold",
+        "known_leaks": [
+            "the broadcast V and P~ give every receiver P' = V^1/2 P~ V^1/2, whose rows of items of degree 1 and 2 "
+            "decode whole profiles exactly (metrics: profiles_exposed_by_broadcast, checked against the users' rows)",
+        ],
     }
     # k = 2 ceil(log2 40) = 12 neighbours; t = floor(0.5 * 13) + 1 = 7.
     assert result.outcome.baselines == {"recall@20": "central_recall@20", "ndcg@20": "central_ndcg@20"}
@@ -44,7 +48,7 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
     assert result.result["warnings"] == []
 
 
-def test_privirec_k_says_its_server_never_learns_p_tilde() -> None:
+def test_privirec_k_says_its_server_learns_p_tilde_once_l_times_p_reaches_m() -> None:
     result = fedrecsim.run(_table(variant="privirec_k", secagg="ideal", graph="complete", threshold=0.25, bits=32,
                                   frac_bits=20))
     assert result.result["privacy"] == {
@@ -57,9 +61,16 @@ def test_privirec_k_says_its_server_never_learns_p_tilde() -> None:
         },
         "server_learns": "the item degrees V, every Y_l = P~ X_(l-1) summed over the users in U3, and so S_k and diag(T_L)",
         "users_learn": "V, every X_l and the filters",
-        "dropout": "PriviRec-k's server never learns P~, so a dropped user's input is not isolated by P~ X - Y_l",
+        "dropout": "PriviRec-k's server does not isolate a dropped user's input by P~ X - Y_l while L p < m (it does "
+        "not know P~); with L p >= m it reconstructs P~ (server_recovers_p) and can",
         "adversary": "honest-but-curious server; no collusion beyond secure aggregation's threshold",
+        "known_leaks": [
+            "the server knows Y_l = P~ X_(l-1) for the L = 2 bases it sent, so it reconstructs P~ exactly whenever "
+            "L p >= m (here L p = 24, m = 60) and then decodes profiles as from PriviRec's broadcast (metrics: "
+            "server_recovers_p, server_p_error, profiles_exposed_to_server)",
+        ],
     }
+    assert (result.metrics["server_recovers_p"], result.metrics["server_basis_rank"]) == (0.0, 24)
     # 32-bit words with 20 fractional bits: the sums still decode to the centralized filters closely.
     assert result.metrics["max_score_gap"] < 1e-3
 

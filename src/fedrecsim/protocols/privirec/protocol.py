@@ -46,8 +46,21 @@ the exact sum over U3, the users that sent their masked input -- and that is wha
    nonzero rows are its items -- its whole interaction profile; with g crashes, the union of their g
    profiles. ``exposed_users`` counts, per round, the crashed users the server so isolates in a group of
    ``exposure_group`` or fewer (of those P~ counts), and ``profiles_leaked`` the rounds in which the rows it learns are
-   exactly the union of their items (checked by the simulator against their rows). PriviRec-k never
-   reveals P~, so there the difference is not available to the server.
+   exactly the union of their items (checked by the simulator against their rows). PriviRec-k does not
+   broadcast P~; its server can form the difference only once it has reconstructed P~ (Leaks, 2.).
+
+Leaks the paper does not consider (`attacks`; ``privacy.known_leaks``), run at the end of every run on
+what the parties received and checked against the users' rows:
+
+1. PriviRec's broadcast V and P~ give every receiver P' = V^1/2 P~ V^1/2, whose rows of items of degree 1
+   and 2 decode whole profiles exactly (9 users of ML-1M, 38 of Gowalla, 326 of Yelp2018):
+   ``profiles_decoded_by_broadcast`` (what the first user that received P~ claims) and
+   ``profiles_exposed_by_broadcast`` (the users whose whole profile is among the claims).
+2. PriviRec-k's server sent X_0 .. X_(L-1) and received Y_l = P~ X_(l-1): whenever L p >= m the bases
+   span R^m and it reconstructs P~ = Y X^+ exactly, although P~ is never summed nor broadcast.
+   ``server_basis_rank`` (the rank of the stacked bases), ``server_p_error`` (max |Y X^+ - P~| against
+   the data's P~), ``server_recovers_p`` (1 when the rank is m and the error at most
+   `attacks.RECOVERY_TOLERANCE`) and ``profiles_exposed_to_server`` (attack 1 on the reconstruction).
 
 Metrics per round: ``participants`` (|U3|), ``dropped`` (members whose input is missing from the sum),
 ``exposed_users``, ``profiles_leaked``; final adds ``recall@20``, ``ndcg@20``, the baseline's and the
@@ -72,6 +85,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream, generator
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from ..secagg import IdealSum, SecAggParams, Stage
+from . import attacks
 from .evaluation import evaluate
 from .roles import ITEM_ITEM_SESSION, POWER, PriviRecServer, PriviRecUser, members_missing
 from .traffic import plan as traffic_plan
@@ -210,6 +224,47 @@ def _exposure(server: PriviRecServer, seen, users, group: int, tolerance: float)
     return len(missing), int(bool(union) and revealed == union)
 
 
+def _known_leaks(config: PriviRecConfig, rounds: int, n_items: int) -> list[str]:
+    """What the paper's privacy argument misses, as the run's ``privacy.known_leaks`` (module docstring, Leaks)."""
+    if config.variant == "privirec":
+        return [
+            "the broadcast V and P~ give every receiver P' = V^1/2 P~ V^1/2, whose rows of items of degree 1 and 2 "
+            "decode whole profiles exactly (metrics: profiles_exposed_by_broadcast, checked against the users' rows)",
+        ]
+    p = config.k + config.oversample
+    return [
+        f"the server knows Y_l = P~ X_(l-1) for the L = {rounds} bases it sent, so it reconstructs P~ exactly "
+        f"whenever L p >= m (here L p = {rounds * p}, m = {n_items}) and then decodes profiles as from PriviRec's "
+        "broadcast (metrics: server_recovers_p, server_p_error, profiles_exposed_to_server)",
+    ]
+
+
+def _leaks(config: PriviRecConfig, params: SecAggParams, users, server: PriviRecServer, R: Any) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The `attacks` run on what the parties received, checked against the users' rows (module docstring,
+    Leaks): PriviRec's broadcast decoded by its first receiver; PriviRec-k's server's reconstruction of P~
+    from the bases it sent and the sums it decoded, and the profiles that reconstruction decodes."""
+    rows = [user.items for user in users.values()]
+    if config.variant == "privirec":
+        receiver = next((user for user in users.values() if user.item_item is not None), None)
+        if receiver is None:
+            return {}
+        profiles = attacks.decode_profiles(receiver.degrees, attacks.dense_rows(receiver.item_item))
+        return {"profiles_decoded_by_broadcast": len(profiles),
+                "profiles_exposed_by_broadcast": attacks.exposed_users(profiles, rows)}
+    power = [seen for seen in server.state.sums if seen.session > POWER]
+    if not power:
+        return {}
+    bases = [server.state.bases[seen.session - POWER - 1] for seen in power]
+    totals = [params.ring.decode(seen.result.total).reshape(basis.shape) for seen, basis in zip(power, bases)]
+    recovery = attacks.recover_item_item(bases, totals)
+    error = recovery.error(R)
+    recovers = recovery.determined and error <= attacks.RECOVERY_TOLERANCE
+    leaks = {"server_recovers_p": float(recovers), "server_p_error": error, "server_basis_rank": recovery.rank}
+    profiles = attacks.decode_profiles(server.state.degrees, recovery.rows) if recovery.determined else []
+    leaks["profiles_exposed_to_server"] = attacks.exposed_users(profiles, rows)
+    return leaks
+
+
 async def run(ctx: RunContext) -> Outcome:
     config: PriviRecConfig = ctx.config
     train, test = ctx.train, ctx.test
@@ -290,6 +345,8 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
             state["central"] = central
             if not dropped_any:
                 matches.check(gap <= SCORE_TOLERANCE, f"the largest score gap is {gap:.3g}")
+    if not aborted:
+        final.update(_leaks(config, params, users, server, R))
     missing_filters = sum(user.filters is None for user in users.values())
     if missing_filters and not aborted:
         warnings.append(f"{missing_filters} users did not receive the filters (offline at the end, or the broadcast was lost)")
@@ -320,8 +377,10 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
         "users_learn": "V, " + ("P~, " if config.variant == "privirec" else "") + "every X_l and the filters",
         "dropout": "with users dropping mid-protocol PriviRec's server isolates the dropped users' inputs "
         "(P~ X - Y_l); see exposed_users and profiles_leaked" if config.variant == "privirec"
-        else "PriviRec-k's server never learns P~, so a dropped user's input is not isolated by P~ X - Y_l",
+        else "PriviRec-k's server does not isolate a dropped user's input by P~ X - Y_l while L p < m (it does not "
+        "know P~); with L p >= m it reconstructs P~ (server_recovers_p) and can",
         "adversary": "honest-but-curious server; no collusion beyond secure aggregation's threshold",
+        "known_leaks": _known_leaks(config, ctx.rounds, ctx.train.n_items),
     }
     if params.ideal:
         privacy["secure_aggregation"]["note"] = (
