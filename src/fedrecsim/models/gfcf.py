@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import svds
 
 from fedrecsim.data.ratings import Ratings
 
@@ -220,18 +221,51 @@ def fit_gfcf(R: sp.spmatrix | Ratings, hyper: GFCFHyper, rng: np.random.Generato
     return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()), ideal_rank=hyper.ideal_k)
 
 
+#: `top_singular_vectors` takes a dense SVD up to this many cells of R~ (n x m), ARPACK's svds beyond.
+DENSE_SVD_CELLS = 1 << 25
+
+
 def exact_basis(R: sp.spmatrix, k: int) -> np.ndarray:
     """The exact top-k right singular vectors of R~ (dense SVD; for tests and small data)."""
     Rt = normalized_interactions(R).toarray()
     return np.linalg.svd(Rt, full_matrices=False)[2][:k].T
 
 
+def top_singular_vectors(R: sp.spmatrix, k: int) -> np.ndarray:
+    """The exact top-k right singular vectors of R~ (m x k, orthonormal, by decreasing singular value): a
+    dense SVD while R~ has at most `DENSE_SVD_CELLS` cells or k >= min(n, m) - 1, else ARPACK's svds
+    started from the all-ones vector (so the result does not depend on a random start)."""
+    n, m = R.shape
+    if n * m <= DENSE_SVD_CELLS or k >= min(n, m) - 1:
+        return exact_basis(R, k)
+    Rt = normalized_interactions(R)
+    _, values, vt = svds(Rt, k=k, v0=np.ones(min(n, m)), solver="arpack")
+    order = np.argsort(-values, kind="stable")
+    return np.ascontiguousarray(vt[order].T)
+
+
+def fit_gfcf_exact(R: sp.spmatrix | Ratings, k: int) -> GraphFilters:
+    """GF-CF as Shen et al. define it: the exact P~ and the exact top-k singular vectors of R~ in F_IDL
+    (`top_singular_vectors`) -- the reference the randomized power method approximates (``ideal_rank``
+    = k, so ``basis`` holds exactly the filter's columns)."""
+    if isinstance(R, Ratings):
+        R = interaction_matrix(R)
+    R = sp.csr_matrix(R, dtype=np.float64)
+    if not 1 <= k <= R.shape[1]:
+        raise ValueError(f"k = {k} must be in 1..{R.shape[1]} (the number of items)")
+    Rt = normalized_interactions(R)
+    degrees = np.asarray(R.sum(axis=0)).ravel()
+    return GraphFilters(degrees, top_singular_vectors(R, k), item_item=np.asarray((Rt.T @ Rt).toarray()))
+
+
 __all__ = [
     "TURBO_FILTERS",
     "GFCFHyper",
     "GraphFilters",
+    "DENSE_SVD_CELLS",
     "exact_basis",
     "fit_gfcf",
+    "fit_gfcf_exact",
     "gaussian_start",
     "interaction_matrix",
     "inverse_sqrt",
@@ -239,4 +273,5 @@ __all__ = [
     "normalized_item_item",
     "power_method",
     "qr_positive",
+    "top_singular_vectors",
 ]

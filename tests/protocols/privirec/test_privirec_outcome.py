@@ -8,7 +8,8 @@ import pytest
 import fedrecsim
 from privirec_harness import table as _table
 
-MONITOR = "with every user in every sum, each decentralized score is within 1e-06 of centralized GF-CF's"
+MONITOR = ("with every user in every sum, each decentralized score is within 1e-06 of its centralized twin's (the same "
+           "power method from the same start)")
 
 
 def _means(result: fedrecsim.RunResult) -> dict[str, float]:
@@ -40,7 +41,7 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
         ],
     }
     # k = 2 ceil(log2 40) = 12 neighbours; t = floor(0.5 * 13) + 1 = 7.
-    assert result.outcome.baselines == {"recall@20": "central_recall@20", "ndcg@20": "central_ndcg@20"}
+    assert result.outcome.baselines == {"recall@20": "recall@20_gfcf", "ndcg@20": "ndcg@20_gfcf"}
     final = result.metrics
     assert {name: final[name] for name in _means(result)} == pytest.approx(_means(result))
     assert (final["participants"], final["dropped"], final["exposed_users"], final["profiles_leaked"]) == (40, 0, 0, 0)
@@ -117,12 +118,12 @@ def test_an_aborted_set_up_runs_no_round() -> None:
     assert all(user.phase == "degrees" for user in result.outcome.state["users"].values())
 
 
-def test_without_the_baseline_there_is_no_central_metric_gap_or_check() -> None:
+def test_without_the_baseline_there_is_no_reference_metric_gap_or_check() -> None:
     result = fedrecsim.run(_table(baseline=False))
     final = result.metrics
-    assert not [name for name in final if name.startswith("central_") or name == "max_score_gap"]
+    assert not [name for name in final if name.endswith(("_twin", "_gfcf")) or name == "max_score_gap"]
     assert final["ndcg@20"] > 0.3 and final["recall@20"] > 0.5
-    assert result.outcome.baselines == {} and "central" not in result.outcome.state
+    assert result.outcome.baselines == {} and not {"twin", "gfcf"} & set(result.outcome.state)
     assert result.result["invariants"][0]["checked"] == 0
 
 
@@ -132,6 +133,7 @@ def test_a_complete_run_keeps_the_filters_the_users_received_and_the_centralized
     result = fedrecsim.run(_table())
     state = result.outcome.state
     assert "round" not in result.metrics and result.metrics["participants"] == 40
-    assert isinstance(state["filters"], GraphFilters) and isinstance(state["central"], GraphFilters)
+    assert isinstance(state["filters"], GraphFilters) and isinstance(state["twin"], GraphFilters)
+    assert isinstance(state["gfcf"], GraphFilters)
     assert any(user.filters is state["filters"] for user in state["users"].values())
     assert result.result["invariants"][0]["checked"] == 1 and result.result["invariants"][0]["violations"] == 0
