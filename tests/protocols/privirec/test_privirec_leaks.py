@@ -61,16 +61,17 @@ def _scenario(tmp_path, variant: str = "privirec", **protocol: object) -> dict: 
     return table
 
 
-def test_the_broadcast_exposes_exactly_the_users_whose_profiles_degree_one_and_two_items_decode(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("alpha", [0.5, 0.6])
+def test_the_broadcast_exposes_exactly_the_users_whose_profiles_degree_one_and_two_items_decode(tmp_path, alpha) -> None:  # type: ignore[no-untyped-def]
     expected = _decodable(PROFILES)
     assert expected == 5  # users 0, 1, 2, 7, 8 (not 3 and 4: same degree, different profiles)
     receiver = Party(Role.USER, 5)
-    result = fedrecsim.run(_scenario(tmp_path), record_views=[receiver])
+    result = fedrecsim.run(_scenario(tmp_path, alpha=alpha), record_views=[receiver])
     assert result.metrics["profiles_exposed_by_broadcast"] == expected
     assert result.metrics["profiles_decoded_by_broadcast"] == expected
     # The same attack on the recorded view of a user who holds none of the decoded items.
     degrees, item_item = attacks.broadcast_from_view(result.views[receiver], 12)
-    decoded = attacks.decode_profiles(degrees, attacks.dense_rows(item_item))
+    decoded = attacks.decode_profiles(degrees, attacks.dense_rows(item_item), alpha)
     assert sorted(decoded) == sorted(tuple(PROFILES[user]) for user in (0, 1, 2, 7, 8))
     assert "profiles_exposed_by_broadcast" in " ".join(result.result["privacy"]["known_leaks"])
 

@@ -113,7 +113,7 @@ def test_with_everyone_online_the_plan_is_the_ledger(variant: str) -> None:
     ("protocol", "key"),
     [({"k": 61}, "protocol.k"), ({"k": 58, "oversample": 3}, "protocol.k"),
      ({"variant": "privirec_k", "scorer": "turbo_cf", "turbo_power": 0.5}, "protocol.turbo_power"),
-     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits"), ({"k": 8, "ideal_k": 9}, "protocol.ideal_k")],
+     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits"), ({"alpha": 0.0}, "protocol.alpha")],
 )
 def test_configuration_errors_name_the_key(protocol: dict, key: str) -> None:
     with pytest.raises(ConfigError) as raised:

@@ -15,27 +15,28 @@ from fedrecsim.scenario import parse_scenario
 from privirec_harness import table as _table
 
 
-def _gfcf_by_formula(dense: np.ndarray, k: int, gamma: float) -> np.ndarray:
+def _gfcf_by_formula(dense: np.ndarray, k: int, gamma: float, alpha: float = 0.5) -> np.ndarray:
     """Shen et al.'s GF-CF scores S = R (P~ + gamma V^-1/2 U_k U_k^T V^1/2), R~ = U^-1/2 R V^-1/2 (PriviRec
-    eqs. 1, 3, 4), with U_k the top-k right singular vectors of R~ by numpy's dense SVD."""
+    eqs. 1, 3, 4), with U_k the top-k right singular vectors of R~ by numpy's dense SVD; for another alpha,
+    R~ = U^-alpha R V^(alpha-1) and V^(alpha-1) .. V^(1-alpha) around U_k U_k^T."""
     d_user, d_item = dense.sum(1), dense.sum(0)
-    u_scale = np.where(d_user > 0, 1 / np.sqrt(np.maximum(d_user, 1)), 0.0)
-    i_scale = np.where(d_item > 0, 1 / np.sqrt(np.maximum(d_item, 1)), 0.0)
+    u_scale = np.where(d_user > 0, np.maximum(d_user, 1) ** -alpha, 0.0)
+    i_scale = np.where(d_item > 0, np.maximum(d_item, 1) ** (alpha - 1), 0.0)
     normalized = dense * u_scale[:, None] * i_scale[None, :]
     top = np.linalg.svd(normalized, full_matrices=False)[2][:k].T
-    ideal = (i_scale[:, None] * top) @ (top.T * np.sqrt(d_item)[None, :])
+    ideal = (i_scale[:, None] * top) @ (top.T * (d_item ** (1 - alpha))[None, :])
     return dense @ (normalized.T @ normalized + gamma * ideal)
 
 
-@pytest.mark.parametrize("variant", ["privirec", "privirec_k"])
-def test_the_gfcf_reference_is_gfcf_with_the_exact_svd_and_the_twin_is_the_power_method(variant: str) -> None:
-    table = _table(variant=variant)
+@pytest.mark.parametrize(("variant", "alpha"), [("privirec", 0.5), ("privirec_k", 0.5), ("privirec", 0.6)])
+def test_the_gfcf_reference_is_gfcf_with_the_exact_svd_and_the_twin_is_the_power_method(variant: str, alpha: float) -> None:
+    table = _table(variant=variant, alpha=alpha)
     table["run"]["rounds"] = 1  # one power iteration: the twin is far from the exact subspace
     result = fedrecsim.run(table)
     scenario = parse_scenario(table)
     train, test = prepare_data(scenario.data, scenario.run.seed)
     dense = gfcf.interaction_matrix(train).toarray()
-    expected = _gfcf_by_formula(dense, 12, 0.3)
+    expected = _gfcf_by_formula(dense, 12, 0.3, alpha)
     reference = result.outcome.state["gfcf"]
     np.testing.assert_allclose(reference.gfcf_scores(dense, 0.3), expected, rtol=0, atol=1e-9)
     final = result.metrics

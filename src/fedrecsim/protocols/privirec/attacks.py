@@ -3,7 +3,7 @@
 1. **The broadcast decodes profiles** (`decode_profiles`). Every user -- and anyone else who receives
    PriviRec's broadcasts -- holds V and P~, hence P' = V^{1/2} P~ V^{1/2} = sum_u (1/d_u) R^(u)T R^(u).
    Row i of P' is nonzero exactly on the items of the users who hold item i, with value sum 1/d_u over
-   those of them who hold the column's item too. An item of degree 1 belongs to one user u: row i is
+   those of them who hold the column's item too (d_u^{-2 alpha} for another alpha; the same argument). An item of degree 1 belongs to one user u: row i is
    1/d_u on I_u and 0 elsewhere -- u's whole profile. An item of degree 2 belongs to u and v: the row is
    1/d_u + 1/d_v (= P'_ii) on I_u & I_v, 1/d_u on I_u - I_v and 1/d_v on I_v - I_u, so when d_u != d_v
    (or I_u = I_v) both profiles separate exactly. The attack claims a profile only when the row is
@@ -45,46 +45,52 @@ RECOVERY_TOLERANCE = 1e-6
 _COLUMNS_PER_BLOCK = 1 << 22
 
 
-def _separate(row: np.ndarray, item: int, floor: float) -> list[np.ndarray]:
+def _degree(weight: np.ndarray | float, alpha: float) -> np.ndarray:
+    """The user degrees d whose weight d^{-2 alpha} in P' is ``weight``, rounded."""
+    return np.rint(np.power(weight, -1.0 / (2.0 * alpha))).astype(np.int64)
+
+
+def _separate(row: np.ndarray, item: int, floor: float, alpha: float) -> list[np.ndarray]:
     """The profiles row ``item`` of P' (degree 2) separates exactly, or none (module docstring, 1.)."""
     support = np.flatnonzero(row > floor)
     both = support[np.abs(row[support] - row[item]) < floor]
     single = np.setdiff1d(support, both)
-    classes = np.rint(1.0 / row[single]).astype(np.int64) if single.size else np.empty(0, dtype=np.int64)
+    classes = _degree(row[single], alpha) if single.size else np.empty(0, dtype=np.int64)
     kinds = np.unique(classes)
     if kinds.size == 0:
-        degree = int(np.rint(2.0 / row[item]))
+        degree = int(_degree(row[item] / 2.0, alpha))
         return [both] if both.size == degree else []
     if kinds.size == 1:
         first = int(kinds[0])
-        rest = row[item] - 1.0 / first
+        rest = row[item] - float(first) ** (-2.0 * alpha)
         if rest <= floor:
             return []
-        second = int(np.rint(1.0 / rest))
+        second = int(_degree(rest, alpha))
         profiles = [np.union1d(single, both), both]
         return profiles if (profiles[0].size, profiles[1].size) == (first, second) else []
     if kinds.size == 2:
         profiles = [np.union1d(single[classes == kind], both) for kind in kinds]
-        expected = 1.0 / kinds[0] + 1.0 / kinds[1]
+        expected = float(np.sum(kinds.astype(np.float64) ** (-2.0 * alpha)))
         sizes_match = all(profile.size == kind for profile, kind in zip(profiles, kinds))
         return profiles if sizes_match and abs(expected - row[item]) < floor else []
     return []
 
 
-def decode_profiles(degrees: np.ndarray, rows_of: RowsOf) -> list[tuple[int, ...]]:
+def decode_profiles(degrees: np.ndarray, rows_of: RowsOf, alpha: float = 0.5) -> list[tuple[int, ...]]:
     """The profiles (item tuples, ascending, distinct) a holder of V (``degrees``) and P~ (``rows_of``)
-    decodes exactly from the items of degree 1 and 2 (module docstring, 1.).
+    decodes exactly from the items of degree 1 and 2 (module docstring, 1.), P' = V^{1-alpha} P~ V^{1-alpha}
+    weighting user u by d_u^{-2 alpha} (1/d_u at alpha = 1/2).
 
-    Entries of P' below 1 / (2 m) are taken for zeros and values closer than that for equal: every
-    nonzero entry is at least 1 / m, and distinct ones differ by at least 1 / m^2 only through 1/d,
-    which the attack rounds to the integer degree d."""
+    Entries of P' below m^{-2 alpha} / 2 are taken for zeros and values closer than that for equal: every
+    nonzero entry, and every user's weight, is at least m^{-2 alpha}; the attack rounds a weight to the
+    integer degree it is the weight of."""
     degrees = np.rint(np.asarray(degrees, dtype=np.float64))
     m = degrees.size
     candidates = np.flatnonzero((degrees == 1) | (degrees == 2))
     if not candidates.size:
         return []
-    floor = 0.5 / m
-    scale = np.sqrt(np.maximum(degrees, 0.0))
+    floor = 0.5 * float(m) ** (-2.0 * alpha)
+    scale = np.power(np.maximum(degrees, 0.0), 1.0 - alpha)
     profiles: set[tuple[int, ...]] = set()
     for start in range(0, candidates.size, max(1, _COLUMNS_PER_BLOCK // max(m, 1))):
         block = candidates[start : start + max(1, _COLUMNS_PER_BLOCK // max(m, 1))]
@@ -94,10 +100,10 @@ def decode_profiles(degrees: np.ndarray, rows_of: RowsOf) -> list[tuple[int, ...
                 continue
             if degrees[item] == 1:
                 support = np.flatnonzero(row > floor)
-                if support.size == int(np.rint(1.0 / row[item])):
+                if support.size == int(_degree(row[item], alpha)):
                     profiles.add(tuple(support.tolist()))
             else:
-                profiles.update(tuple(profile.tolist()) for profile in _separate(row, item, floor))
+                profiles.update(tuple(profile.tolist()) for profile in _separate(row, item, floor, alpha))
     return sorted(profiles)
 
 
@@ -136,9 +142,9 @@ class Recovery:
         """Rows ``items`` of the estimate Y X^+ (a `RowsOf`)."""
         return self.sums[items] @ self.pseudo_inverse
 
-    def error(self, R: sp.spmatrix) -> float:
+    def error(self, R: sp.spmatrix, alpha: float = 0.5) -> float:
         """max |Y X^+ - P~| against the true P~ of the interactions ``R``, block of columns by block."""
-        Rt = normalized_interactions(R)
+        Rt = normalized_interactions(R, alpha)
         RtT = sp.csr_matrix(Rt.T)
         width = max(1, _COLUMNS_PER_BLOCK // max(self.items, 1))
         worst = 0.0

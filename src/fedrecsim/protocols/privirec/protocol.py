@@ -9,7 +9,14 @@ The run, after the paper's Figs. 4 and 5 (``variant = "privirec"`` or ``"privire
   user computes A^(u)T A^(u) X_(l-1) from its own row, the server securely sums them and factorizes
   Y_l = X_l T_l (QR with a non-negative diagonal). X_0 is the QR of a Gaussian m x p matrix drawn from
   the run's stream (``Stream.PROTOCOL``, `START_STREAM`) -- `start_rng` -- so that
-  `fedrecsim.models.gfcf.fit_gfcf` with the same generator is the centralized reference;
+  `fedrecsim.models.gfcf.fit_gfcf` with the same generator is the centralized twin. *Departure*: Alg. 1's
+  first step is Y_0 = R~^T Omega for a Gaussian Omega of n x p (one more secure sum, of each user's
+  a_u^T omega_u); the server draws the random orthonormal start instead, which the first iteration maps
+  into the range of P~ all the same;
+- the normalization R~ = U^-alpha R V^(alpha-1) takes ``alpha`` (default 1/2, GF-CF's and the paper's
+  experiments'; Turbo-CF's published 0.6 for Gowalla and Yelp2018): users sum d_u^(-2 alpha) R^(u)T R^(u)
+  and A^(u) = d_u^-alpha R^(u) V^(alpha-1); F_IDL's ideal filter keeps ``ideal_k`` (default GF-CF's
+  k1 = 256, capped at k) leading columns of S_k;
 - then the server broadcasts S_k (the first k columns of X_L) and, for PriviRec-k, diag(T_L)[:k]
   (Approx. 3.3: P~ ~ S_k Diag(t) S_k^T, no m^2 sum at all); each user scores its own row with GF-CF,
   S_u = R_u (P~ + gamma F_IDL) (``scorer = "gfcf"``), or Turbo-CF's polynomial filter of P~
@@ -112,7 +119,13 @@ class PriviRecConfig:
     )
     k: int = param(256, ge=1, doc="singular vectors in the ideal low-pass filter (PriviRec-k: also P~'s rank)")
     oversample: int = param(0, ge=0, doc="extra columns carried through the power iterations (p = k + oversample)")
-    ideal_k: int = param(0, ge=0, doc="the leading columns of S_k users put in F_IDL (PriviRec-k's Fig. 5); 0 = all k")
+    ideal_k: int = param(
+        256, ge=0, doc="the leading columns of S_k users put in F_IDL (PriviRec-k's Fig. 5), capped at k; default GF-CF's "
+        "k1 = 256; 0 = all k"
+    )
+    alpha: float = param(
+        0.5, gt=0, le=1, doc="the normalization R~ = U^-alpha R V^(alpha-1): GF-CF and PriviRec 1/2, Turbo-CF 0.6 on Gowalla and Yelp2018"
+    )
     gamma: float = param(0.3, ge=0, doc="GF-CF: the weight of the ideal low-pass filter")
     scorer: Literal["gfcf", "turbo_cf"] = param("gfcf", doc="how users score: GF-CF, or Turbo-CF's polynomial filter of P~")
     turbo_filter: Literal[1, 2, 3] = param(2, doc="turbo_cf: 1 P | 2: 2P - P^2 | 3: P + 0.01(-P^3 + 10P^2 - 29P)")
@@ -146,7 +159,12 @@ def start_rng(seed: int) -> np.random.Generator:
 def hyper(config: PriviRecConfig, rounds: int) -> GFCFHyper:
     """The centralized GF-CF's hyper-parameters of a run (L = ``run.rounds``)."""
     return GFCFHyper(k=config.k, gamma=config.gamma, iterations=rounds, oversample=config.oversample,
-                     low_rank=config.variant == "privirec_k", ideal_k=config.ideal_k)
+                     low_rank=config.variant == "privirec_k", ideal_k=ideal_rank(config), alpha=config.alpha)
+
+
+def ideal_rank(config: PriviRecConfig) -> int:
+    """The columns of S_k in F_IDL: ``ideal_k`` capped at k, all k for 0."""
+    return min(config.ideal_k, config.k) if config.ideal_k else config.k
 
 
 def secagg_mode(config: PriviRecConfig, n_items: int) -> str:
@@ -173,8 +191,6 @@ def _check(config: PriviRecConfig, n_items: int) -> None:
         raise ConfigError(
             "protocol.k", f"k + oversample = {config.k + config.oversample} exceeds the number of items {n_items}"
         )
-    if config.ideal_k > config.k:
-        raise ConfigError("protocol.ideal_k", f"must be <= k = {config.k}, got {config.ideal_k}")
     if config.scorer == "turbo_cf" and config.variant == "privirec_k" and config.turbo_power != 1.0:
         raise ConfigError("protocol.turbo_power", "privirec_k's low-rank P~ takes turbo_power = 1 only")
 
@@ -206,13 +222,13 @@ def _parties(ctx: RunContext, config: PriviRecConfig, params: SecAggParams, idea
         users[party] = PriviRecUser(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, user_index),
             index.items[index.indptr[user_index] : index.indptr[user_index + 1]], train.n_items, params, ideal,
-            exact_item_item=config.variant == "privirec", iterations=ctx.rounds, ideal_k=config.ideal_k,
+            exact_item_item=config.variant == "privirec", iterations=ctx.rounds, ideal_k=ideal_rank(config), alpha=config.alpha,
             stage_rng=ctx.rng(Stream.PROTOCOL, STAGE_STREAM, user_index), crash_stage=crash_stage,
         )
     start = gaussian_start(train.n_items, config.k + config.oversample, start_rng(ctx.seed))
     server = PriviRecServer(
         SERVER, ctx.network, ctx.rng(Stream.ACTOR, Role.SERVER.code, 0), train.n_items, params, ideal,
-        exact_item_item=config.variant == "privirec", k=config.k, start=start,
+        exact_item_item=config.variant == "privirec", k=config.k, start=start, alpha=config.alpha,
     )
     return users, server
 
@@ -259,7 +275,7 @@ def _leaks(config: PriviRecConfig, params: SecAggParams, users, server: PriviRec
         receiver = next((user for user in users.values() if user.item_item is not None), None)
         if receiver is None:
             return {}
-        profiles = attacks.decode_profiles(receiver.degrees, attacks.dense_rows(receiver.item_item))
+        profiles = attacks.decode_profiles(receiver.degrees, attacks.dense_rows(receiver.item_item), config.alpha)
         return {"profiles_decoded_by_broadcast": len(profiles),
                 "profiles_exposed_by_broadcast": attacks.exposed_users(profiles, rows)}
     power = [seen for seen in server.state.sums if seen.session > POWER]
@@ -268,10 +284,10 @@ def _leaks(config: PriviRecConfig, params: SecAggParams, users, server: PriviRec
     bases = [server.state.bases[seen.session - POWER - 1] for seen in power]
     totals = [params.ring.decode(seen.result.total).reshape(basis.shape) for seen, basis in zip(power, bases)]
     recovery = attacks.recover_item_item(bases, totals)
-    error = recovery.error(R)
+    error = recovery.error(R, config.alpha)
     recovers = recovery.determined and error <= attacks.RECOVERY_TOLERANCE
     leaks = {"server_recovers_p": float(recovers), "server_p_error": error, "server_basis_rank": recovery.rank}
-    profiles = attacks.decode_profiles(server.state.degrees, recovery.rows) if recovery.determined else []
+    profiles = attacks.decode_profiles(server.state.degrees, recovery.rows, config.alpha) if recovery.determined else []
     leaks["profiles_exposed_to_server"] = attacks.exposed_users(profiles, rows)
     return leaks
 
@@ -357,7 +373,7 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
             state["twin"] = twin
             if not dropped_any:
                 matches.check(gap <= SCORE_TOLERANCE, f"the largest score gap is {gap:.3g}")
-            reference = fit_gfcf_exact(R, config.ideal_k or config.k)
+            reference = fit_gfcf_exact(R, ideal_rank(config), config.alpha)
             exact = score_function(reference, config, R)
             final.update({f"{name}_gfcf": value for name, value in evaluate(exact, train, test, _K_EVAL).items()})
             state["gfcf"] = reference

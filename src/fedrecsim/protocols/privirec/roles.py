@@ -50,14 +50,16 @@ class PriviRecUser(User):
         stage_rng: draws the secure-aggregation stage at which this user crashes when it does.
         crash_stage: that stage, or None to draw it uniformly.
         ideal_k: the leading columns of S_k in the user's F_IDL (0: all).
+        alpha: the normalization's exponent (`fedrecsim.models.gfcf`).
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, items: np.ndarray, n_items: int, params: SecAggParams, ideal: IdealSum | None,
         *, exact_item_item: bool, iterations: int, stage_rng: np.random.Generator, crash_stage: Stage | None = None,
-        ideal_k: int = 0,
+        ideal_k: int = 0, alpha: float = 0.5,
     ) -> None:
         super().__init__(party, network, rng)
+        self.alpha = alpha
         self.items = np.asarray(items, dtype=np.int64)
         self.n_items = n_items
         self.params = params
@@ -117,7 +119,7 @@ class PriviRecUser(User):
                 self.degrees = (await self.recv(Degrees, deadline=deadline, sender=self.server)).body.degrees
                 self.phase = "item_item" if self.exact_item_item else "power"
             if self.phase == "item_item":
-                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items)):
+                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items, self.alpha)):
                     return
                 upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
                 self.item_item = local.symmetric_from_upper(upper, self.n_items)
@@ -129,7 +131,7 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis))  # type: ignore[arg-type]
+                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis, self.alpha))  # type: ignore[arg-type]
                 await self.compute()
                 if not await self._sum_pending():
                     return
@@ -138,9 +140,9 @@ class PriviRecUser(User):
         except PartyTimeout:
             return
         if self.exact_item_item:
-            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item, ideal_rank=self.ideal_k, alpha=self.alpha)  # type: ignore[arg-type]
         else:
-            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum, ideal_rank=self.ideal_k, alpha=self.alpha)  # type: ignore[arg-type]
         self.phase = "done"
 
 
@@ -172,13 +174,15 @@ class PriviRecServer(Server):
         n_items: m.
         k, p: the rank of the filters and of the iterations.
         start: X_0 (m x p, orthonormal), the QR of the seeded Gaussian start.
+        alpha: the normalization's exponent, P~ = V^{alpha-1} P' V^{alpha-1}.
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, n_items: int, params: SecAggParams, ideal: IdealSum | None,
-        *, exact_item_item: bool, k: int, start: np.ndarray,
+        *, exact_item_item: bool, k: int, start: np.ndarray, alpha: float = 0.5,
     ) -> None:
         super().__init__(party, network, rng)
+        self.alpha = alpha
         self.n_items = n_items
         self.params = params
         self.ideal = ideal
@@ -210,7 +214,7 @@ class PriviRecServer(Server):
         if self.exact_item_item:
             upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), trio.current_time() + session_s)
             p_prime = local.symmetric_from_upper(upper, self.n_items)
-            item_item = local.normalize_item_item(p_prime, degrees)
+            item_item = local.normalize_item_item(p_prime, degrees, self.alpha)
             self.state.item_item = item_item
             self.update_membership()
             rows, columns = np.triu_indices(self.n_items)
