@@ -74,8 +74,9 @@ what the parties received and checked against the users' rows:
 2. PriviRec-k's server sent X_0 .. X_(L-1) and received Y_l = P~ X_(l-1): whenever L p >= m the bases
    span R^m and it reconstructs P~ = Y X^+ exactly, although P~ is never summed nor broadcast.
    ``server_basis_rank`` (the rank of the stacked bases), ``server_p_error`` (max |Y X^+ - P~| against
-   the data's P~), ``server_recovers_p`` (1 when the rank is m and the error at most
-   `attacks.RECOVERY_TOLERANCE`) and ``profiles_exposed_to_server`` (attack 1 on the reconstruction).
+   the data's P~; below rank m, over the first 2^22 / m columns only: a lower bound), ``server_recovers_p``
+   (1 when the rank is m and the error at most `attacks.RECOVERY_TOLERANCE`) and
+   ``profiles_exposed_to_server`` (attack 1 on the reconstruction).
 
 Metrics per round: ``participants`` (|U3|), ``dropped`` (members whose input is missing from the sum),
 ``exposed_users``, ``profiles_leaked``; final adds ``recall@20``, ``ndcg@20``, the references' and the
@@ -284,7 +285,7 @@ def _leaks(config: PriviRecConfig, params: SecAggParams, users, server: PriviRec
     bases = [server.state.bases[seen.session - POWER - 1] for seen in power]
     totals = [params.ring.decode(seen.result.total).reshape(basis.shape) for seen, basis in zip(power, bases)]
     recovery = attacks.recover_item_item(bases, totals)
-    error = recovery.error(R, config.alpha)
+    error = recovery.error(R, config.alpha, first_block_only=not recovery.determined)
     recovers = recovery.determined and error <= attacks.RECOVERY_TOLERANCE
     leaks = {"server_recovers_p": float(recovers), "server_p_error": error, "server_basis_rank": recovery.rank}
     profiles = attacks.decode_profiles(server.state.degrees, recovery.rows, config.alpha) if recovery.determined else []
