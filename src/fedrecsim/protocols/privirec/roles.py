@@ -11,6 +11,7 @@ their masked inputs (U3).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +31,29 @@ from .messages import Basis, Degrees, Filters, ItemItem
 #: Secure-aggregation session ids: the degrees, P', and power iteration l is ``POWER + l``.
 DEGREES_SESSION, ITEM_ITEM_SESSION, POWER = 1, 2, 2
 _STAGES = tuple(Stage)
+
+
+_SHARED_ITEM_ITEM: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def shared_item_item(upper: np.ndarray, n_items: int) -> np.ndarray:
+    """The dense, read-only P~ of the broadcast upper triangle ``upper``: one copy per received body.
+
+    The network decodes a large broadcast's body once and hands every receiver that one read-only body
+    (`fedrecsim.network.wire`, Broadcasts); its dense form is a function of it alone, so the receivers
+    of one body share one read-only dense m x m matrix too, instead of one per user (ML-1M: 5,949 x 105
+    MiB). A writeable ``upper`` (a body of its receiver's own) gets a copy of its own, read-only as well.
+    The entry lives as long as the body does."""
+    key = id(upper)
+    entry = _SHARED_ITEM_ITEM.get(key)
+    if entry is not None and entry[0]() is upper:
+        return entry[1]
+    dense = local.symmetric_from_upper(upper, n_items)
+    dense.flags.writeable = False
+    if not upper.flags.writeable:
+        _SHARED_ITEM_ITEM[key] = (weakref.ref(upper), dense)
+        weakref.finalize(upper, _SHARED_ITEM_ITEM.pop, key, None)
+    return dense
 
 
 def session_round(session: int) -> int:
@@ -122,7 +146,7 @@ class PriviRecUser(User):
                 if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items, self.alpha)):
                     return
                 upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
-                self.item_item = local.symmetric_from_upper(upper, self.n_items)
+                self.item_item = shared_item_item(upper, self.n_items)
                 self.phase = "power"
             while self.phase == "power" and self.next_iteration <= self.iterations:
                 basis = (await self.recv(Basis, deadline=deadline, sender=self.server)).body
@@ -249,4 +273,7 @@ def members_missing(expected: Sequence[Party], seen: Iteration) -> tuple[Party, 
     return tuple(party for party in expected if party not in survivors)
 
 
-__all__ = ["DEGREES_SESSION", "ITEM_ITEM_SESSION", "POWER", "PriviRecServer", "PriviRecUser", "members_missing", "session_round"]
+__all__ = [
+    "DEGREES_SESSION", "ITEM_ITEM_SESSION", "POWER", "PriviRecServer", "PriviRecUser", "members_missing", "session_round",
+    "shared_item_item",
+]
