@@ -1,18 +1,24 @@
 """Graph-filter collaborative filtering: GF-CF (Shen et al. 2021) and Turbo-CF's polynomial filters (Park et
 al. 2024), centralized, with the randomized power method PriviRec decentralizes (Nicolas et al.).
 
-Notation (PriviRec Sec. 2.1, alpha = 1/2): R is the binary n x m interaction matrix, d_u = R 1 the user
-degrees, V = Diag(1^T R) the item degrees, and
+Notation (PriviRec Sec. 2.1, eq. 1): R is the binary n x m interaction matrix, d_u = R 1 the user
+degrees, V = Diag(1^T R) the item degrees, alpha the normalization's exponent (GF-CF and PriviRec: 1/2;
+Turbo-CF tunes it, 0.6 on Gowalla and Yelp2018), and
 
-    R~ = U^{-1/2} R V^{-1/2},      P~ = R~^T R~ = V^{-1/2} (sum_u (1/d_u) R^(u)T R^(u)) V^{-1/2}  (Thm 3.1),
-    F_IDL = V^{-1/2} S_k S_k^T V^{1/2},      S = R (P~ + gamma F_IDL)                           (eqs. 3, 4)
+    R~ = U^{-alpha} R V^{alpha-1},   P~ = R~^T R~ = V^{alpha-1} (sum_u d_u^{-2 alpha} R^(u)T R^(u)) V^{alpha-1}  (Thm 3.1),
+    F_IDL = V^{alpha-1} S_k S_k^T V^{1-alpha},      S = R (P~ + gamma F_IDL)                         (eqs. 3, 4)
 
-with S_k the top-k right singular vectors of R~, i.e. the top-k eigenvectors of P~. A zero degree has a
+with S_k the top-k right singular vectors of R~, i.e. the top-k eigenvectors of P~. At alpha = 1/2 this is
+GF-CF exactly; GF-CF defines F_IDL for alpha = 1/2 only, and V^{alpha-1} .. V^{1-alpha} is the
+generalization that keeps F_IDL a similarity transform of the projector S_k S_k^T. A zero degree has a
 zero inverse square root (GF-CF's code does the same), so a user or an item without interactions
 contributes nothing.
 
 S_k comes from the randomized power method (Halko et al. Alg. 4.4, PriviRec Alg. 1): X_0 = QR(G_0) for a
-Gaussian G_0 of m x p, then L times ``Y = P~ X; X, T = QR(Y)``, and S_k = the first k columns of X_L. The
+Gaussian G_0 of m x p -- a departure from Alg. 1, whose first step is Y_0 = R~^T Omega for a Gaussian
+Omega of n x p (a range finder started in R~^T's range); here the start is a random orthonormal m x p
+basis, which the first iteration maps into the range of P~ = R~^T R~ all the same (and which needs no
+n x p sum over the users), then L times ``Y = P~ X; X, T = QR(Y)``, and S_k = the first k columns of X_L. The
 product P~ X is computed as R~^T (R~ X), the sum over users of a_u^T (a_u X) with a_u = R~_u -- exactly
 what PriviRec's users compute and securely sum -- so with the same G_0 the centralized and the
 decentralized method agree up to the fixed-point rounding of secure aggregation. QR is normalised to a
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import svds
 
 from fedrecsim.data.ratings import Ratings
 
@@ -51,8 +58,9 @@ class GFCFHyper:
         iterations: L, power iterations.
         oversample: p - k, extra columns carried through the iterations (p = k + oversample).
         low_rank: PriviRec-k: P~ ~ S_k Diag(t) S_k^T instead of the exact P~.
-        ideal_k: the leading columns of S_k in the ideal low-pass filter; 0 means all k (PriviRec-k's
-            users may use fewer for F_IDL than for P~, Fig. 5: "select leading p columns").
+        ideal_k: the leading columns of S_k in the ideal low-pass filter, at most k; 0 means all
+            k (PriviRec-k's users may use fewer for F_IDL than for P~, Fig. 5: "select leading p columns").
+        alpha: the normalization's exponent, R~ = U^{-alpha} R V^{alpha-1} (module docstring).
     """
 
     k: int = 256
@@ -61,6 +69,7 @@ class GFCFHyper:
     oversample: int = 0
     low_rank: bool = False
     ideal_k: int = 0
+    alpha: float = 0.5
 
     def __post_init__(self) -> None:
         for name, value, low in (("k", self.k, 1), ("iterations", self.iterations, 1), ("oversample", self.oversample, 0),
@@ -69,6 +78,8 @@ class GFCFHyper:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if self.ideal_k > self.k:
             raise ValueError(f"ideal_k must be <= k = {self.k}, got {self.ideal_k}")
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in (0, 1], got {self.alpha!r}")
 
     @property
     def p(self) -> int:
@@ -92,17 +103,26 @@ def inverse_sqrt(degrees: np.ndarray) -> np.ndarray:
     return result
 
 
-def normalized_interactions(R: sp.spmatrix) -> sp.csr_matrix:
-    """R~ = U^{-1/2} R V^{-1/2} (alpha = 1/2)."""
+def degree_power(degrees: np.ndarray, exponent: float) -> np.ndarray:
+    """d^exponent elementwise, 0 where d = 0 (`inverse_sqrt` is exponent -1/2)."""
+    degrees = np.asarray(degrees, dtype=np.float64)
+    result = np.zeros_like(degrees)
+    positive = degrees > 0
+    result[positive] = np.power(degrees[positive], exponent)
+    return result
+
+
+def normalized_interactions(R: sp.spmatrix, alpha: float = 0.5) -> sp.csr_matrix:
+    """R~ = U^{-alpha} R V^{alpha-1}."""
     R = sp.csr_matrix(R, dtype=np.float64)
-    users = inverse_sqrt(np.asarray(R.sum(axis=1)).ravel())
-    items = inverse_sqrt(np.asarray(R.sum(axis=0)).ravel())
+    users = degree_power(np.asarray(R.sum(axis=1)).ravel(), -alpha)
+    items = degree_power(np.asarray(R.sum(axis=0)).ravel(), alpha - 1.0)
     return sp.csr_matrix(sp.diags(users) @ R @ sp.diags(items))
 
 
-def normalized_item_item(R: sp.spmatrix) -> np.ndarray:
+def normalized_item_item(R: sp.spmatrix, alpha: float = 0.5) -> np.ndarray:
     """P~ = R~^T R~ as a dense m x m matrix."""
-    Rt = normalized_interactions(R)
+    Rt = normalized_interactions(R, alpha)
     return np.asarray((Rt.T @ Rt).toarray())
 
 
@@ -144,7 +164,8 @@ class GraphFilters:
         basis: S_k, m x k.
         item_item: P~ (m x m), or None for PriviRec-k's low-rank form.
         spectrum: PriviRec-k's t (k), or None.
-        ideal_rank: the leading columns of S_k in F_IDL (0: all).
+        ideal_rank: the leading columns of S_k in F_IDL (0: all; at most k).
+        alpha: the normalization's exponent (F_IDL = V^{alpha-1} S_k S_k^T V^{1-alpha}).
     """
 
     degrees: np.ndarray
@@ -152,6 +173,7 @@ class GraphFilters:
     item_item: np.ndarray | None = None
     spectrum: np.ndarray | None = None
     ideal_rank: int = 0
+    alpha: float = 0.5
 
     def __post_init__(self) -> None:
         if (self.item_item is None) == (self.spectrum is None):
@@ -168,9 +190,9 @@ class GraphFilters:
         return ((rows @ self.basis) * self.spectrum) @ self.basis.T
 
     def ideal_apply(self, rows: np.ndarray) -> np.ndarray:
-        """rows F_IDL = ((rows V^{-1/2}) S_k) (S_k^T V^{1/2})."""
+        """rows F_IDL = ((rows V^{alpha-1}) S_k) (S_k^T V^{1-alpha})."""
         basis = self.basis[:, : self.ideal_rank] if self.ideal_rank else self.basis
-        return ((rows * inverse_sqrt(self.degrees)) @ basis) @ (basis.T * np.sqrt(self.degrees))
+        return ((rows * degree_power(self.degrees, self.alpha - 1.0)) @ basis) @ (basis.T * degree_power(self.degrees, 1.0 - self.alpha))
 
     def gfcf_scores(self, rows: np.ndarray | sp.spmatrix, gamma: float = 0.3) -> np.ndarray:
         """GF-CF's scores of the interaction rows ``rows`` (b x m): rows (P~ + gamma F_IDL)."""
@@ -210,28 +232,62 @@ def fit_gfcf(R: sp.spmatrix | Ratings, hyper: GFCFHyper, rng: np.random.Generato
     n_items = R.shape[1]
     if hyper.k > n_items:
         raise ValueError(f"k = {hyper.k} exceeds the number of items {n_items}")
-    Rt = normalized_interactions(R)
+    Rt = normalized_interactions(R, hyper.alpha)
     degrees = np.asarray(R.sum(axis=0)).ravel()
     start = gaussian_start(n_items, hyper.p, rng)
     X, T = power_method(lambda X: Rt.T @ (Rt @ X), start, hyper.iterations)
     basis = np.ascontiguousarray(X[:, : hyper.k])
     if hyper.low_rank:
-        return GraphFilters(degrees, basis, spectrum=np.diag(T)[: hyper.k].copy(), ideal_rank=hyper.ideal_k)
-    return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()), ideal_rank=hyper.ideal_k)
+        return GraphFilters(degrees, basis, spectrum=np.diag(T)[: hyper.k].copy(), ideal_rank=hyper.ideal_k, alpha=hyper.alpha)
+    return GraphFilters(degrees, basis, item_item=np.asarray((Rt.T @ Rt).toarray()), ideal_rank=hyper.ideal_k, alpha=hyper.alpha)
 
 
-def exact_basis(R: sp.spmatrix, k: int) -> np.ndarray:
+#: `top_singular_vectors` takes a dense SVD up to this many cells of R~ (n x m), ARPACK's svds beyond.
+DENSE_SVD_CELLS = 1 << 25
+
+
+def exact_basis(R: sp.spmatrix, k: int, alpha: float = 0.5) -> np.ndarray:
     """The exact top-k right singular vectors of R~ (dense SVD; for tests and small data)."""
-    Rt = normalized_interactions(R).toarray()
+    Rt = normalized_interactions(R, alpha).toarray()
     return np.linalg.svd(Rt, full_matrices=False)[2][:k].T
+
+
+def top_singular_vectors(R: sp.spmatrix, k: int, alpha: float = 0.5) -> np.ndarray:
+    """The exact top-k right singular vectors of R~ (m x k, orthonormal, by decreasing singular value): a
+    dense SVD while R~ has at most `DENSE_SVD_CELLS` cells or k >= min(n, m) - 1, else ARPACK's svds
+    started from the all-ones vector (so the result does not depend on a random start)."""
+    n, m = R.shape
+    if n * m <= DENSE_SVD_CELLS or k >= min(n, m) - 1:
+        return exact_basis(R, k, alpha)
+    Rt = normalized_interactions(R, alpha)
+    _, values, vt = svds(Rt, k=k, v0=np.ones(min(n, m)), solver="arpack")
+    order = np.argsort(-values, kind="stable")
+    return np.ascontiguousarray(vt[order].T)
+
+
+def fit_gfcf_exact(R: sp.spmatrix | Ratings, k: int, alpha: float = 0.5) -> GraphFilters:
+    """GF-CF as Shen et al. define it: the exact P~ and the exact top-k singular vectors of R~ in F_IDL
+    (`top_singular_vectors`) -- the reference the randomized power method approximates (``ideal_rank``
+    = k, so ``basis`` holds exactly the filter's columns)."""
+    if isinstance(R, Ratings):
+        R = interaction_matrix(R)
+    R = sp.csr_matrix(R, dtype=np.float64)
+    if not 1 <= k <= R.shape[1]:
+        raise ValueError(f"k = {k} must be in 1..{R.shape[1]} (the number of items)")
+    Rt = normalized_interactions(R, alpha)
+    degrees = np.asarray(R.sum(axis=0)).ravel()
+    return GraphFilters(degrees, top_singular_vectors(R, k, alpha), item_item=np.asarray((Rt.T @ Rt).toarray()), alpha=alpha)
 
 
 __all__ = [
     "TURBO_FILTERS",
     "GFCFHyper",
     "GraphFilters",
+    "DENSE_SVD_CELLS",
+    "degree_power",
     "exact_basis",
     "fit_gfcf",
+    "fit_gfcf_exact",
     "gaussian_start",
     "interaction_matrix",
     "inverse_sqrt",
@@ -239,4 +295,5 @@ __all__ = [
     "normalized_item_item",
     "power_method",
     "qr_positive",
+    "top_singular_vectors",
 ]

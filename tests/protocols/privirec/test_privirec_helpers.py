@@ -33,7 +33,10 @@ def test_the_start_is_drawn_from_the_runs_protocol_stream_zero() -> None:
 def test_the_centralized_reference_has_the_runs_hyper_parameters() -> None:
     config = PriviRecConfig(variant="privirec_k", k=7, oversample=3, ideal_k=5, gamma=0.8)
     assert hyper(config, 5) == GFCFHyper(k=7, gamma=0.8, iterations=5, oversample=3, low_rank=True, ideal_k=5)
-    assert hyper(PriviRecConfig(k=4), 1) == GFCFHyper(k=4, gamma=0.3, iterations=1, low_rank=False)
+    # ideal_k's default, GF-CF's k1 = 256, is capped at k; alpha is the config's.
+    assert hyper(PriviRecConfig(k=4), 1) == GFCFHyper(k=4, gamma=0.3, iterations=1, low_rank=False, ideal_k=4)
+    assert hyper(PriviRecConfig(k=300, alpha=0.6), 1) == GFCFHyper(k=300, iterations=1, ideal_k=256, alpha=0.6)
+    assert hyper(PriviRecConfig(k=30, ideal_k=0), 1).ideal_k == 30
 
 
 def test_auto_mode_is_real_up_to_the_configured_item_count() -> None:

@@ -8,7 +8,8 @@ import pytest
 import fedrecsim
 from privirec_harness import table as _table
 
-MONITOR = "with every user in every sum, each decentralized score is within 1e-06 of centralized GF-CF's"
+MONITOR = ("with every user in every sum, each decentralized score is within 1e-06 of its centralized twin's (the same "
+           "power method from the same start)")
 
 
 def _means(result: fedrecsim.RunResult) -> dict[str, float]:
@@ -34,9 +35,13 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
         "dropout": "with users dropping mid-protocol PriviRec's server isolates the dropped users' inputs (P~ X - Y_l); "
         "see exposed_users and profiles_leaked",
         "adversary": "honest-but-curious server; no collusion beyond secure aggregation's threshold",
+        "known_leaks": [
+            "the broadcast V and P~ give every receiver P' = V^1/2 P~ V^1/2, whose rows of items of degree 1 and 2 "
+            "decode whole profiles exactly (metrics: profiles_exposed_by_broadcast, checked against the users' rows)",
+        ],
     }
     # k = 2 ceil(log2 40) = 12 neighbours; t = floor(0.5 * 13) + 1 = 7.
-    assert result.outcome.baselines == {"recall@20": "central_recall@20", "ndcg@20": "central_ndcg@20"}
+    assert result.outcome.baselines == {"recall@20": "recall@20_gfcf", "ndcg@20": "ndcg@20_gfcf"}
     final = result.metrics
     assert {name: final[name] for name in _means(result)} == pytest.approx(_means(result))
     assert (final["participants"], final["dropped"], final["exposed_users"], final["profiles_leaked"]) == (40, 0, 0, 0)
@@ -44,7 +49,7 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
     assert result.result["warnings"] == []
 
 
-def test_privirec_k_says_its_server_never_learns_p_tilde() -> None:
+def test_privirec_k_says_its_server_learns_p_tilde_once_l_times_p_reaches_m() -> None:
     result = fedrecsim.run(_table(variant="privirec_k", secagg="ideal", graph="complete", threshold=0.25, bits=32,
                                   frac_bits=20))
     assert result.result["privacy"] == {
@@ -57,9 +62,16 @@ def test_privirec_k_says_its_server_never_learns_p_tilde() -> None:
         },
         "server_learns": "the item degrees V, every Y_l = P~ X_(l-1) summed over the users in U3, and so S_k and diag(T_L)",
         "users_learn": "V, every X_l and the filters",
-        "dropout": "PriviRec-k's server never learns P~, so a dropped user's input is not isolated by P~ X - Y_l",
+        "dropout": "PriviRec-k's server does not isolate a dropped user's input by P~ X - Y_l while L p < m (it does "
+        "not know P~); with L p >= m it reconstructs P~ (server_recovers_p) and can",
         "adversary": "honest-but-curious server; no collusion beyond secure aggregation's threshold",
+        "known_leaks": [
+            "the server knows Y_l = P~ X_(l-1) for the L = 2 bases it sent, so it reconstructs P~ exactly whenever "
+            "L p >= m (here L p = 24, m = 60) and then decodes profiles as from PriviRec's broadcast (metrics: "
+            "server_recovers_p, server_p_error, profiles_exposed_to_server)",
+        ],
     }
+    assert (result.metrics["server_recovers_p"], result.metrics["server_basis_rank"]) == (0.0, 24)
     # 32-bit words with 20 fractional bits: the sums still decode to the centralized filters closely.
     assert result.metrics["max_score_gap"] < 1e-3
 
@@ -106,12 +118,12 @@ def test_an_aborted_set_up_runs_no_round() -> None:
     assert all(user.phase == "degrees" for user in result.outcome.state["users"].values())
 
 
-def test_without_the_baseline_there_is_no_central_metric_gap_or_check() -> None:
+def test_without_the_baseline_there_is_no_reference_metric_gap_or_check() -> None:
     result = fedrecsim.run(_table(baseline=False))
     final = result.metrics
-    assert not [name for name in final if name.startswith("central_") or name == "max_score_gap"]
+    assert not [name for name in final if name.endswith(("_twin", "_gfcf")) or name == "max_score_gap"]
     assert final["ndcg@20"] > 0.3 and final["recall@20"] > 0.5
-    assert result.outcome.baselines == {} and "central" not in result.outcome.state
+    assert result.outcome.baselines == {} and not {"twin", "gfcf"} & set(result.outcome.state)
     assert result.result["invariants"][0]["checked"] == 0
 
 
@@ -121,6 +133,7 @@ def test_a_complete_run_keeps_the_filters_the_users_received_and_the_centralized
     result = fedrecsim.run(_table())
     state = result.outcome.state
     assert "round" not in result.metrics and result.metrics["participants"] == 40
-    assert isinstance(state["filters"], GraphFilters) and isinstance(state["central"], GraphFilters)
+    assert isinstance(state["filters"], GraphFilters) and isinstance(state["twin"], GraphFilters)
+    assert isinstance(state["gfcf"], GraphFilters)
     assert any(user.filters is state["filters"] for user in state["users"].values())
     assert result.result["invariants"][0]["checked"] == 1 and result.result["invariants"][0]["violations"] == 0

@@ -45,7 +45,7 @@ def test_decentralized_scores_equal_centralized_scores(variant: str, scorer: str
         ours = user.filters.gfcf_scores(row) if scorer == "gfcf" else user.filters.turbo_scores(row, 2)
         np.testing.assert_allclose(ours[0], central[party.index], rtol=0, atol=1e-6)
     final = result.metrics
-    assert final["ndcg@20"] == final["central_ndcg@20"] and final["recall@20"] == final["central_recall@20"]
+    assert final["ndcg@20"] == final["ndcg@20_twin"] and final["recall@20"] == final["recall@20_twin"]
     assert final["max_score_gap"] <= 1e-6
     monitor = result.result["invariants"][0]
     assert monitor["name"] == "matches_centralized" and monitor["checked"] == 1 and monitor["violations"] == 0
@@ -113,7 +113,7 @@ def test_with_everyone_online_the_plan_is_the_ledger(variant: str) -> None:
     ("protocol", "key"),
     [({"k": 61}, "protocol.k"), ({"k": 58, "oversample": 3}, "protocol.k"),
      ({"variant": "privirec_k", "scorer": "turbo_cf", "turbo_power": 0.5}, "protocol.turbo_power"),
-     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits"), ({"k": 8, "ideal_k": 9}, "protocol.ideal_k")],
+     ({"bits": 32, "frac_bits": 31}, "protocol.frac_bits"), ({"alpha": 0.0}, "protocol.alpha")],
 )
 def test_configuration_errors_name_the_key(protocol: dict, key: str) -> None:
     with pytest.raises(ConfigError) as raised:

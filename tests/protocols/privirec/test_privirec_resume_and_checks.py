@@ -41,9 +41,8 @@ def test_the_checks_accept_their_bounds_and_say_exactly_what_they_refuse() -> No
     with pytest.raises(ConfigError) as raised:
         protocol._check(PriviRecConfig(k=21, oversample=4), 24)
     assert str(raised.value) == "protocol.k: k + oversample = 25 exceeds the number of items 24"
-    with pytest.raises(ConfigError) as raised:
-        protocol._check(PriviRecConfig(k=8, ideal_k=9), 24)
-    assert str(raised.value) == "protocol.ideal_k: must be <= k = 8, got 9"
+    protocol._check(PriviRecConfig(k=8, ideal_k=9), 24)  # ideal_k > k: capped at k (its default 256 is)
+    assert protocol.ideal_rank(PriviRecConfig(k=8, ideal_k=9)) == 8
     with pytest.raises(ConfigError) as raised:
         protocol._check(PriviRecConfig(k=8, variant="privirec_k", scorer="turbo_cf", turbo_power=2.0), 24)
     assert str(raised.value) == "protocol.turbo_power: privirec_k's low-rank P~ takes turbo_power = 1 only"

@@ -2,8 +2,9 @@
 server's algebra on the sums -- PriviRec's maths without the network.
 
 - `degree_input`: R^(u) itself (0/1 over the items); the sum is diag(V).
-- `item_item_input`: the upper triangle of (1/d_u) R^(u)T R^(u); the sum is P' (Thm 3.1).
-- `power_input`: A^(u)T A^(u) X with A^(u) = d_u^{-1/2} R^(u) V^{-1/2}, the row of R~ the user holds
+- `item_item_input`: the upper triangle of d_u^{-2 alpha} R^(u)T R^(u); the sum is P' (Thm 3.1; 1/d_u at
+  GF-CF's alpha = 1/2).
+- `power_input`: A^(u)T A^(u) X with A^(u) = d_u^{-alpha} R^(u) V^{alpha-1}, the row of R~ the user holds
   (Alg. 1, step 2): nonzero only on the rows I_u.
 
 Each is the dense form of a `RowBlock` (``degree_rows``, ``item_item_rows``, ``power_rows``), which is what
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...models.gfcf import inverse_sqrt
+from ...models.gfcf import degree_power
 from ..secagg import RowBlock
 
 
@@ -42,27 +43,28 @@ def degree_input(items: np.ndarray, n_items: int) -> np.ndarray:
     return degree_rows(items, n_items).dense()
 
 
-def item_item_rows(items: np.ndarray, n_items: int) -> RowBlock:
-    """The upper triangle of (1/d_u) R^(u)T R^(u) by its nonzero entries: 1/d_u at every pair of the
-    user's items (``items`` ascending)."""
+def item_item_rows(items: np.ndarray, n_items: int, alpha: float = 0.5) -> RowBlock:
+    """The upper triangle of d_u^{-2 alpha} R^(u)T R^(u) by its nonzero entries: d_u^{-2 alpha} at every
+    pair of the user's items (``items`` ascending)."""
     first, second = np.triu_indices(items.size)
     positions = upper_positions(items[first], items[second], n_items)
-    return RowBlock(positions, np.full((positions.size, 1), 1.0 / max(items.size, 1)), upper_length(n_items))
+    weight = float(max(items.size, 1)) ** (-2.0 * alpha)
+    return RowBlock(positions, np.full((positions.size, 1), weight), upper_length(n_items))
 
 
-def item_item_input(items: np.ndarray, n_items: int) -> np.ndarray:
-    return item_item_rows(items, n_items).dense()
+def item_item_input(items: np.ndarray, n_items: int, alpha: float = 0.5) -> np.ndarray:
+    return item_item_rows(items, n_items, alpha).dense()
 
 
-def power_rows(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray) -> RowBlock:
+def power_rows(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray, alpha: float = 0.5) -> RowBlock:
     """A^(u)T (A^(u) X) by its nonzero rows, the user's items, of the m x p matrix."""
-    a = inverse_sqrt(degrees[items]) / np.sqrt(max(items.size, 1))
+    a = degree_power(degrees[items], alpha - 1.0) * float(max(items.size, 1)) ** (-alpha)
     return RowBlock(np.asarray(items, dtype=np.int64), np.outer(a, a @ basis[items]), basis.shape[0])
 
 
-def power_input(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray) -> np.ndarray:
+def power_input(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray, alpha: float = 0.5) -> np.ndarray:
     """A^(u)T (A^(u) X) as a dense m x p matrix."""
-    return power_rows(items, degrees, basis).dense().reshape(basis.shape)
+    return power_rows(items, degrees, basis, alpha).dense().reshape(basis.shape)
 
 
 def symmetric_from_upper(upper: np.ndarray, n_items: int) -> np.ndarray:
@@ -74,9 +76,9 @@ def symmetric_from_upper(upper: np.ndarray, n_items: int) -> np.ndarray:
     return matrix
 
 
-def normalize_item_item(p_prime: np.ndarray, degrees: np.ndarray) -> np.ndarray:
-    """P~ = V^{-1/2} P' V^{-1/2}."""
-    scale = inverse_sqrt(degrees)
+def normalize_item_item(p_prime: np.ndarray, degrees: np.ndarray, alpha: float = 0.5) -> np.ndarray:
+    """P~ = V^{alpha-1} P' V^{alpha-1}."""
+    scale = degree_power(degrees, alpha - 1.0)
     return p_prime * scale[:, None] * scale[None, :]
 
 

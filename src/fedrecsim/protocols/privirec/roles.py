@@ -11,6 +11,7 @@ their masked inputs (U3).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,29 @@ DEGREES_SESSION, ITEM_ITEM_SESSION, POWER = 1, 2, 2
 _STAGES = tuple(Stage)
 
 
+_SHARED_ITEM_ITEM: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def shared_item_item(upper: np.ndarray, n_items: int) -> np.ndarray:
+    """The dense, read-only P~ of the broadcast upper triangle ``upper``: one copy per received body.
+
+    The network decodes a large broadcast's body once and hands every receiver that one read-only body
+    (`fedrecsim.network.wire`, Broadcasts); its dense form is a function of it alone, so the receivers
+    of one body share one read-only dense m x m matrix too, instead of one per user (ML-1M: 5,949 x 105
+    MiB). A writeable ``upper`` (a body of its receiver's own) gets a copy of its own, read-only as well.
+    The entry lives as long as the body does."""
+    key = id(upper)
+    entry = _SHARED_ITEM_ITEM.get(key)
+    if entry is not None and entry[0]() is upper:
+        return entry[1]
+    dense = local.symmetric_from_upper(upper, n_items)
+    dense.flags.writeable = False
+    if not upper.flags.writeable:
+        _SHARED_ITEM_ITEM[key] = (weakref.ref(upper), dense)
+        weakref.finalize(upper, _SHARED_ITEM_ITEM.pop, key, None)
+    return dense
+
+
 def session_round(session: int) -> int:
     """The run round a session belongs to: 0 (the set-up) for the degrees and P', l for iteration l."""
     return max(session - POWER, 0)
@@ -50,14 +74,16 @@ class PriviRecUser(User):
         stage_rng: draws the secure-aggregation stage at which this user crashes when it does.
         crash_stage: that stage, or None to draw it uniformly.
         ideal_k: the leading columns of S_k in the user's F_IDL (0: all).
+        alpha: the normalization's exponent (`fedrecsim.models.gfcf`).
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, items: np.ndarray, n_items: int, params: SecAggParams, ideal: IdealSum | None,
         *, exact_item_item: bool, iterations: int, stage_rng: np.random.Generator, crash_stage: Stage | None = None,
-        ideal_k: int = 0,
+        ideal_k: int = 0, alpha: float = 0.5,
     ) -> None:
         super().__init__(party, network, rng)
+        self.alpha = alpha
         self.items = np.asarray(items, dtype=np.int64)
         self.n_items = n_items
         self.params = params
@@ -117,10 +143,10 @@ class PriviRecUser(User):
                 self.degrees = (await self.recv(Degrees, deadline=deadline, sender=self.server)).body.degrees
                 self.phase = "item_item" if self.exact_item_item else "power"
             if self.phase == "item_item":
-                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items)):
+                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items, self.alpha)):
                     return
                 upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
-                self.item_item = local.symmetric_from_upper(upper, self.n_items)
+                self.item_item = shared_item_item(upper, self.n_items)
                 self.phase = "power"
             while self.phase == "power" and self.next_iteration <= self.iterations:
                 basis = (await self.recv(Basis, deadline=deadline, sender=self.server)).body
@@ -129,7 +155,7 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis))  # type: ignore[arg-type]
+                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis, self.alpha))  # type: ignore[arg-type]
                 await self.compute()
                 if not await self._sum_pending():
                     return
@@ -138,9 +164,9 @@ class PriviRecUser(User):
         except PartyTimeout:
             return
         if self.exact_item_item:
-            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, item_item=self.item_item, ideal_rank=self.ideal_k, alpha=self.alpha)  # type: ignore[arg-type]
         else:
-            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum, ideal_rank=self.ideal_k)  # type: ignore[arg-type]
+            self.filters = GraphFilters(self.degrees, result.basis, spectrum=result.spectrum, ideal_rank=self.ideal_k, alpha=self.alpha)  # type: ignore[arg-type]
         self.phase = "done"
 
 
@@ -172,13 +198,15 @@ class PriviRecServer(Server):
         n_items: m.
         k, p: the rank of the filters and of the iterations.
         start: X_0 (m x p, orthonormal), the QR of the seeded Gaussian start.
+        alpha: the normalization's exponent, P~ = V^{alpha-1} P' V^{alpha-1}.
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, n_items: int, params: SecAggParams, ideal: IdealSum | None,
-        *, exact_item_item: bool, k: int, start: np.ndarray,
+        *, exact_item_item: bool, k: int, start: np.ndarray, alpha: float = 0.5,
     ) -> None:
         super().__init__(party, network, rng)
+        self.alpha = alpha
         self.n_items = n_items
         self.params = params
         self.ideal = ideal
@@ -210,7 +238,7 @@ class PriviRecServer(Server):
         if self.exact_item_item:
             upper, _ = await self._sum(ITEM_ITEM_SESSION, local.upper_length(self.n_items), self.now + session_s)
             p_prime = local.symmetric_from_upper(upper, self.n_items)
-            item_item = local.normalize_item_item(p_prime, degrees)
+            item_item = local.normalize_item_item(p_prime, degrees, self.alpha)
             self.state.item_item = item_item
             self.update_membership()
             rows, columns = np.triu_indices(self.n_items)
@@ -245,4 +273,7 @@ def members_missing(expected: Sequence[Party], seen: Iteration) -> tuple[Party, 
     return tuple(party for party in expected if party not in survivors)
 
 
-__all__ = ["DEGREES_SESSION", "ITEM_ITEM_SESSION", "POWER", "PriviRecServer", "PriviRecUser", "members_missing", "session_round"]
+__all__ = [
+    "DEGREES_SESSION", "ITEM_ITEM_SESSION", "POWER", "PriviRecServer", "PriviRecUser", "members_missing", "session_round",
+    "shared_item_item",
+]
