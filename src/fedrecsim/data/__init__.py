@@ -18,12 +18,22 @@ from fedrecsim.data.formats import (
     load_lightgcn,
 )
 from fedrecsim.data.loaders import SOURCES, load, load_with_test
-from fedrecsim.data.metrics import error_summary, hit_rate_at_k, mae, ndcg_at_k, recall_at_k, rmse
+from fedrecsim.data.metrics import (
+    error_summary,
+    hit_rate_at_k,
+    mae,
+    mean_predictor_errors,
+    ndcg_at_k,
+    random_ranking_expectation,
+    rating_errors,
+    recall_at_k,
+    rmse,
+)
 from fedrecsim.data.movielens import MOVIELENS_RATING_RANGE, load_movielens_1m, load_movielens_100k
 from fedrecsim.data.npz import load_npz
 from fedrecsim.data.poisson import COUNT_CAP, synthetic_poisson
 from fedrecsim.data.prepare import DataSpec, prepare_data
-from fedrecsim.data.ranking import ranking_metrics
+from fedrecsim.data.ranking import chance_ranking_metrics, ranking_metrics
 from fedrecsim.data.ratings import Ratings, UserIndex
 from fedrecsim.data.registry import (
     DATA_HOME_ENV,
@@ -87,6 +97,7 @@ __all__ = [
     "SiloSpec",
     "SyntheticShape",
     "UserIndex",
+    "chance_ranking_metrics",
     "data_home",
     "dataset",
     "dataset_text",
@@ -112,13 +123,16 @@ __all__ = [
     "load_npz",
     "load_with_test",
     "mae",
+    "mean_predictor_errors",
     "movielens_100k_shape",
     "ndcg_at_k",
     "netflix_shape",
     "per_user_split",
     "prepare_data",
+    "random_ranking_expectation",
     "random_split",
     "ranking_metrics",
+    "rating_errors",
     "recall_at_k",
     "registry_text",
     "resolve_path",
