@@ -111,8 +111,9 @@ def test_the_overview_of_a_seeds_only_sweep_has_a_panel_per_chosen_metric_with_i
     panels = _panels(drawn["overview.png"])
     summary = read_csv(secagg_seeds / "summary.csv")[0]
     columns = ["participants.round_mean", "u1.final", "u1.round_mean", "user.sent_bytes"]
-    labels = ["mean over rounds: mean over seeds", "final value: mean over seeds", "mean over rounds: mean over seeds",
-              "whole run: mean over seeds (KiB)"]
+    # The unit comes from each metric's declaration (fedrecsim metrics secagg), bytes in binary units.
+    labels = ["mean over rounds: mean over seeds (users)", "final value: mean over seeds (users)",
+              "mean over rounds: mean over seeds (users)", "whole run: mean over seeds (KiB)"]
     assert [axes.get_ylabel() for axes in panels] == labels
     assert [axes.get_title() for axes in panels] == [
         "participants, mean over rounds", "u1, final value", "u1, mean over rounds", "user.sent_bytes, whole run"
@@ -180,9 +181,9 @@ def test_a_run_overview_draws_the_chosen_metrics_per_round_with_whole_round_tick
         assert ticks and all(float(tick).is_integer() for tick in ticks), ticks
         assert axes.get_xlabel() == "round"
     err_mean, up, _, increase = panels
-    assert err_mean.get_ylabel() == "value in each round"
+    assert err_mean.get_ylabel() == "value in each round (rating)"
     # err_increase is reported once, at the end: its one point is the final value, labelled so.
-    assert increase.get_ylabel() == "final value (not reported per round)"
+    assert increase.get_ylabel() == "final value (not reported per round) (rating)"
     (star,) = increase.get_lines()
     assert list(star.get_xdata()) == [document["rounds_completed"]] and list(star.get_ydata()) == [final["err_increase"]]
     baseline = [line for line in err_mean.get_lines() if "non-private baseline" in str(line.get_label())]
@@ -190,7 +191,7 @@ def test_a_run_overview_draws_the_chosen_metrics_per_round_with_whole_round_tick
     assert up.get_ylabel() == "value in each round (KiB)"
     assert list(up.get_lines()[0].get_ydata()) == pytest.approx([row["user_up_max_b"] / 1024 for row in rounds])
     markdown = (tmp_path / "report" / "report.md").read_text()
-    assert "`err_mean` (value in each round; dashed: non-private baseline `baseline_err_mean`, final value)" in markdown
+    assert "`err_mean` (value in each round; dashed: non-private baseline `baseline_err_mean`, final value; rating)" in markdown
     # The table shows what was chosen: final value, mean over rounds, and the baseline beside err_mean.
     table = {row[0]: row for row in _table(markdown, "metric")}
     assert sorted(table) == ["err_increase", "err_mean", "test_rmse", "user_up_max_b"]
