@@ -539,6 +539,7 @@ def _result_document(
         "rounds_completed": outcome.rounds_completed,
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
+        "timing": {name: float(seconds) for name, seconds in outcome.timing.items()},
         "transcript_xxh3_128": ledger.transcript_xxh3_128,
         "metrics": {
             "final": _plain(outcome.final, "metrics.final", nonfinite),

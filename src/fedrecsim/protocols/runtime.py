@@ -174,7 +174,10 @@ class Outcome:
     ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's;
     ``warnings`` say what the run did not do that its user will have expected (e.g. no report released);
     ``distributions`` hold compact distributions for the report, each ``{"of": what, "unit": unit,
-    "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors).
+    "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors);
+    ``timing`` holds wall-clock seconds the protocol measured of a part of its run (e.g. fedvae's
+    ``krum_filter_s``): they vary from run to run, so they go to ``result.json``'s ``timing`` section
+    beside ``wall_time_s``, never into the metrics or the transcript.
     """
 
     rounds_completed: int
@@ -187,6 +190,7 @@ class Outcome:
     invariants: list[InvariantMonitor] = field(default_factory=list)
     distributions: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def index_length(indices: np.ndarray) -> np.ndarray:
