@@ -40,7 +40,8 @@ import fedrecsim
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 ATTACK_SHARE = 0.1
 ATTACK = (
-    f"protocol.byzantine_fraction={ATTACK_SHARE}", 'protocol.byzantine_policy="scaled_negative"', "protocol.byzantine_scale=10.0",
+    f"protocol.byzantine_fraction={ATTACK_SHARE}", 'protocol.byzantine_policy="scaled_negative"',
+    "protocol.byzantine_scale=10.0",
 )
 REACH = 0.95
 METRIC = "ndcg@100"
@@ -136,12 +137,14 @@ def meaning(found: dict[str, Any]) -> str:
     filters = " and ".join(held) if held else "neither Krum variant"
     if attacked["none"] < 0.9 * clean["none"]:
         verdict = (
-            f"under {ATTACK_SHARE:.0%} attackers {filters} {'each ' if len(held) > 1 else ''}kept at least 90% of its attack-free NDCG@100 while plain "
+            f"under {ATTACK_SHARE:.0%} attackers {filters} {'each ' if len(held) > 1 else ''}kept at least 90% of its "
+            "attack-free NDCG@100 while plain "
             f"averaging fell from {clean['none']:.3f} to {attacked['none']:.3f}: the filter is what holds the model"
         )
     else:
         verdict = (
-            f"under {ATTACK_SHARE:.0%} attackers plain averaging kept {attacked['none']:.3f} of its {clean['none']:.3f}: this "
+            f"under {ATTACK_SHARE:.0%} attackers plain averaging kept {attacked['none']:.3f} of its "
+            f"{clean['none']:.3f}: this "
             "attack did not hurt at this size, so the table says nothing about the filters' defence"
         )
     return f"Meaning: {approach}; {verdict}."
@@ -155,7 +158,8 @@ def describe(found: dict[str, Any], source: str) -> list[str]:
     width = 11
     lines = [
         f"FedVAE vs centralized Mult-VAE, NDCG@100 of the held-out users per epoch: {source}, "
-        f"{found['training']:,} training users x {found['items']:,} items, R = {protocol.users_per_round} ({found['rounds_per_epoch']} rounds an epoch), "
+        f"{found['training']:,} training users x {found['items']:,} items, R = {protocol.users_per_round} "
+        f"({found['rounds_per_epoch']} rounds an epoch), "
         f"f = floor({protocol.krum_f:g} n), seed {scenario.run.seed}; attacked: {found['attackers']} attackers "
         f"({ATTACK_SHARE:.0%}) send -10 x their gradient",
         f"{'':5} {'':>{width}}  {'no attackers':^{3 * (width + 1)}}  {f'{ATTACK_SHARE:.0%} attackers':^{3 * (width + 1)}}",
@@ -170,7 +174,8 @@ def describe(found: dict[str, Any], source: str) -> list[str]:
     target = REACH * last
     reach = [f"{name}: {_first_reaching(found['clean'][name], target)}" for name in names]
     lines.append(
-        f"first epoch at {REACH:.0%} of Mult-VAE's last NDCG@100 ({last:.4f} -> {target:.4f}), no attackers: " + ", ".join(reach)
+        f"first epoch at {REACH:.0%} of Mult-VAE's last NDCG@100 ({last:.4f} -> {target:.4f}), no attackers: "
+        + ", ".join(reach)
     )
     lines.append(meaning(found))
     return lines
