@@ -9,8 +9,9 @@ Usage::
     python scenarios/fedvae_decay.py --seeds 3          # each curve the mean over seeds 17, 18, 19
 
 Runs ``fedvae_ml1m_shape.toml`` (R = 250 at the ml-1m shape; R = 100 at the default size) once per gamma,
-with SecureFilter set to Multi-Krum keeping n - f of the n gradients (`FILTER`; why is in the fedvae
-protocol's docstring: the file's own Krum, keeping one gradient, makes the larger gammas unstable). Every
+with SecureFilter set to Multi-Krum keeping n - f of the n gradients (`FILTER`: the protocol's and the
+file's default, named here so that the table's first line says what filtered; single Krum, keeping one
+gradient, makes the larger gammas unstable, as the fedvae protocol's docstring measures). Every
 run has the same seed, so the same data, held-out users, ω_0 and users' generators: only the schedule
 gamma_t = gamma delta^t (t the epoch) differs. gamma = 0 is plain FedVAE. The first run also trains
 centralized Mult-VAE from the same ω_0 for as many epochs (the paper's grey curve). The runs are one study

@@ -25,7 +25,7 @@ from fedrecsim.sim import (
 CONTRACT_KEYS = {
     "fedrecsim_version", "scenario", "seed", "protocol", "rounds_completed", "virtual_time_s", "wall_time_s",
     "transcript_xxh3_128", "metrics", "ledger", "invariants", "privacy", "format", "warnings", "data", "paper_figures",
-    "distributions", "structure_xxh3_128", "platform",
+    "distributions", "structure_xxh3_128", "platform", "timing",
 }
 
 
@@ -34,6 +34,7 @@ def test_result_folder_follows_the_contract(tiny_fcf, tmp_path) -> None:
     result = fedrecsim.run(tiny_fcf, out=out, transcript=True)
     document = json.loads((out / "result.json").read_text())
     assert set(document) == CONTRACT_KEYS
+    assert document["timing"] == {}  # fcf times no part of its run
     assert document["rounds_completed"] == 5 and document["protocol"] == "fcf" and document["seed"] == 3
     assert document["scenario"]["run"]["rounds"] == 5
     assert set(document["metrics"]["final"]) >= {"train_rmse", "train_mae", "test_rmse", "test_mae"}

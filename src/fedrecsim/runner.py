@@ -668,6 +668,7 @@ def _result_document(
         "rounds_completed": outcome.rounds_completed,
         "virtual_time_s": float(virtual_time),
         "wall_time_s": float(wall_time),
+        "timing": {name: float(seconds) for name, seconds in outcome.timing.items()},
         "transcript_xxh3_128": ledger.transcript_xxh3_128,
         "structure_xxh3_128": ledger.structure_xxh3_128,
         "platform": platform_record(),

@@ -1,6 +1,7 @@
 """The end-of-run summary a person reads: every number labelled, nothing hidden that result.json holds.
 
-Sections, in order: the run line and transcript hash; warnings (what the scenario configured but the run
+Sections, in order: the run line and transcript hash; a line for each part of the run the protocol timed
+(result.json's ``timing``) that took at least half the run's wall time; warnings (what the scenario configured but the run
 did not simulate); final metrics, each beside its non-private baseline where the protocol computes one;
 who took part; traffic per role (bytes and messages sent and received, messages dropped) over the whole
 run, then the set-up (round 0) apart from the mean round; traffic per user, set-up apart from the rounds
@@ -43,6 +44,7 @@ def summary_text(run_result: RunResult) -> str:
         f"{result['wall_time_s']:,.2f} s wall time",
         f"transcript xxh3_128 {result['transcript_xxh3_128']}" + _structure(result),
     ]
+    lines += _dominant_timing(result)
     for warning in result.get("warnings", []):
         lines.append(f"WARNING: {warning}")
     lines += _metrics(result)
@@ -67,6 +69,17 @@ def _structure(result: dict[str, Any]) -> str:
     kernels = sorted({str(library["kernel"]) for library in result.get("platform", {}).get("blas", [])})
     on = f" (bit for bit with BLAS kernel {', '.join(kernels)})" if kernels else ""
     return f"{on}; structure {structure} (on any machine)"
+
+
+def _dominant_timing(result: Mapping[str, Any]) -> list[str]:
+    """A line for each entry of ``timing`` that is at least half of ``wall_time_s``: where the run's time went
+    when one part of it dominates (e.g. fedvae's Krum filter, O(R^2 P) per round)."""
+    wall = result["wall_time_s"]
+    return [
+        f"most of the wall time went to {name}: {seconds:,.2f} s of {wall:,.2f} s ({seconds / wall:.0%})"
+        for name, seconds in result.get("timing", {}).items()
+        if wall > 0 and seconds >= wall / 2
+    ]
 
 
 def _metrics(result: Mapping[str, Any]) -> list[str]:

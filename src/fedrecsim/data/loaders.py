@@ -3,6 +3,15 @@ the same with a given held-out set (``data.test_path``) in the same format, put 
 
 Each source is a reader function and the options it accepts; options come from the ``[data]`` table,
 so a wrong one is reported as a `ConfigError` under ``data.<option>``.
+
+Against Polato's Table II (FedVAE, IJCNN 2021), whose data sets are lastFM, FilmTrust and citeulike-a
+with the users of fewer than two entries removed (``data.min_user_interactions = 2``): the user counts
+after that filter match the table (lastFM 1,884, FilmTrust 1,400, citeulike-a 5,551), but the item and
+rating counts of the files these loaders read differ slightly from it -- lastFM 17,626 items against
+16,519, FilmTrust 2,069 items against 1,939, citeulike-a 204,986 ratings against 210,495 (measured on
+the files ``fedrecsim data fetch`` gets, in the review of issue 30). The paper does not say what else its
+preparation dropped or which copy it read; the loaders read every entry of the file as it is, so results
+on these sets are on slightly different data from the paper's.
 """
 
 from __future__ import annotations

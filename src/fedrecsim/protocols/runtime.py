@@ -175,7 +175,10 @@ class Outcome:
     ``paper_figures`` are the paper's own figures (e.g. its communication claims) beside this run's;
     ``warnings`` say what the run did not do that its user will have expected (e.g. no report released);
     ``distributions`` hold compact distributions for the report, each ``{"of": what, "unit": unit,
-    "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors).
+    "quantiles": [q, ...], "values": [the q-quantile, ...]}`` (e.g. dpmf's absolute prediction errors);
+    ``timing`` holds wall-clock seconds the protocol measured of a part of its run (e.g. fedvae's
+    ``krum_filter_s``): they vary from run to run, so they go to ``result.json``'s ``timing`` section
+    beside ``wall_time_s``, never into the metrics or the transcript.
 
     ``trivial`` maps a final metric to the final metric holding its trivial predictor's value (e.g.
     ``{"test_rmse": "test_rmse_mean_predictor", "hr@10": "hr@10_random"}``); ``trivial_reason`` says why
@@ -195,6 +198,7 @@ class Outcome:
     state: dict[str, Any] = field(default_factory=dict)
     trivial: dict[str, str] = field(default_factory=dict)
     trivial_reason: str = ""
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def index_length(indices: np.ndarray) -> np.ndarray:

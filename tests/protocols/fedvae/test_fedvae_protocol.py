@@ -12,11 +12,12 @@ import fedrecsim
 from fedrecsim.data import prepare_data
 from fedrecsim.errors import ConfigError
 from fedrecsim.inspect import inspect_scenario
-from fedrecsim.mechanisms.adam import adam_init
+from fedrecsim.mechanisms.adam import adam_init, adam_step
 from fedrecsim.models.multvae import Batch, dense_user_gradients, draw_noise, init_params, losses
 from fedrecsim.network.party import SERVER, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings, global_update
+from fedrecsim.protocols.fedvae import FedVAEConfig
 from fedrecsim.protocols.fedvae.byzantine import choose_attackers
 from fedrecsim.protocols.fedvae.evaluation import centralized_curve
 from fedrecsim.protocols.fedvae.messages import Model
@@ -284,9 +285,56 @@ def test_the_attackers_are_drawn_from_the_protocols_own_stream() -> None:
 
 
 def test_krum_m_is_how_many_gradients_secure_filter_keeps() -> None:
-    """krum_m = 1 (the default) is Krum, one gradient a round; 3 is Multi-Krum keeping 3 of the 12."""
-    assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2)).rounds} == {1}
+    """krum_m = 0 (the default) keeps n - f = 11 of the 12 (f = floor(0.1 x 12) = 1), 1 is single Krum, 3 is
+    Multi-Krum keeping 3."""
+    assert FedVAEConfig().krum_m == 0
+    assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2)).rounds} == {11}
+    assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2, krum_m=1)).rounds} == {1}
     assert {row["kept"] for row in fedrecsim.run(scenario(rounds=2, krum_m=3)).rounds} == {3}
+
+
+def blanchard_keeps(gradients: list[np.ndarray], f: int, m: int) -> list[int]:
+    """Blanchard et al. (2017) from the definition, in float64 and without a Gram matrix: each gradient's score
+    is the sum of its squared distances to its n - f - 2 nearest others; Multi-Krum keeps the m of lowest score."""
+    n = len(gradients)
+    wide = [gradient.astype(np.float64) for gradient in gradients]
+    scores = []
+    for i in range(n):
+        distances = sorted(float(((wide[i] - wide[j]) ** 2).sum()) for j in range(n) if j != i)
+        scores.append(sum(distances[: n - f - 2]))
+    assert len(set(scores)) == n  # no ties: the choice is the definition's, not a tie-break's
+    return sorted(sorted(range(n), key=scores.__getitem__)[:m])
+
+
+@pytest.mark.parametrize("keep", [None, 1])
+def test_by_default_the_servers_step_is_along_the_mean_of_the_n_minus_f_gradients_multi_krum_keeps(keep: int | None) -> None:
+    """One round with the default SecureFilter (krum_f = 0.1, krum_m = 0): of the n = 12 gradients the
+    server received, Multi-Krum keeps n - f = 11, and ω_1 is Adam's first step along their mean. With
+    ``krum_m = 1`` (single Krum, still selectable) the step is along the one gradient of least score.
+    A large Adam epsilon makes the first step nearly linear in the mean (Δω = -eta g / (|g| + eps)), so
+    the step tells the mean of 11 from that of all 12 or from a single gradient."""
+    extra = {"adam_epsilon": 1.0, "byzantine_fraction": 0.1}
+    table = scenario(rounds=1, **extra) if keep is None else scenario(rounds=1, krum_m=keep, **extra)
+    result = fedrecsim.run(table, record_views=[SERVER])
+    config = parse_scenario(table).protocol
+    state = result.outcome.state
+    omega0 = state["initial_omega"]
+    received = [body.values for _, body in sorted(
+        (envelope.src, envelope.body) for envelope in result.views[SERVER] if envelope.kind == "fedvae.gradient"
+    )]
+    n, f = len(received), math.floor(0.1 * len(received))
+    assert (n, f) == (12, 1)
+    kept = blanchard_keeps(received, f, n - f if keep is None else keep)
+    assert result.rounds[0]["kept"] == len(kept) == (11 if keep is None else 1)
+
+    def step(chosen: list[int]) -> np.ndarray:
+        mean = np.mean([received[position].astype(np.float64) for position in chosen], axis=0).astype(np.float32)
+        return adam_step(omega0, mean, adam_init(omega0), config.adam())[0]
+
+    assert np.allclose(state["omega"], step(kept), rtol=0, atol=1e-8)
+    others = [list(range(n)), blanchard_keeps(received, f, 1) if keep is None else blanchard_keeps(received, f, n - f)]
+    for chosen in others:
+        assert not np.allclose(state["omega"], step(chosen), rtol=0, atol=1e-6), chosen
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

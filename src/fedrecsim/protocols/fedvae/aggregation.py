@@ -3,8 +3,12 @@
 Given the gradients a round accepted, in sorted party order:
 
 1. SecureFilter: Krum / Multi-Krum (`fedrecsim.mechanisms.krum`) with ``f = floor(krum_f n)`` of the
-   ``n`` gradients assumed byzantine, keeping ``m = krum_m`` of them (``0``: ``n - f``; a larger
-   ``m`` is capped at ``n - f``, the most Multi-Krum can keep); or every gradient (``none``);
+   ``n`` gradients assumed byzantine, keeping ``m = krum_m`` of them (``0``, the default: ``n - f``,
+   so that step 2 averages every gradient but the f of highest Krum score; ``1``: single Krum, one
+   gradient; a larger ``m`` is capped at ``n - f``, the most Multi-Krum can keep); or every gradient
+   (``none``). Its wall time -- the O(n^2 P) Gram matrix of the n gradients of P entries, and the
+   scores -- is measured (`Selection.seconds`, by `perf_counter`): at ML-1M's size it is most of a
+   round, and a run reports its sum apart from the deterministic results;
 2. the average of the kept gradients, summed one after the other in party order (so the sum is the
    same whatever layout the gradients arrived in -- dense or sparse);
 3. one Adam step (`fedrecsim.mechanisms.adam`) from ω_{t-1};
@@ -21,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Literal
 
 import numpy as np
@@ -44,11 +49,13 @@ class FilterSettings:
 @dataclass(frozen=True)
 class Selection:
     """What SecureFilter kept of ``n`` gradients: ``kept`` (ascending positions), ``f`` assumed byzantine;
-    ``kept`` is None when the round cannot be filtered."""
+    ``kept`` is None when the round cannot be filtered. ``seconds``: the wall time Krum took (distances
+    and scores; 0 without Krum) -- a measurement, not a function of the gradients."""
 
     n: int
     f: int
     kept: np.ndarray | None
+    seconds: float = 0.0
 
 
 def secure_filter(gradients: np.ndarray | Sequence[np.ndarray], settings: FilterSettings) -> Selection:
@@ -61,8 +68,9 @@ def secure_filter(gradients: np.ndarray | Sequence[np.ndarray], settings: Filter
     if n - f - 2 < 1:
         return Selection(n, f, None)
     m = min(settings.m or n - f, n - f)
-    distances = pairwise_squared_distances(gradients)
-    return Selection(n, f, krum_select(distances, f, m))
+    started = perf_counter()
+    kept = krum_select(pairwise_squared_distances(gradients), f, m)
+    return Selection(n, f, kept, perf_counter() - started)
 
 
 def average(gradients: np.ndarray | Sequence[np.ndarray], kept: np.ndarray, block: int = _BLOCK) -> np.ndarray:

@@ -33,20 +33,35 @@ Choices where the paper is silent or ambiguous, each documented where it is made
   literal N(0, 1), which saturates the network (`fedrecsim.models.multvae`).
 * Parameters, gradients and Adam's moments are float32, as the reference TensorFlow implementation's.
 * SecureFilter: Blanchard et al.'s f is a count; here it is ``floor(krum_f n)`` of the n gradients a
-  round accepted, so it follows R and dropout. ``krum_m = 1`` is Krum (the average of Algorithm 2 line 2
-  is then the one kept gradient), larger is Multi-Krum. Rounds Krum cannot score (n < 3) apply no
-  update (`aggregation`). ``secure_filter = "none"`` is plain averaging.
-* The decay study (``scenarios/fedvae_decay.py``) runs Multi-Krum keeping n - f (``krum_m = 0``).
-  Algorithm 2 filters every round, but Fig. 1's runs have no attackers and the paper does not say what
-  filtered them. Line 2 averages what the filter kept, which presumes several gradients; Multi-Krum
-  keeping n - f is that filter (it still drops the f gradients farthest from the rest) with the variance
-  of an average of ~0.9 R gradients. Krum's single choice (``krum_m = 1``) steps along one user's
-  gradient per round, and the larger gammas become unstable. Measured on the study's default size
-  (1,120 training users x 700 items, R = 100, seed 17), NDCG@100 after epoch 8 for gamma = 0 / 1 / 3 / 5:
-  Krum 0.327 / 0.324 / 0.282 / 0.124 (gamma = 5 swings between 0.10 and 0.26 from epoch 2 on);
+  round accepted, so it follows R and dropout. Rounds Krum cannot score (n < 3) apply no update
+  (`aggregation`). ``secure_filter = "none"`` is plain averaging.
+* SecureFilter keeps n - f by default (``krum_m = 0``: Multi-Krum). Algorithm 2 line 2 averages what the
+  filter kept, which presumes several gradients; Multi-Krum keeping n - f is that filter (it still drops
+  the f gradients of highest Krum score) with the variance of an average of ~0.9 R gradients.
+  ``krum_m = 1`` is single Krum, the other reading: the average is then of one gradient, and every
+  round steps along a single user's gradient (a batch of one). It costs accuracy: on the binarized
+  ML-1M split (R = 250) FedVAE with single Krum stalls at NDCG@100 ~0.16-0.19 against ~0.39 with
+  averaging (the review in issue 30). Measured on 1,200 users x 700 items (1,120 training, R = 100,
+  seed 17), NDCG@100 after epoch 8 without attackers: Multi-Krum n - f 0.392, single Krum 0.327, plain
+  averaging 0.393, centralized Mult-VAE 0.364; with 10 % attackers sending -10 x their gradient:
+  Multi-Krum 0.377, single Krum 0.320, plain averaging 0.102 (``python scenarios/fedvae_convergence.py
+  --epochs 8``, which prints them per epoch; single Krum never reaches 95 % of Mult-VAE's last value in
+  the 8 epochs, Multi-Krum does from epoch 3).
+  With the decay schedule single Krum also makes the larger gammas unstable: the decay study
+  (``scenarios/fedvae_decay.py``) at the same size, NDCG@100 after epoch 8 for gamma = 0 / 1 / 3 / 5:
+  single Krum 0.327 / 0.324 / 0.282 / 0.124 (gamma = 5 swings between 0.10 and 0.26 from epoch 2 on);
   Multi-Krum n - f 0.392 / 0.427 / 0.438 / 0.427; plain averaging 0.393 / 0.436 / 0.441 / 0.441. With
   Multi-Krum, as the paper shows, a larger gamma gets there sooner (epoch 4: 0.373 / 0.378 / 0.421 /
-  0.439) and stays. ``fedvae_ml1m_shape.toml`` and ``fedvae_byzantine.toml`` keep Krum (``krum_m = 1``).
+  0.439) and stays. Fig. 1's runs have no attackers and the paper does not say what filtered them.
+* Krum's cost: the Gram matrix of a round's n gradients of P entries is O(n^2 P) -- at ML-1M's size
+  (R = 250, P = 4.6 million) 13.2 s of a 22 s round. The server measures the wall time of each round's
+  filter; its sum is ``krum_filter_s`` in ``result.json``'s ``timing`` section (0 without Krum; wall
+  time, so outside the deterministic metrics), and the run's summary names it when it is at least half
+  the run's wall time. ``secure_filter = "none"`` costs nothing there, at the price of no defence.
+  Measured on this project's shared 2-core machine, two rounds at 3,000 users x 1,000 items, R = 250
+  (``fedrecsim run scenarios/fedvae_ml1m_shape.toml --set run.rounds=2 --set data.users=3000 --set
+  data.items=1000 --set data.ratings=200000 --set protocol.baseline=false --set protocol.eval_every=1000``):
+  ``most of the wall time went to krum_filter_s: 72.88 s of 121.87 s (60%)``.
 * Validation: every gradient is checked (length, indices, finiteness) before SecureFilter; a bad one is
   rejected and counted, the round goes on (`validation`).
 * Sparse first-layer updates (``sparse = true``, beyond the paper): a user's W1 gradient is zero outside
@@ -247,6 +262,7 @@ async def run(ctx: RunContext) -> Outcome:
         for name, value in curve[-1].items():
             final[f"{name}_multvae"] = value
             baselines[name] = f"{name}_multvae"
+    timing = {"krum_filter_s": server.filter_s}
     privacy = {
         "guarantee": "none",
         "note": "input dropout perturbs the gradients (Polato Sec. IV-C) but no differential-privacy bound is claimed; "
@@ -259,7 +275,7 @@ async def run(ctx: RunContext) -> Outcome:
         trivial = {name: f"{name}_random" for k in config.cutoffs for name in (f"ndcg@{k}", f"recall@{k}") if name in final}
     return Outcome(
         rounds_completed=len(rows), rounds=rows, final=final, privacy=privacy, baselines=baselines,
-        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state, trivial=trivial,
+        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state, timing=timing, trivial=trivial,
         trivial_reason=(
             "FedVAE adds no noise: the model has not learned enough yet in these rounds (see the per-round metrics), "
             "too few gradients were kept, or byzantine gradients steered it"

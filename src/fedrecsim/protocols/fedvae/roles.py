@@ -135,6 +135,9 @@ class RoundReport:
 class FedVAEServer(Server):
     """Holds ω and Adam's state; samples, validates, filters, averages, steps.
 
+    ``filter_s`` is the wall time SecureFilter's Krum took over every round so far (`Selection.seconds`);
+    it is an attribute, so a checkpoint carries it into the resumed run.
+
     Args:
         omega: ω_0; the server owns it from here on.
         users_per_round: R.
@@ -156,6 +159,7 @@ class FedVAEServer(Server):
         self.adam_hyper = adam
         self.users_per_round = users_per_round
         self.settings = settings
+        self.filter_s = 0.0
         self.kind = SparseGradient if sparse else Gradient
         network.expect(party, (kind.KIND for kind in (self.kind, Join, Leave)))
 
@@ -191,6 +195,7 @@ class FedVAEServer(Server):
         rejected = tuple(faults[party] for party in sorted(faults))
         update = global_update(self.omega, gradients, self.adam, self.adam_hyper, self.settings, gamma_t)
         self.omega, self.adam = update.omega, update.adam
+        self.filter_s += update.selection.seconds
         kept = () if update.selection.kept is None else tuple(accepted[int(p)] for p in update.selection.kept)
         return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), rejected, kept, update.selection)
 
