@@ -354,6 +354,31 @@ def test_the_monitor_names_the_round_and_each_honest_gradient_the_server_rejecte
     assert monitor == {"name": "honest_gradients_accepted", "checked": 2, "violations": 1, "detail": "round 2: " + "; ".join(faults)}
 
 
+def test_a_model_whose_scores_are_not_finite_is_not_ranked_and_the_run_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a diverged omega's scores overflow to inf depends on the BLAS kernel: the run never fails on
+    it, it measures no ranking where the scores are not finite and warns with the rounds."""
+    from fedrecsim.protocols.fedvae import evaluation
+
+    finite = fedrecsim.run(scenario(rounds=4, eval_every=2))
+    real_scores = evaluation.scores
+
+    def overflowing(omega: np.ndarray, *args: Any) -> np.ndarray:
+        block = real_scores(omega, *args)
+        block[0, 0] = np.inf
+        return block
+
+    monkeypatch.setattr(evaluation, "scores", overflowing)
+    diverged = fedrecsim.run(scenario(rounds=4, eval_every=2))
+    assert [sorted(name for name in row if name.startswith("ndcg@")) for row in finite.rounds] == [
+        [], ["ndcg@100", "ndcg@20"], [], ["ndcg@100", "ndcg@20"]
+    ]
+    assert all(not any(name.startswith(("ndcg@", "recall@")) for name in row) for row in diverged.rounds)
+    assert diverged.transcript_xxh3_128 == finite.transcript_xxh3_128  # evaluation sends nothing
+    assert any(warning.startswith("the model's scores were not finite when it was to be evaluated in round(s) 2, 4: ")
+               for warning in diverged.result["warnings"])
+    assert not any("not finite" in warning for warning in finite.result["warnings"])
+
+
 def test_the_final_metrics_are_the_last_rounds_row_and_progress_is_reported_after_each_round() -> None:
     calls: list[tuple[int, int]] = []
     result = fedrecsim.run(scenario(rounds=3), progress=lambda completed, total: calls.append((completed, total)))

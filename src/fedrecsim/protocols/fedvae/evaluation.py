@@ -26,13 +26,17 @@ _USERS_PER_PASS = 512
 def ranking_metrics(
     omega: np.ndarray, layout: Layout, hyper: MultVAEHyper, train: Ratings, test: Ratings, cutoffs: Sequence[int]
 ) -> dict[str, float]:
-    """``ndcg@K`` and ``recall@K`` of the held-out users of ``test``, ranked from their ``train`` rows."""
+    """``ndcg@K`` and ``recall@K`` of the held-out users of ``test``, ranked from their ``train`` rows; none
+    (an empty dict) when a score is not finite: a diverged ω ranks nothing, and whether its overflow ends in
+    inf or stays finite depends on the BLAS kernel, so no kernel may decide whether a run fails."""
     users = np.flatnonzero(test.user_counts())
     index = train.by_user()
     table = np.empty((users.size, train.n_items))
     for start in range(0, users.size, _USERS_PER_PASS):
         chosen = users[start : start + _USERS_PER_PASS]
         table[start : start + chosen.size] = scores(omega, layout, Batch.of_users(index, chosen, train.n_items), hyper)
+    if not np.all(np.isfinite(table)):
+        return {}
     position = np.full(train.n_users, -1, dtype=np.int64)
     position[users] = np.arange(users.size)
 

@@ -174,7 +174,7 @@ def _round_row(
     return row
 
 
-def _warnings(rows: list[dict[str, float]], rejected: list[str], evaluated: bool) -> list[str]:
+def _warnings(rows: list[dict[str, float]], rejected: list[str], evaluated: bool, unranked: list[int]) -> list[str]:
     warnings = []
     idle = sum(1 for row in rows if not row["updated"])
     if idle:
@@ -186,6 +186,12 @@ def _warnings(rows: list[dict[str, float]], rejected: list[str], evaluated: bool
         warnings.append(f"{len(rejected)} gradients were rejected by the server's validation; the first: {rejected[0]}")
     if not evaluated:
         warnings.append("no user is held out (no test entries), so nothing was ranked: raise data.test_fraction")
+    if unranked:
+        warnings.append(
+            f"the model's scores were not finite when it was to be evaluated in round(s) {', '.join(map(str, unranked))}: "
+            "omega diverged (a learning rate too large, or byzantine gradients let through), so ndcg and recall "
+            "were not measured there"
+        )
     return warnings
 
 
@@ -214,11 +220,12 @@ async def run(ctx: RunContext) -> Outcome:
     timing = ctx.scenario.run
     objects = {"server": server}
     values = ctx.resumed(population, objects) or {
-        "rows": [], "rejected": [], "omega0": initial_omega,
+        "rows": [], "rejected": [], "unranked": [], "omega0": initial_omega,
         "honest": InvariantMonitor("honest_gradients_accepted", "the server's validation never rejected an honest user's gradient"),
     }
     rows: list[dict[str, float]] = values["rows"]
     rejected: list[str] = values["rejected"]
+    unranked: list[int] = values["unranked"]
     honest: InvariantMonitor = values["honest"]
     omega0: np.ndarray = values["omega0"]
     async with population.open():
@@ -235,7 +242,10 @@ async def run(ctx: RunContext) -> Outcome:
             row = _round_row(round_index, epoch, gamma_t, report, attackers, config.secure_filter == "krum")
             due = round_index % per_epoch == 0 if config.eval_every == 0 else round_index % config.eval_every == 0
             if evaluated and (due or round_index == ctx.rounds):
-                row.update(ranking_metrics(server.omega, layout, hyper, ctx.train, ctx.test, config.cutoffs))
+                ranked = ranking_metrics(server.omega, layout, hyper, ctx.train, ctx.test, config.cutoffs)
+                if not ranked:
+                    unranked.append(round_index)
+                row.update(ranked)
             rows.append(row)
             population.end_round(round_index)
             ctx.progress(round_index)
@@ -275,7 +285,7 @@ async def run(ctx: RunContext) -> Outcome:
         trivial = {name: f"{name}_random" for k in config.cutoffs for name in (f"ndcg@{k}", f"recall@{k}") if name in final}
     return Outcome(
         rounds_completed=len(rows), rounds=rows, final=final, privacy=privacy, baselines=baselines,
-        warnings=_warnings(rows, rejected, evaluated), invariants=[honest], state=state, timing=timing, trivial=trivial,
+        warnings=_warnings(rows, rejected, evaluated, unranked), invariants=[honest], state=state, timing=timing, trivial=trivial,
         trivial_reason=(
             "FedVAE adds no noise: the model has not learned enough yet in these rounds (see the per-round metrics), "
             "too few gradients were kept, or byzantine gradients steered it"
