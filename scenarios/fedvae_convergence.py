@@ -9,10 +9,12 @@ Usage::
                                                                          # users with >= 5), at its own size
     python scenarios/fedvae_convergence.py --quick             # seconds: what the test suite runs
     python scenarios/fedvae_convergence.py --set protocol.krum_f=0.2     # any scenario override
+    python scenarios/fedvae_convergence.py --seeds 3 --workers 2         # means over 3 seeds, 2 processes
 
 Runs ``fedvae_ml1m_shape.toml`` (MovieLens-1M-shaped synthetic interactions; R = 250 at the full shape,
-100 at the default size) six times with the same seed -- so the same data, held-out users, ω_0 and
-users' generators -- with SecureFilter
+100 at the default size) as one study (`fedrecsim.study`, into ``--out``, default
+``results/fedvae_convergence``; a re-run resumes): six grid points at the same seeds -- so the same data,
+held-out users, ω_0 and users' generators -- with SecureFilter
 
 * Multi-Krum keeping n - f of a round's n gradients (``krum_m = 0``, the protocol's default),
 * single Krum (``krum_m = 1``: the step is one user's gradient),
@@ -20,8 +22,9 @@ users' generators -- with SecureFilter
 
 each without attackers and with 10 % of the training users attacking (``byzantine_policy =
 "scaled_negative"``, scale 10: an attacker sends -10 times its gradient, which reverses a plain average;
-f = floor(0.1 n)). The first run also trains centralized Mult-VAE from the same ω_0 on the same training
-users for as many epochs (minibatches of 500, the same Adam): the reference FedVAE approaches.
+f = floor(0.1 n)). The Multi-Krum runs also train centralized Mult-VAE from the same ω_0 on the same
+training users for as many epochs (minibatches of 500, the same Adam): the reference FedVAE approaches.
+With ``--seeds N`` (default 1) every number is the mean over the N seeds.
 
 Prints NDCG@100 of the held-out users after every epoch, one column per run, then FedVAE's last NDCG@100
 as a share of Mult-VAE's, the first epoch each run reaches 95 % of Mult-VAE's last value, and one sentence
@@ -30,19 +33,17 @@ on what the table shows. Nothing is tuned and nothing is hard-coded: every numbe
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 import fedrecsim
+from fedrecsim.study import ScriptParser, Study, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 ATTACK_SHARE = 0.1
-ATTACK = (
-    f"protocol.byzantine_fraction={ATTACK_SHARE}", 'protocol.byzantine_policy="scaled_negative"',
-    "protocol.byzantine_scale=10.0",
-)
+#: How the attackers attack, in every run; the grid sets how many there are (none, or ATTACK_SHARE).
+ATTACK = ('protocol.byzantine_policy="scaled_negative"', "protocol.byzantine_scale=10.0")
 REACH = 0.95
 METRIC = "ndcg@100"
 #: Size overrides: the synthetic data's (dropped with --data, which reads a real file) and the model's.
@@ -60,12 +61,9 @@ MODEL_SIZES = {
 ML1M = ('data.source="movielens-1m"', "data.min_rating=4", "data.binarize=true", "data.min_user_interactions=5")
 
 
-#: The SecureFilter settings compared, by their column name.
-FILTERS = {
-    "Multi-Krum": ('protocol.secure_filter="krum"', "protocol.krum_m=0"),
-    "Krum": ('protocol.secure_filter="krum"', "protocol.krum_m=1"),
-    "none": ('protocol.secure_filter="none"',),
-}
+#: The SecureFilter settings compared, by their column name: (secure_filter, krum_m); krum_m is moot for
+#: "none". The Multi-Krum runs also train the centralized reference.
+FILTERS = {"Multi-Krum": ("krum", 0), "Krum": ("krum", 1), "none": ("none", 0)}
 
 
 def _toml_string(text: str) -> str:
@@ -95,26 +93,42 @@ def per_epoch(rows: list[dict[str, Any]], name: str, rounds: int) -> list[float]
     return [row[name] for row in rows if row["round"] % rounds == 0]
 
 
-def study(epochs: int, base: list[str]) -> dict[str, Any]:
-    """Every run's NDCG@100 per epoch, Mult-VAE's, and what the runs were."""
+def study(epochs: int, base: list[str], out: Path, seeds: int = 1, workers: int | None = None, dask: str | None = None) -> dict[str, Any]:
+    """Every filter's NDCG@100 per epoch without and with attackers, Mult-VAE's, and what the runs were;
+    each a mean over the seeds."""
     rounds, training, items = epoch_rounds(base)
-    found: dict[str, Any] = {"rounds_per_epoch": rounds, "training": training, "items": items, "clean": {}, "attacked": {}}
-    for attacked in (False, True):
-        for position, (name, setting) in enumerate(FILTERS.items()):
-            first = not attacked and position == 0
-            overrides = [
-                *base, *setting, *(ATTACK if attacked else ("protocol.byzantine_fraction=0",)),
-                f"run.rounds={epochs * rounds}", "protocol.eval_every=0", "protocol.gamma=0",
-                f"protocol.baseline={'true' if first else 'false'}",
-            ]
-            scenario = fedrecsim.load_scenario(SCENARIO, overrides)
-            result = fedrecsim.run(scenario)
-            found["attacked" if attacked else "clean"][name] = per_epoch(result.rounds, METRIC, rounds)
-            if first:
-                found["multvae"] = per_epoch(result.rounds, f"{METRIC}_multvae", rounds)
-                found["scenario"] = scenario
-            if attacked:
-                found["attackers"] = result.result["privacy"]["attackers"]
+    overrides = [*base, *ATTACK, f"run.rounds={epochs * rounds}", "protocol.eval_every=0", "protocol.gamma=0"]
+    done = Study(
+        SCENARIO,
+        overrides=overrides,
+        grid={"protocol.byzantine_fraction": [0.0, ATTACK_SHARE]},
+        zipped={
+            "protocol.secure_filter": [setting for setting, _ in FILTERS.values()],
+            "protocol.krum_m": [krum_m for _, krum_m in FILTERS.values()],
+            "protocol.baseline": [name == "Multi-Krum" for name in FILTERS],
+        },
+        seeds=seeds,
+    ).run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
+    names = {setting: name for name, setting in FILTERS.items()}
+    curves: dict[tuple[str, str], list[list[float]]] = {}
+    found: dict[str, Any] = {"rounds_per_epoch": rounds, "training": training, "items": items, "seeds": seeds}
+    for row in done.runs:
+        document = done.result(row)
+        attacked = row["protocol.byzantine_fraction"] > 0
+        name = names[row["protocol.secure_filter"], row["protocol.krum_m"]]
+        rows = document["metrics"]["rounds"]
+        curves.setdefault(("attacked" if attacked else "clean", name), []).append(per_epoch(rows, METRIC, rounds))
+        if name == "Multi-Krum" and not attacked:
+            curves.setdefault(("multvae", ""), []).append(per_epoch(rows, f"{METRIC}_multvae", rounds))
+        if attacked:
+            found["attackers"] = document["privacy"]["attackers"]
+    for (part, name), runs in curves.items():
+        mean = [sum(values) / len(values) for values in zip(*runs)]
+        if part == "multvae":
+            found["multvae"] = mean
+        else:
+            found.setdefault(part, {})[name] = mean
+    found["scenario"] = fedrecsim.load_scenario(SCENARIO, overrides)
     return found
 
 
@@ -160,7 +174,7 @@ def describe(found: dict[str, Any], source: str) -> list[str]:
         f"FedVAE vs centralized Mult-VAE, NDCG@100 of the held-out users per epoch: {source}, "
         f"{found['training']:,} training users x {found['items']:,} items, R = {protocol.users_per_round} "
         f"({found['rounds_per_epoch']} rounds an epoch), "
-        f"f = floor({protocol.krum_f:g} n), seed {scenario.run.seed}; attacked: {found['attackers']} attackers "
+        f"f = floor({protocol.krum_f:g} n), {_seeds(scenario.run.seed, found['seeds'])}; attacked: {found['attackers']} attackers "
         f"({ATTACK_SHARE:.0%}) send -10 x their gradient",
         f"{'':5} {'':>{width}}  {'no attackers':^{3 * (width + 1)}}  {f'{ATTACK_SHARE:.0%} attackers':^{3 * (width + 1)}}",
         f"{'epoch':5} {'Mult-VAE':>{width}} " + "".join(f" {name:>{width}}" for name in names) + " "
@@ -181,18 +195,21 @@ def describe(found: dict[str, Any], source: str) -> list[str]:
     return lines
 
 
+def _seeds(first: int, count: int) -> str:
+    return f"seed {first}" if count == 1 else f"means over seeds {first}..{first + count - 1}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_convergence", quick="a tiny data set and network (seconds)",
+                          seeds=1, quick_seeds=1)
     parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 10; --quick 3)")
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a tiny data set and network (seconds)")
-    size.add_argument("--ml1m", action="store_true", help="the scenario file's full MovieLens-1M shape")
+    parser.add_argument("--ml1m", action="store_true", help="the scenario file's full MovieLens-1M shape")
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="MovieLens-1M's ratings.dat (or its folder), prepared as the paper does, instead of "
                         "synthetic data; the network and R are --quick's, the default's or (--ml1m) the file's")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="a scenario override, as fedrecsim run --set (repeatable)")
     args = parser.parse_args(argv)
+    if args.quick and args.ml1m:
+        parser.error("--quick and --ml1m choose different sizes: give one")
     if args.epochs is not None and args.epochs < 1:
         parser.error(f"--epochs must be at least 1, got {args.epochs}")
     chosen = "quick" if args.quick else "ml1m" if args.ml1m else "default"
@@ -201,15 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         f"MovieLens-1M from {args.data} (ratings >= 4, binarized, users with >= 5)" if args.data
         else "MovieLens-1M-shaped synthetic interactions"
     )
-    try:
-        found = study(epochs, base_overrides(chosen, args.data, args.overrides))
-    except (fedrecsim.ConfigError, fedrecsim.DatasetError) as error:
-        print(f"fedvae_convergence: {error}", file=sys.stderr)
-        return 2
+    found = study(epochs, base_overrides(chosen, args.data, args.set), args.out, args.seeds, args.workers, args.dask)
     for line in describe(found, source):
         print(line, flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

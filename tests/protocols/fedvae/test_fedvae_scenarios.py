@@ -97,9 +97,9 @@ def table_rows(lines: list[str]) -> list[list[float]]:
     return [[float(value) for value in line.split()] for line in lines if re.fullmatch(r"\s*\d+(\s+[01]\.\d{4}){7}", line)]
 
 
-def test_the_convergence_study_prints_fedvae_beside_mult_vae_and_multi_krum_holds_where_plain_averaging_falls() -> None:
+def test_the_convergence_study_prints_fedvae_beside_mult_vae_and_multi_krum_holds_where_plain_averaging_falls(tmp_path) -> None:
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "scenarios" / "fedvae_convergence.py"), "--quick"],
+        [sys.executable, str(ROOT / "scenarios" / "fedvae_convergence.py"), "--quick", "--out", str(tmp_path / "study")],
         capture_output=True, text=True, check=False, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
     )
     assert completed.returncode == 0, completed.stderr
@@ -133,10 +133,11 @@ def test_the_convergence_study_reads_the_real_movielens_1m_with_the_papers_prepa
             lines.append(f"{user}::{movie}::{rng.integers(1, 6)}::978300760")
     (tmp_path / "ratings.dat").write_text("\n".join(lines) + "\n")
     study = load_study("fedvae_convergence")
-    assert study.main(["--quick", "--epochs", "1", "--data", str(tmp_path)]) == 0
+    assert study.main(["--quick", "--epochs", "1", "--data", str(tmp_path), "--out", str(tmp_path / "study")]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert f"MovieLens-1M from {tmp_path} (ratings >= 4, binarized, users with >= 5)" in printed[0]
     assert len(table_rows(printed)) == 1
-    assert study.main(["--quick", "--data", str(tmp_path / "missing")]) == 2
+    assert study.run_script(study.main, ["--quick", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "other")]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("fedvae_convergence: ") and "missing" in error[0]
+    assert len(error) == 1 and ": error: " in error[0] and "missing" in error[0]
+    assert not (tmp_path / "other").exists()

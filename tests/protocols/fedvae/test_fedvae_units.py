@@ -249,12 +249,16 @@ def test_the_warnings_count_idle_rounds_and_name_the_first_rejection() -> None:
     from fedrecsim.protocols.fedvae.protocol import _warnings
 
     rows = [{"updated": 1}, {"updated": 0}, {"updated": 0}]
-    assert _warnings(rows, ["first fault", "second fault"], evaluated=True) == [
+    assert _warnings(rows, ["first fault", "second fault"], evaluated=True, unranked=[]) == [
         "2 of 3 rounds applied no update: no gradient was accepted, or Krum had fewer than 3 to choose from "
         "(see the gradients and missing metrics)",
         "2 gradients were rejected by the server's validation; the first: first fault",
     ]
-    assert _warnings(rows[:1], [], evaluated=True) == []
+    assert _warnings(rows[:1], [], evaluated=True, unranked=[]) == []
+    assert _warnings(rows[:1], [], evaluated=True, unranked=[4, 8]) == [
+        "the model's scores were not finite when it was to be evaluated in round(s) 4, 8: omega diverged (a learning "
+        "rate too large, or byzantine gradients let through), so ndcg and recall were not measured there"
+    ]
 
 
 def test_a_rejection_counts_the_non_finite_entries_in_words_and_overflow_is_no_warning() -> None:
