@@ -56,8 +56,9 @@ private model meets MF + k-means instead of tuning the scenario until the paper'
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -73,7 +74,7 @@ from ...mechanisms.private_kmeans import PrototypeBudget, PrototypeParams
 from ...memory import MemoryContext, MemoryItem
 from ...metric_declarations import MetricInfo, common, count, error, fraction
 from ...models.kmeans import kmeans
-from ...models.nmf import NMFHyper, nmf_observed
+from ...models.nmf import NMFHyper, nmf_dense, nmf_observed
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
@@ -93,7 +94,10 @@ class PrototypesConfig:
     lam: float = param(0.1, ge=0, doc="ridge weight lambda of eq. (2)")
     nmf_iterations: int = param(200, ge=1, doc="multiplicative updates of every NMF (server, baselines)")
     support: int = param(50, ge=1, doc="s: records keep at most s entries; a prototype reveals s entries")
-    value_bound: float = param(0.0, ge=0, doc="largest entry value; 0 = the top of the data's rating scale")
+    value_bound: float = param(
+        0.0, ge=0, doc="largest entry value, a public bound; 0 = the top of the data's declared scale (refused when the "
+        "scale is the data's own: npz without data.rating_range, lastfm play counts)",
+    )
     projection_dim: int = param(0, ge=0, le=16, doc="JL dimension p; 0 = floor(0.5 ln m_h) per silo (authors' code)")
     trials: int = param(1, ge=1, doc="T of Algorithm 2 (paper: 2 log(1/delta); authors' code: 1)")
     candidate_grids: int = param(2, ge=1, doc="shifted grids per trial in Algorithm 5 (paper: 25 k log(n/delta))")
@@ -103,6 +107,10 @@ class PrototypesConfig:
     budget_selection: float = param(0.25, gt=0, lt=1, doc="fraction of epsilon for choosing a trial (trials > 1)")
     recovery_support: float = param(0.45, gt=0, lt=1, doc="fraction of the recovery budget for the Gumbel support")
     recovery_values: float = param(0.45, gt=0, lt=1, doc="fraction of the recovery budget for the Laplace values")
+    fill: Literal["observed", "zeros"] = param(
+        "observed", doc="what the factorizations fit: the observed entries (eq. 2) or zero-filled rows over every item "
+        "(the authors' code)",
+    )
     baselines: bool = param(True, doc="also run Full, Local, MF + k-means, MF + k-random exemplars and Random")
     map_k: int = param(10, ge=1, doc="k of MAP@k")
 
@@ -124,12 +132,60 @@ def silo_params(config: PrototypesConfig, m: int, bound: float) -> PrototypePara
     )
 
 
-def value_bound(config: PrototypesConfig, train: Ratings) -> float:
-    """The public bound of record entries; the data must be non-negative for NMF."""
+#: Sources whose scale, unless declared, is the data's own smallest and largest value, and how to give a public one.
+_OWN_SCALE = {
+    "npz": "set data.rating_range = [min, max] (the public scale) or protocol.value_bound",
+    "lastfm": "set protocol.value_bound (larger play counts are clipped to it) or data.binarize = true",
+}
+
+
+@dataclass(frozen=True)
+class PublicBounds:
+    """The two public numbers a run needs from the data's scale.
+
+    Attributes:
+        value: The largest record entry (records are clipped to ``[0, value]``; ``Lambda = value sqrt(s)``).
+        scale: The range predictions are clipped to: the data's declared scale, or ``[0, value]`` when the
+            data declares none.
+    """
+
+    value: float
+    scale: tuple[float, float]
+
+
+def public_scale(data: Any, train: Ratings) -> tuple[float, float] | None:
+    """The data's scale when it is public (declared by its format or by ``data.rating_range``); None when it is
+    the data's own extremes (``_OWN_SCALE``: npz without ``data.rating_range``, Last.fm play counts)."""
+    if data.source in _OWN_SCALE and not data.binarize and getattr(data, "rating_range", None) is None:
+        return None
+    return train.rating_range
+
+
+def public_bounds(config: PrototypesConfig, data: Any, train: Ratings) -> PublicBounds:
+    """The value bound and the prediction scale (`PublicBounds`), both public: ``protocol.value_bound`` or the
+    top of the declared scale. A bound taken from the data's own maximum would make the noise scale depend on
+    the data -- the epsilon claim would not hold -- so data without a public scale needs
+    ``protocol.value_bound``. The data must be non-negative for NMF."""
     low, high = train.rating_range
     if low < 0:
         raise ConfigError("data", f"prototypes factorizes non-negative data; the data's scale is [{low:g}, {high:g}]")
-    return config.value_bound or float(high)
+    scale = public_scale(data, train)
+    if config.value_bound:
+        return PublicBounds(config.value_bound, scale or (0.0, config.value_bound))
+    if scale is None:
+        raise ConfigError(
+            "protocol.value_bound",
+            f"data.source = {data.source!r} has no public scale: its default is the data's own smallest and largest "
+            f"value, and noise calibrated to the data's maximum is not epsilon-DP; {_OWN_SCALE[data.source]}",
+        )
+    return PublicBounds(float(scale[1]), scale)
+
+
+def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
+    """What `run` refuses about the data before it starts (`ProtocolSpec.check`): no public bound, negative
+    data (`public_bounds`). ``fedrecsim inspect`` calls it too."""
+    public_bounds(scenario.protocol, scenario.data, train)
+    return ()
 
 
 #: Laplace scales beyond which the server takes a prototype entry for a byzantine one (`prototype_bound`).
@@ -151,12 +207,14 @@ def prototype_bound(config: PrototypesConfig, budget: PrototypeBudget, bound: fl
     return n_users * bound + TAIL_SCALES * values_scale(config, budget, bound)
 
 
-def evaluate(scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "") -> dict[str, float]:
-    """``test_rmse``, ``test_rmse_clipped`` (predictions clipped to the data's declared scale), ``mean_rank``
-    and ``map@k`` (with ``suffix``) of one model."""
+def evaluate(
+    scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "", *, scale: tuple[float, float]
+) -> dict[str, float]:
+    """``test_rmse``, ``test_rmse_clipped`` (predictions clipped to the public ``scale``, `PublicBounds`),
+    ``mean_rank`` and ``map@k`` (with ``suffix``) of one model."""
     if len(test):
         predicted = predict(test.users, test.items)
-        metrics = {"test_rmse": rmse(predicted, test.values), "test_rmse_clipped": rmse(np.clip(predicted, *train.rating_range), test.values)}
+        metrics = {"test_rmse": rmse(predicted, test.values), "test_rmse_clipped": rmse(np.clip(predicted, *scale), test.values)}
     else:
         metrics = {"test_rmse": float("nan"), "test_rmse_clipped": float("nan")}
     metrics.update(ranking_metrics(scores_of, train, test, k))
@@ -192,30 +250,40 @@ class FactorModel:
         return out
 
 
-def shared_item_model(silos: list[SiloData], V: np.ndarray, lam: float, n_users: int) -> FactorModel:
+def shared_item_model(silos: list[SiloData], V: np.ndarray, lam: float, n_users: int, fill: str = "observed") -> FactorModel:
     """Every silo fits its users to the same V (the federated pipeline without messages)."""
     model = FactorModel(n_users, V.shape[1])
     for silo in silos:
-        model.add(silo.users, user_factors(silo.rows, V, lam), V)
+        model.add(silo.users, user_factors(silo.rows, V, lam, fill), V)
     return model
 
 
-def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[SiloData]) -> dict[str, float]:
-    """Full, Local, MF + k-means, MF + k-random exemplars and Random (module docstring)."""
+def factorize(rng: np.random.Generator, rows: sp.csr_matrix, hyper: NMFHyper, fill: str) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. (2) on ``rows``: over the stored entries (``fill = "observed"``) or over the zero-filled matrix."""
+    if fill == "zeros":
+        return nmf_dense(rng, rows.toarray(), hyper)
+    return nmf_observed(rng, rows, hyper)
+
+
+def baseline_metrics(
+    ctx: RunContext, config: PrototypesConfig, silos: list[SiloData], scale: tuple[float, float]
+) -> dict[str, float]:
+    """Full, Local, MF + k-means, MF + k-random exemplars and Random (module docstring), each fitting as
+    ``protocol.fill`` says; predictions clipped to the public ``scale``."""
     train, test, k = ctx.train, ctx.test, config.map_k
     hyper = NMFHyper(config.rank, config.lam, config.nmf_iterations)
     metrics: dict[str, float] = {}
     matrix = sp.vstack([silo.rows for silo in silos]).tocsr()
     users = np.concatenate([silo.users for silo in silos])
-    U, V = nmf_observed(ctx.rng(Stream.PROTOCOL, _FULL), matrix, hyper)
+    U, V = factorize(ctx.rng(Stream.PROTOCOL, _FULL), matrix, hyper, config.fill)
     full = FactorModel(train.n_users, config.rank)
     full.add(users, U, V)
-    metrics.update(evaluate(full.scores, full.predict, train, test, k, "_full"))
+    metrics.update(evaluate(full.scores, full.predict, train, test, k, "_full", scale=scale))
     local = FactorModel(train.n_users, config.rank)
     for silo in silos:
-        U_h, V_h = nmf_observed(ctx.rng(Stream.PROTOCOL, _LOCAL, silo.label), silo.rows, hyper)
+        U_h, V_h = factorize(ctx.rng(Stream.PROTOCOL, _LOCAL, silo.label), silo.rows, hyper, config.fill)
         local.add(silo.users, U_h, V_h)
-    metrics.update(evaluate(local.scores, local.predict, train, test, k, "_local"))
+    metrics.update(evaluate(local.scores, local.predict, train, test, k, "_local", scale=scale))
     for name, stream in (("kmeans", _KMEANS), ("exemplars", _EXEMPLARS)):
         rng = ctx.rng(Stream.PROTOCOL, stream)
         prototypes = []
@@ -225,10 +293,10 @@ def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[Silo
             else:
                 picked = rng.choice(silo.users.size, size=min(config.k, silo.users.size), replace=False)
                 prototypes.append(silo.rows[np.sort(picked)].toarray())
-        model = shared_item_model(silos, item_factors(rng, prototypes, hyper), config.lam, train.n_users)
-        metrics.update(evaluate(model.scores, model.predict, train, test, k, f"_{name}"))
+        model = shared_item_model(silos, item_factors(rng, prototypes, hyper), config.lam, train.n_users, config.fill)
+        metrics.update(evaluate(model.scores, model.predict, train, test, k, f"_{name}", scale=scale))
     rng = ctx.rng(Stream.EVALUATION)
-    low, high = train.rating_range
+    low, high = scale
 
     def random_scores(chosen: IntArray) -> np.ndarray:
         return rng.random((chosen.size, train.n_items))
@@ -236,7 +304,7 @@ def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[Silo
     def random_predictions(chosen: IntArray, items: IntArray) -> np.ndarray:
         return rng.uniform(low, high, size=chosen.size)
 
-    metrics.update(evaluate(random_scores, random_predictions, train, test, k, "_random"))
+    metrics.update(evaluate(random_scores, random_predictions, train, test, k, "_random", scale=scale))
     return metrics
 
 
@@ -244,14 +312,15 @@ async def run(ctx: RunContext) -> Outcome:
     config: PrototypesConfig = ctx.config
     if ctx.rounds != 2:
         raise ConfigError("run.rounds", f"prototypes runs exactly two communication rounds (Algorithm 1); got {ctx.rounds}")
-    bound = value_bound(config, ctx.train)
+    bounds = public_bounds(config, ctx.scenario.data, ctx.train)
+    bound = bounds.value
     budget = config.budget()
     silos = silo_data(ctx.train, silo_assignment(ctx.scenario.data, ctx.train, ctx.seed))
     hyper = NMFHyper(config.rank, config.lam, config.nmf_iterations)
     actors = {
         Party(Role.SILO, silo.label): PrototypeSilo(
             Party(Role.SILO, silo.label), ctx.network, ctx.rng(Stream.ACTOR, Role.SILO.code, silo.label), silo,
-            silo_params(config, silo.users.size, bound), budget, config.lam,
+            silo_params(config, silo.users.size, bound), budget, config.lam, config.fill,
         )
         for silo in silos
     }
@@ -305,15 +374,22 @@ async def run(ctx: RunContext) -> Outcome:
         )
     if len(fitted) < len(parties):
         warnings.append(f"{len(parties) - len(fitted)} silo(s) received no item matrix; their users are unscored")
+    snr = signal_to_noise(config, budget, bound, silos, ctx.train.n_items)
+    # The true cluster sizes of each silo's chosen trial: the simulator's view, never released.
+    cluster_sizes = {party: actors[party].result.cluster_sizes for party in parties if actors[party].result is not None}
+    empty = sum(int(np.count_nonzero(sizes == 0)) for sizes in cluster_sizes.values())
+    warnings.extend(_prototype_warnings(config, snr, empty, [(party, actors[party].data.users.size) for party in parties]))
     model = FactorModel(ctx.train.n_users, config.rank)
     for party in fitted:
         silo = actors[party]
         model.add(silo.data.users, silo.user_factors, server.item_factors)
-    final: dict[str, float] = {"silos": float(len(parties)), **_users_per_silo(silos)}
+    final: dict[str, float] = {
+        "silos": float(len(parties)), **_users_per_silo(silos), "prototype_snr": snr.ratio, "empty_clusters": float(empty),
+    }
     if model.item_matrices:
-        final.update(evaluate(model.scores, model.predict, ctx.train, ctx.test, config.map_k))
+        final.update(evaluate(model.scores, model.predict, ctx.train, ctx.test, config.map_k, scale=bounds.scale))
     if config.baselines:
-        final.update(baseline_metrics(ctx, config, silos))
+        final.update(baseline_metrics(ctx, config, silos, bounds.scale))
     trivial = _trivial(final, ctx, config)
     per_silo = [ledger.party(party) for party in parties]
     n_items = ctx.train.n_items
@@ -342,13 +418,14 @@ async def run(ctx: RunContext) -> Outcome:
         ],
         warnings=warnings,
         trivial=trivial,
-        trivial_reason=_noise_reason(config, budget, bound, silos, ctx.train),
+        trivial_reason=_noise_reason(config, snr, bound),
         invariants=[support],
         state={
             "item_factors": server.item_factors,
             "user_factors": model.U,
             "prototypes": dict(server.received),
             "silo_users": {party: actors[party].data.users for party in parties},
+            "cluster_sizes": cluster_sizes,
         },
     )
 
@@ -383,18 +460,78 @@ def _trivial(final: dict[str, float], ctx: RunContext, config: PrototypesConfig)
     return {name: other for name, other in pairs.items() if name in final and other in final}
 
 
-def _noise_reason(config: PrototypesConfig, budget: PrototypeBudget, bound: float, silos: list[SiloData], train: Ratings) -> str:
+class SignalToNoise(NamedTuple):
+    """The module docstring's estimate ("Utility at small epsilon") of a revealed prototype entry's signal
+    against its noise, from the silos' sizes and records (`signal_to_noise`).
+
+    Attributes:
+        ratio: ``signal / noise``: below 1 the prototypes are mostly noise.
+        signal: A cluster's sum on an item: ``cluster * kept / n * mean_value``.
+        noise: The standard deviation of the Laplace noise on a revealed sum (``sqrt 2`` times its scale).
+        cluster: Users per cluster were the silos' users split evenly: mean silo size / k.
+        kept: Non-zero entries a record keeps after truncation, on average: ``mean min(s, non-zeros)``.
+        mean_value: The mean non-zero entry, clipped to the value bound.
+    """
+
+    ratio: float
+    signal: float
+    noise: float
+    cluster: float
+    kept: float
+    mean_value: float
+
+
+def signal_to_noise(
+    config: PrototypesConfig, budget: PrototypeBudget, bound: float, silos: list[SiloData], n_items: int
+) -> SignalToNoise:
+    """`SignalToNoise` of the silos' truncated records (the simulator's diagnostic; nothing is released)."""
+    noise = math.sqrt(2.0) * values_scale(config, budget, bound)
+    sizes = [silo.users.size for silo in silos]
+    if not sum(sizes) or not n_items:
+        return SignalToNoise(0.0, 0.0, noise, 0.0, 0.0, 0.0)
+    rows = sp.vstack([silo.rows for silo in silos]).tocsr()
+    values = np.minimum(rows.data, bound)
+    positive = values > 0
+    owner = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+    non_zeros = np.bincount(owner[positive], minlength=rows.shape[0])
+    kept = float(np.minimum(non_zeros, config.support).mean())
+    mean_value = float(values[positive].mean()) if positive.any() else 0.0
+    cluster = float(np.mean(sizes)) / config.k
+    signal = cluster * kept / n_items * mean_value
+    return SignalToNoise(signal / noise, signal, noise, cluster, kept, mean_value)
+
+
+def _prototype_warnings(
+    config: PrototypesConfig, snr: SignalToNoise, empty: int, sizes: list[tuple[Party, int]]
+) -> list[str]:
+    """Warnings that the prototypes carry little of the data: noise-dominated entries, empty clusters (whose
+    prototypes are noise alone), silos with fewer users than k (at least k - m of their clusters empty)."""
+    warnings = []
+    if snr.ratio < 1.0:
+        warnings.append(
+            f"the prototypes are noise-dominated: prototype_snr = {snr.ratio:.3g} < 1 (noise of standard deviation "
+            f"{snr.noise:,.4g} on each revealed entry of a cluster's sum against about {snr.signal:.3g}; "
+            f"protocol.epsilon = {config.epsilon:g})"
+        )
+    if empty:
+        warnings.append(
+            f"{empty} of {config.k * len(sizes)} clusters are empty in the silos' chosen trials; their prototypes are "
+            "noise alone (empty_clusters)"
+        )
+    small = [f"{party} ({users} users)" for party, users in sizes if users < config.k]
+    if small:
+        warnings.append(f"{len(small)} silo(s) hold fewer users than k = {config.k}: {', '.join(small)}")
+    return warnings
+
+
+def _noise_reason(config: PrototypesConfig, snr: SignalToNoise, bound: float) -> str:
     """The noise on a prototype's revealed entries against a cluster's sum (module docstring, "Utility at
     small epsilon")."""
-    users = np.array([silo.users.size for silo in silos], dtype=np.float64)
-    cluster = float(users.mean()) / config.k if users.size else 0.0
-    kept = min(config.support, train.n_items) / train.n_items if train.n_items else 0.0
-    signal = cluster * kept * float(np.mean(train.values)) if len(train) else 0.0
     return (
-        f"each revealed entry of a cluster's sum carries Laplace noise of scale {values_scale(config, budget, bound):,.4g} "
-        f"(eps = {config.epsilon:g}, s = {config.support}, value bound {bound:g}), against an entry of about {signal:.3g} "
-        f"(a cluster of ~{cluster:.3g} users, each keeping {config.support} of {train.n_items} items, mean value "
-        f"{float(np.mean(train.values)) if len(train) else 0.0:.3g}): below eps of a few thousand the prototypes are mostly noise"
+        f"each revealed entry of a cluster's sum carries Laplace noise of standard deviation {snr.noise:,.4g} "
+        f"(eps = {config.epsilon:g}, s = {config.support}, value bound {bound:g}), against an entry of about "
+        f"{snr.signal:.3g} (a cluster of ~{snr.cluster:.3g} users, each keeping {snr.kept:.3g} non-zeros, mean value "
+        f"{snr.mean_value:.3g}): prototype_snr = {snr.ratio:.3g}"
     )
 
 
@@ -418,6 +555,18 @@ METRICS: tuple[MetricInfo, ...] = (
     count("silos_rejected", "round 1: silos whose prototypes the server rejected (beyond the honest bound)", "silos"),
     count("silos_fitted", "round 2: silos that received V and fitted their users", "silos"),
     count("silos_without_model", "round 2: silos that received no V; their users are unscored", "silos"),
+    MetricInfo(
+        "prototype_snr",
+        "estimated signal-to-noise ratio of a revealed prototype entry: a cluster's sum on an item (mean silo size / k "
+        "users, each keeping its truncated non-zeros) over the standard deviation of its Laplace noise; below 1 the "
+        "prototypes are mostly noise (a diagnostic of the simulator: nothing is released)",
+        "ratio", 0.0, math.inf, "higher",
+    ),
+    count(
+        "empty_clusters",
+        "clusters of the silos' chosen trials that hold no user (their prototypes are noise alone), over all silos",
+        "clusters",
+    ),
     *(
         info
         for suffix, model in _MODELS.items()
@@ -442,5 +591,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True,
-    memory=memory_estimate, metrics=METRICS,
+    memory=memory_estimate, check=check, metrics=METRICS,
 )
