@@ -125,7 +125,7 @@ class PrototypesConfig:
     rank: int = param(10, ge=1, doc="latent factors l of the NMF")
     lam: float = param(0.1, ge=0, doc="ridge weight lambda of eq. (2)")
     nmf_iterations: int = param(200, ge=1, doc="multiplicative updates of every NMF (server, baselines)")
-    support: int = param(50, ge=1, doc="s: records keep at most s entries; a prototype reveals s entries")
+    support: int = param(50, ge=1, doc="s: records keep at most s non-zero entries; a prototype reveals s entries")
     value_bound: float = param(
         0.0, ge=0, doc="largest entry value, a public bound; 0 = the top of the data's declared scale (refused when the "
         "scale is the data's own: npz without data.rating_range, lastfm play counts)",
@@ -604,7 +604,11 @@ METRICS: tuple[MetricInfo, ...] = (
         for suffix, model in _MODELS.items()
         for info in (
             error(f"test_rmse{suffix}", f"test RMSE of {model}"),
-            error(f"test_rmse_clipped{suffix}", f"test RMSE of {model}, predictions clipped to the data's declared scale"),
+            error(
+                f"test_rmse_clipped{suffix}",
+                f"test RMSE of {model}, predictions clipped to the public scale (the data's declared scale, else "
+                "[0, protocol.value_bound])",
+            ),
             MetricInfo(
                 f"mean_rank{suffix}",
                 f"mean percentile rank (eq. 4) of the test items among each user's candidates, weighted by value, of {model} "
