@@ -18,6 +18,7 @@ from fedrecsim.models.kmeans import kmeans
 from fedrecsim.models.nmf import NMFHyper, nmf_observed
 from fedrecsim.network.party import Party, Role
 from fedrecsim.protocols.prototypes.pipeline import item_factors, silo_data, user_factors
+from fedrecsim.protocols.prototypes.protocol import QUALITY_WARNINGS
 from fedrecsim.scenario import parse_scenario
 from fedrecsim.seeding import Stream, generator
 
@@ -41,8 +42,7 @@ def _tables(seed: int = 3, links: dict | None = None, **protocol: object) -> dic
 def _about_messages(warnings: list[str]) -> list[str]:
     """The warnings about lost or rejected messages: without those on the prototypes' quality (noise-dominated,
     empty clusters, small silos; `test_prototypes_warnings`), which these runs at epsilon = 1 also give."""
-    quality = ("the prototypes are noise-dominated", "clusters are empty", "hold fewer users than k")
-    return [warning for warning in warnings if not any(fragment in warning for fragment in quality)]
+    return [warning for warning in warnings if not any(fragment in warning for fragment in QUALITY_WARNINGS)]
 
 
 def _run(tables: dict) -> tuple[Any, list[tuple[int, int]]]:

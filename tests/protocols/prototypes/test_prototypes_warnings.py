@@ -22,7 +22,7 @@ from fedrecsim.errors import ConfigError
 from fedrecsim.network.party import Party, Role
 from fedrecsim.models.nmf import NMFHyper
 from fedrecsim.protocols.prototypes.pipeline import silo_data
-from fedrecsim.protocols.prototypes.protocol import factorize
+from fedrecsim.protocols.prototypes.protocol import QUALITY_WARNINGS, factorize
 from fedrecsim.scenario import parse_scenario
 
 USERS, ITEMS, K, SUPPORT, SILOS = 60, 40, 3, 5, 3
@@ -96,6 +96,8 @@ def test_at_epsilon_one_the_prototypes_are_noise_and_some_clusters_empty_and_wit
         f"{empty} of {K * SILOS} clusters are empty in the silos' chosen trials; their prototypes are noise alone "
         "(empty_clusters)"
     ]
+    assert len(noisy.result["warnings"]) == 2
+    assert all(any(fragment in warning for fragment in QUALITY_WARNINGS) for warning in noisy.result["warnings"])
     clean = _run(_tables(epsilon=NO_NOISE))
     assert clean.result["metrics"]["final"]["prototype_snr"] > 1e5
     assert clean.result["metrics"]["final"]["empty_clusters"] == 0

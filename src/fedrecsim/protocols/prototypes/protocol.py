@@ -533,6 +533,12 @@ def signal_to_noise(
     return SignalToNoise(signal / noise, signal, noise, cluster, kept, mean_value)
 
 
+#: A fragment of each warning `_prototype_warnings` gives, to tell them from the warnings about messages.
+QUALITY_WARNINGS = (
+    "the prototypes are noise-dominated", "clusters are empty in the silos' chosen trials", "hold fewer users than k",
+)
+
+
 def _prototype_warnings(
     config: PrototypesConfig, snr: SignalToNoise, empty: int, sizes: list[tuple[Party, int]]
 ) -> list[str]:
