@@ -188,7 +188,7 @@ class PublicBounds:
 def public_scale(data: Any, train: Ratings) -> tuple[float, float] | None:
     """The data's scale when it is public (declared by its format or by ``data.rating_range``); None when it is
     the data's own extremes (``_OWN_SCALE``: npz without ``data.rating_range``, Last.fm play counts)."""
-    if data.source in _OWN_SCALE and not data.binarize and getattr(data, "rating_range", None) is None:
+    if data.source in _OWN_SCALE and not data.binarize and data.rating_range is None:
         return None
     return train.rating_range
 
