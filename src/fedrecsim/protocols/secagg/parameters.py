@@ -50,10 +50,11 @@ nothing about an adversary that picks C or D after seeing the graph (the active 
 repeated sessions (each session draws a fresh graph; a run of R sessions fails with probability at most R
 times the per-session bound).
 
-Figures (measured with `find_parameters` and `security_level`, issue 30): on ML-1M's n = 6,040, the default
-degree 2 ceil(log2 n) = 26 with t = floor(0.5 * 27) + 1 = 14 has, at gamma = delta = 5 %, a security failure
-of 2^-25.5 and a correctness failure of 2^-25.6 -- short of 2^-40; the finder's k and t are in the report
-of issue 30 and the tests.
+Figures (`security_level` and `find_parameters`, issue 30): on ML-1M's n = 6,040 at gamma = delta = 5 %, the
+log2 rule's k = 2 ceil(log2 n) = 26 with t = floor(0.5 * 27) + 1 = 14 fails with 2^-26.0 (security, all of
+it E1) and 2^-21.5 (correctness), short of 2^-40; the finder's k = 32, t = 19 reaches 2^-42.9 and 2^-20.7.
+At 1 % and 1 % the finder needs k = 16 (t = 10); at 10 % and 10 %, k = 51 (t = 29); for n = 100,000 at 5 %,
+k = 36 (t = 21). The degree grows with the fractions and the bits far more than with n.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ meet the targets; a run whose graph misses them says so in ``warnings``. The log
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -142,10 +143,12 @@ def check(scenario: Any, train: Any) -> tuple[str, ...]:
     found = params.found
     if found is None:
         return ()
-    return (
-        f'protocol.sizing = "secure": k = {params.degree(found.n)}, t = {params.threshold_for(found.n)} for {found.n} users '
-        f"(failure bounds: security 2^{found.security_log2:.1f}, correctness 2^{found.correctness_log2:.1f})",
+    bounds = ", ".join(
+        f"{name} {'impossible' if log2 == -math.inf else f'2^{log2:.1f}'}"
+        for name, log2 in (("security", found.security_log2), ("correctness", found.correctness_log2))
     )
+    return (f'protocol.sizing = "secure": k = {params.degree(found.n)}, t = {params.threshold_for(found.n)} for {found.n} '
+            f"users (failure bounds: {bounds})",)
 
 
 async def run(ctx: RunContext) -> Outcome:
