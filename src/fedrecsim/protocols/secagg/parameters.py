@@ -1,8 +1,10 @@
 """How safe a SecAgg+ graph is: the failure probabilities of a degree k and a threshold t, and the smallest k
 (with its t) that keeps them below 2^-sigma (security) and 2^-eta (correctness).
 
-Model (Bell et al., "Secure Single-Server Aggregation with (Poly)Logarithmic Overhead", CCS 2020, Sec. 3:
-the graph properties they call E1-E3). A session has n users. The adversary is the server, honest-but-curious,
+Model (Bell et al., "Secure Single-Server Aggregation with (Poly)Logarithmic Overhead", CCS 2020: the three
+graph properties they call E1-E3 -- few corrupted neighbours, the honest survivors connected, enough surviving
+neighbours; the bounds below are derived here for this package's graph, not taken from the paper, whose
+Erdos-Renyi graph they do not fit). A session has n users. The adversary is the server, honest-but-curious,
 with c = floor(gamma n) users it has corrupted; d = floor(delta n) users drop out. C and D are fixed before the
 server draws the graph (a static adversary: the server draws the graph as the protocol says), and are taken
 disjoint, the worst case for the events below. The graph is `graph.harary`: the users placed on a ring in a
@@ -14,7 +16,7 @@ the Harary graph's exact hypergeometric is the tighter of the two.) A user's sec
 its neighbourhood, any t shares rebuild them.
 
 Three failures, each bounded by a union bound over the users, all in log space (`scipy.stats.hypergeom`'s
-log pmf summed with logsumexp, exact to rounding; binomial coefficients by `scipy.special.gammaln`):
+log pmf summed by a running logaddexp, exact to rounding; binomial coefficients by `scipy.special.gammaln`):
 
 - E1, exposure: an honest user u has t or more corrupted neighbours. They hold t shares of both of u's
   secrets (b_u and s_u^SK), so the adversary can unmask y_u alone:
@@ -65,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 from scipy.stats import hypergeom
 
 #: Bell et al.'s statistical security parameter sigma: the adversary learns more than the sum w.p. <= 2^-40.
