@@ -200,6 +200,11 @@ def test_a_run_reports_its_graphs_failure_bounds_and_warns_when_they_miss_the_ta
     assert _meets(20, min(found.k, 19), found.t, 0.3, 0.05, 40, 20)
     assert not any("misses the targets" in warning for warning in safe.result["warnings"])
     assert safe.result["metrics"]["final"]["wrong_words"] == 0
+    # Sized for 5 % dropouts, a scenario that drops 30 % is told its sessions may abort.
+    crowded = fedrecsim.run(parse_scenario(apply_overrides(
+        read_tables(SCENARIO), [*base[:2], 'protocol.graph="sparse"', 'protocol.sizing="secure"', "availability.dropout=0.3"]
+    )))
+    assert any("exceeds protocol.dropout_fraction = 0.05" in warning for warning in crowded.result["warnings"])
 
 
 def test_privirec_reports_its_sessions_graph_bounds_through_the_same_function() -> None:

@@ -24,7 +24,8 @@ Graph parameters (`parameters`, Bell et al. 2020): ``sizing = "log2"`` (the defa
 bounds meet ``security_bits`` and ``correctness_bits`` when ``corrupt_fraction`` of the users collude with
 the server and ``dropout_fraction`` drop out. Either way ``privacy.graph_failure`` states the last session's
 bounds at those fractions (log2 of each failure probability, null where it cannot happen) and whether they
-meet the targets; a run whose graph misses them says so in ``warnings``. The log2 rule's default is short of
+meet the targets; a run whose graph misses them says so in ``warnings``, as does a ``secure`` run whose
+scenario drops more users (``availability.dropout``) than ``dropout_fraction``: its sessions may abort. The log2 rule's default is short of
 2^-40 at a few percent (ML-1M's 6,040 users at 5 % and 5 %: 2^-26.0), so it warns there.
 """
 
@@ -236,6 +237,11 @@ async def run(ctx: RunContext) -> Outcome:
     }
     if privacy["graph_failure"] is not None and privacy["graph_failure"].get("meets_targets") is False:
         warnings.append(_shortfall(config, params, last))
+    if config.sizing == "secure" and ctx.scenario.availability.dropout > config.dropout_fraction:
+        warnings.append(
+            f"availability.dropout = {ctx.scenario.availability.dropout:g} exceeds protocol.dropout_fraction = "
+            f"{config.dropout_fraction:g}, the dropouts the graph was sized for: sessions may abort for want of shares"
+        )
     if config.mode == "ideal":
         privacy["note"] = "ideal mode: bytes as in real mode, the sum computed by the ideal functionality"
     state = {"sum": last.total if last else None, "params": params}
