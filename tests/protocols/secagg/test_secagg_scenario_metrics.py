@@ -14,6 +14,7 @@ from fedrecsim.mechanisms.ring import Ring
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.secagg import SecAggParams, Stage, crypto, graph, roles
 from fedrecsim.protocols.secagg.messages import Advertise, Masked, Reveal, Setup, Shares
+from fedrecsim.protocols.secagg.parameters import GraphSecurity
 from fedrecsim.protocols.secagg.real import RealServer
 from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
 from fedrecsim.seeding import Stream, generator
@@ -29,6 +30,11 @@ def _scenario(*overrides: str):  # type: ignore[no-untyped-def]
 def _values(index: int) -> np.ndarray:
     """User ``index``'s vector: uniform in [-1, 1] from its own stream (``Stream.PROTOCOL``, 0, index)."""
     return generator(SEED, Stream.PROTOCOL, 0, index).uniform(-1.0, 1.0, LENGTH)
+
+
+def privacy_bound() -> str:
+    """The bound's description, as `GraphSecurity.report` gives it."""
+    return GraphSecurity(3, 2, 1, 0.0, 0.0, 0, 0, 0.0, 0.0, 0.0, 0.0).report()["bound"]
 
 
 def test_without_dropout_the_sum_is_the_sum_of_each_users_own_stream() -> None:
@@ -96,6 +102,15 @@ def test_final_metrics_are_the_last_round_and_per_round_means_of_the_ledger() ->
     assert final["server_recv_bytes"] == pytest.approx(parties["server:0"]["recv_bytes"] / 3)
     assert final["user_sent_bytes"] * USERS == pytest.approx(final["server_recv_bytes"])
     privacy = result.result["privacy"]
+    # The complete graph of the last session: 1 of its users corrupted (< t = 11) and 1 dropped (19 - 1 >= t):
+    # neither failure can happen at the assumed 5 % and 5 %.
+    members = int(rounds[-1]["u0"])
+    assert members * 0.05 < 2 and privacy.pop("graph_failure") == {
+        "users": members, "degree": members - 1, "threshold": 11, "corrupt_fraction": 0.05, "dropout_fraction": 0.05,
+        "corrupted_users": members // 20, "dropped_users": members // 20, "security_failure_log2": None,
+        "correctness_failure_log2": None, "bound": privacy_bound(), "security_bits": 40.0, "correctness_bits": 20.0,
+        "sizing": "log2", "meets_targets": True,
+    }
     assert privacy == {
         "mechanism": "secure aggregation (Bonawitz et al. 2017)",
         "mode": "real",

@@ -139,7 +139,11 @@ def test_a_message_needs_one_row_per_index_in_every_row_array(kind: str, counts:
     ("field", "value", "problem"),
     [("graph", "ring", "must be 'complete' or 'sparse', got 'ring'"), ("neighbours", -1, "must be >= 0, got -1"),
      ("threshold", 1.0, "must lie in [0, 1), got 1.0"), ("threshold", 1.5, "must lie in [0, 1), got 1.5"),
-     ("threshold", -0.1, "must lie in [0, 1), got -0.1"), ("stage_timeout_s", 0.0, "must be > 0, got 0.0")],
+     ("threshold", -0.1, "must lie in [0, 1), got -0.1"), ("stage_timeout_s", 0.0, "must be > 0, got 0.0"),
+     ("corrupt_fraction", 1.0, "must lie in [0, 1), got 1.0"), ("dropout_fraction", -0.1, "must lie in [0, 1), got -0.1"),
+     ("security_bits", 0.0, "must be > 0, got 0.0"), ("correctness_bits", -1.0, "must be > 0, got -1.0"),
+     ("sizing", "huge", "must be 'log2' or 'secure', got 'huge'"),
+     ("sizing", "secure", "'secure' chooses a sparse graph's k and t: set graph = 'sparse'")],
 )
 def test_invalid_parameters_name_the_key_and_the_problem(field: str, value: object, problem: str) -> None:
     with pytest.raises(ConfigError) as raised:

@@ -403,7 +403,7 @@ def _outcome(ctx, config, params, users, server, rounds, warnings, aborted, drop
             "protocol": "SecAgg+ (Bell et al. 2020)" if config.graph == "sparse" else "Bonawitz et al. 2017",
             "ring_bits": config.bits, "frac_bits": config.frac_bits,
             "threshold": last.threshold if last else None, "degree": last.degree if last else None,
-            "sessions": len(server.state.sums),
+            "sessions": len(server.state.sums), "graph_failure": params.security_report(last),
         },
         "server_learns": "the item degrees V, "
         + ("P~ (the whole normalized item-item matrix), " if config.variant == "privirec" else "")

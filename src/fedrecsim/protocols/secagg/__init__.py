@@ -8,8 +8,10 @@ A calling protocol sums vectors of Z_{2^b} over the network inside its own run:
   elements of ``params.ring`` (real vectors: ``params.ring.encode``; the sum: ``params.ring.decode``).
 
 ``SecAggParams(graph="sparse")`` runs SecAgg+ over a random k-regular graph; ``SecAggParams(ideal=True)``
-with an `IdealSum` handed to both sides sends the same bytes without the cryptography. ``PROTOCOL`` (in
-``protocol``) is the stand-alone ``secagg`` protocol of the scenario files.
+with an `IdealSum` handed to both sides sends the same bytes without the cryptography. ``parameters`` bounds
+how often a sparse graph of degree k and threshold t fails (Bell et al.'s E1-E3) and finds the smallest safe
+k; ``SecAggParams(sizing="secure")`` uses it and ``SecAggParams.security_report`` states a session's bounds.
+``PROTOCOL`` (in ``protocol``) is the stand-alone ``secagg`` protocol of the scenario files.
 """
 
 from ...errors import SecAggAborted

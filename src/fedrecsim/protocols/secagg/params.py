@@ -12,6 +12,13 @@ the parameters do not allow (too few users, users that do not exist, itself), ca
 its secrets with fewer holders than the threshold the parameters promise. The check is the user's own
 view: it cannot see what the server told the others (that is the active variant's ConsistencyCheck,
 omitted, and its signed keys).
+
+How safe a sparse graph is depends on how many users the adversary holds and how many drop out
+(`parameters`): the parameters carry the fractions assumed (``corrupt_fraction``, ``dropout_fraction``) and
+the targets (``security_bits``, ``correctness_bits``). With ``sizing = "log2"`` (the default, as before) k
+and t come from ``neighbours`` and ``threshold`` and `security_report` states how far they fall short;
+with ``sizing = "secure"`` `parameters.find_parameters` chooses k and t for the population once, and every
+session uses them (a session of k + 1 users or fewer is complete, with t capped at its size).
 """
 
 from __future__ import annotations
@@ -20,11 +27,15 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import ConfigError
 from ...mechanisms.ring import Ring
 from . import graph as graphs
+from .parameters import CORRECTNESS_BITS, SECURITY_BITS, GraphSecurity, find_parameters, security_level
+
+if TYPE_CHECKING:
+    from .roles import Aggregate
 
 
 class Stage(enum.Enum):
@@ -60,6 +71,14 @@ class SecAggParams:
             session: in a session of one user the sum is its input, and in a session of few, few shares
             rebuild its secrets -- so a server could otherwise read a user's input by setting it up
             (nearly) alone.
+        sizing: ``log2`` -- k is ``neighbours`` (0: 2 ceil(log2 n)) and t follows ``threshold`` -- or
+            ``secure``: k and t are `parameters.find_parameters`'s for the population (sparse graph and a
+            stated population only; ``neighbours`` must be 0 and ``threshold`` is not used).
+        corrupt_fraction: gamma, the fraction of a session's users the adversary (with the server) holds.
+        dropout_fraction: delta, the fraction of a session's users that drop out.
+        security_bits: sigma: the adversary learns more than the sum with probability at most 2^-sigma.
+        correctness_bits: eta: a session aborts for want of shares with probability at most 2^-eta.
+        found: what `find_parameters` chose (``sizing = "secure"``), else None; derived, not compared.
     """
 
     ring: Ring = field(default_factory=lambda: Ring(32, 16))
@@ -70,6 +89,12 @@ class SecAggParams:
     stage_timeout_s: float = 10.0
     population: int = 0
     min_users: int = 0
+    sizing: Literal["log2", "secure"] = "log2"
+    corrupt_fraction: float = 0.05
+    dropout_fraction: float = 0.05
+    security_bits: float = SECURITY_BITS
+    correctness_bits: float = CORRECTNESS_BITS
+    found: GraphSecurity | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.graph not in ("complete", "sparse"):
@@ -84,20 +109,52 @@ class SecAggParams:
             raise ConfigError("secagg.population", f"must be >= 0, got {self.population}")
         if self.min_users < 0:
             raise ConfigError("secagg.min_users", f"must be >= 0, got {self.min_users}")
+        for name in ("corrupt_fraction", "dropout_fraction"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"secagg.{name}", f"must lie in [0, 1), got {getattr(self, name)}")
+        for name in ("security_bits", "correctness_bits"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"secagg.{name}", f"must be > 0, got {getattr(self, name)}")
+        if self.sizing not in ("log2", "secure"):
+            raise ConfigError("secagg.sizing", f"must be 'log2' or 'secure', got {self.sizing!r}")
+        if self.sizing == "secure":
+            object.__setattr__(self, "found", self._find())
+
+    def _find(self) -> GraphSecurity:
+        """`find_parameters` for the population, or a `ConfigError` naming what stands in its way."""
+        if self.graph != "sparse":
+            raise ConfigError("secagg.sizing", "'secure' chooses a sparse graph's k and t: set graph = 'sparse'")
+        if self.neighbours:
+            raise ConfigError("secagg.neighbours", f"'secure' sizing chooses k: leave neighbours = 0, got {self.neighbours}")
+        if self.population < 3:
+            raise ConfigError("secagg.population", f"'secure' sizing needs a population of 3 or more users, got {self.population}")
+        try:
+            return find_parameters(
+                self.population, self.corrupt_fraction, self.dropout_fraction, self.security_bits, self.correctness_bits
+            )
+        except ValueError as error:
+            raise ConfigError("secagg.corrupt_fraction", f"with dropout_fraction: {error}") from None
+
+    def _fixed_degree(self) -> int:
+        """The degree the parameters fix (the finder's k, or ``neighbours``); 0 leaves it to the log2 rule."""
+        return self.found.k if self.found is not None else self.neighbours
 
     def degree(self, n: int) -> int:
         """k, the number of neighbours each of ``n`` users has (n - 1 for the complete graph)."""
         if self.graph == "complete":
             return n - 1
-        return min(n - 1, self.neighbours or graphs.default_degree(n))
+        return min(n - 1, self._fixed_degree() or graphs.default_degree(n))
 
     def threshold_for(self, n: int) -> int:
         """t for ``n`` users: floor(theta (k + 1)) + 1 shares, at most k + 1."""
         return self.threshold_of_degree(self.degree(n))
 
     def threshold_of_degree(self, k: int) -> int:
-        """t for users of nominal degree ``k``: floor(theta (k + 1)) + 1 shares, at most k + 1."""
+        """t for users of nominal degree ``k``: floor(theta (k + 1)) + 1 shares, at most k + 1 (``sizing =
+        "secure"``: the finder's t, at most k + 1)."""
         neighbourhood = k + 1
+        if self.found is not None:
+            return min(neighbourhood, self.found.t)
         return min(neighbourhood, math.floor(self.threshold * neighbourhood) + 1)
 
     def session_floor(self) -> int:
@@ -151,7 +208,8 @@ class SecAggParams:
                 f"neighbours with indices >= 0, received {strangers}"
             )
         degree = len(listed)
-        if self.graph == "sparse" and self.neighbours % 2 and degree == self.neighbours + 1:
+        fixed = self._fixed_degree()
+        if self.graph == "sparse" and fixed % 2 and degree == fixed + 1:
             degree = self.neighbours  # odd k, odd n: the user opposite on the ring as well
         sessions = self.sessions_of_degree(degree)
         floor = self.session_floor()
@@ -161,6 +219,26 @@ class SecAggParams:
         if t != self.threshold_of_degree(degree):
             return f"t = {self.threshold_of_degree(degree)} for {len(listed)} neighbours, received t = {t}"
         return None
+
+    def security(self, n: int, k: int, t: int) -> GraphSecurity:
+        """`parameters.security_level` of a session of ``n`` users, degree ``k``, threshold ``t``, at the
+        fractions these parameters assume."""
+        return security_level(n, k, t, self.corrupt_fraction, self.dropout_fraction)
+
+    def security_report(self, session: Aggregate | None) -> dict[str, Any] | None:
+        """What ``result.json``'s ``privacy`` says of a session's graph: `GraphSecurity.report` of its users,
+        degree and threshold, the targets and whether it meets them; None without a session, and a note
+        instead of the bounds for a session too small to have them (fewer than 3 users, or too few honest
+        survivors at these fractions)."""
+        if session is None:
+            return None
+        n, k, t = len(session.graph), session.degree, session.threshold
+        targets = {"security_bits": self.security_bits, "correctness_bits": self.correctness_bits, "sizing": self.sizing}
+        try:
+            level = self.security(n, k, t)
+        except ValueError as error:
+            return {"users": n, "degree": k, "threshold": t, **targets, "note": str(error)}
+        return {**level.report(), **targets, "meets_targets": level.meets(self.security_bits, self.correctness_bits)}
 
 
 __all__ = ["SecAggParams", "Stage"]
