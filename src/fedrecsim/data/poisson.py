@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedrecsim.data.ratings import Ratings
+from fedrecsim.data.synthetic import _rows_dot
 from fedrecsim.errors import ConfigError
 
 #: Counts are clipped to this public bound; the data's scale is ``(0, COUNT_CAP)``.
@@ -80,7 +81,7 @@ def synthetic_poisson(
     taken = np.arange(n_items)[None, :] < counts[:, None]
     users = np.repeat(np.arange(n_users), counts)
     items = order[taken]
-    rates = np.exp(np.einsum("ij,ij->i", U[users], V[items]))
+    rates = np.exp(_rows_dot(U, V, users, items))
     values = np.minimum(rng.poisson(rates), COUNT_CAP).astype(np.float64)
     return Ratings(users, items, values, n_users, n_items, (0.0, COUNT_CAP))
 
