@@ -400,6 +400,29 @@ def test_truncation_clips_negative_values_to_zero_and_rows_at_s_are_untouched() 
     assert empty.shape == (0, 4) and empty.nnz == 0
 
 
+def test_truncation_counts_non_zeros_not_stored_zeros_of_count_data() -> None:
+    """Count data stores its observed zeros. Row 0 holds 3 non-zeros among 7 stored cells, row 1 holds 5
+    non-zeros among 9, s = 3: row 0 keeps all three of its non-zeros on every draw (counting stored cells
+    would keep 3 of the 7 and lose a non-zero most of the time), row 1 exactly three of its five; no zero
+    is stored, and a value clipped to 0 counts as a zero."""
+    data = np.array([0, 2, 0, 0, 5, 0, 1, 4, 0, 3, 0, 1, 2, 0, 6, -1], dtype=float)
+    indices = np.array([0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+    X = sp.csr_matrix((data, indices, np.array([0, 7, 16])), shape=(2, 10))
+    assert X.nnz == 16 and np.count_nonzero(X.data) == 9  # the zeros are stored
+    rng = np.random.default_rng(74)
+    kept = np.zeros(10)
+    for _ in range(300):
+        T = truncate_records(rng, X, 3, 5.0)
+        assert np.all(T.data != 0)
+        np.testing.assert_array_equal(T.getrow(0).toarray().ravel(), [0, 2, 0, 0, 5, 0, 1, 0, 0, 0])
+        row = T.getrow(1).toarray().ravel()
+        assert np.count_nonzero(row) == 3 and T.nnz == 6
+        assert set(np.flatnonzero(row).tolist()) <= {0, 2, 4, 5, 7}
+        kept += row != 0
+    # Each of row 1's five non-zeros kept with probability 3/5: sd 0.028 over 300 draws.
+    np.testing.assert_allclose(kept[[0, 2, 4, 5, 7]] / 300, 0.6, atol=0.12)
+
+
 # ------------------------------------------------------------------ Algorithm 2 and its budget
 
 

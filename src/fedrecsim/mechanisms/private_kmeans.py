@@ -271,9 +271,16 @@ def assign(Y: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
 
 def truncate_records(rng: np.random.Generator, X: sp.csr_matrix, s: int, bound: float) -> sp.csr_matrix:
-    """Each row keeps at most ``s`` of its non-zeros (chosen uniformly), values clipped to ``[0, bound]``."""
+    """Each row keeps at most ``s`` of its non-zeros (chosen uniformly), values clipped to ``[0, bound]``.
+
+    The support ``s`` counts non-zero *values*, not stored cells: stored zeros (an observed count of 0)
+    and values clipped to 0 are dropped before the choice. A zero adds nothing to a cluster's sum, so
+    letting it take one of the ``s`` places only discards a non-zero (on count data with half its cells
+    zero, half of every long record). The result stores no zero.
+    """
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)
     X.data = np.clip(X.data, 0.0, bound)
+    X.eliminate_zeros()
     lengths = np.diff(X.indptr)
     if lengths.size and lengths.max() > s:
         priority = rng.random(X.nnz)
