@@ -4,33 +4,20 @@ tiny MovieLens-100k folder, and the premise of its design -- a seed's baselines 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from scipy import stats
 from test_prototypes import write_movielens_100k
+from test_study_script import _load as load_script
 
 import fedrecsim
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scenarios" / "ribero_acceptance.py"
-
-
-def _script() -> ModuleType:
-    name = "scenario_script_ribero_acceptance"
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-acceptance = _script()
+acceptance = load_script(SCRIPT)  # the module, as tests/test_study_script.py loads every script
 NO_NOISE = acceptance.NO_NOISE
 #: Per seed: Random, MF + k-means, Full, Local.
 BASELINES = {1: (0.50, 0.30, 0.35, 0.40), 2: (0.52, 0.31, 0.36, 0.41), 3: (0.49, 0.29, 0.34, 0.39)}
