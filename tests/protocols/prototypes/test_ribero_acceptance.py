@@ -131,6 +131,12 @@ def test_the_sentences_say_which_criteria_fail() -> None:
     assert "ranks the held-out entries like Random" in text
     assert "first beats Random by at least 0.02 at epsilon = 10^4" in text
     assert "3 of 5 criteria hold; not holding:" in text and "loses to its non-private counterpart by more than 0.03" in text
+    assert "ahead of both Full and Local (the paper's picture) first at epsilon = 10^4" in text
+    never = {epsilon: [0.5, 0.52, 0.49] for epsilon in GOOD}
+    measured = _measured("movielens-100k", never)
+    text = " ".join(acceptance.meaning(measured, acceptance.criteria(measured)))
+    assert "never ahead of both Full and Local (the paper's picture) in the grid" in text
+    assert "It never beats Random by 0.02 in the grid." in text
 
 
 def test_a_seeds_baselines_are_the_same_at_every_epsilon() -> None:
