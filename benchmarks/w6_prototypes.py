@@ -21,7 +21,13 @@ from fedrecsim.data import prepare_data, silo_assignment
 from fedrecsim.models.nmf import NMFHyper
 from fedrecsim.network.party import Role
 from fedrecsim.protocols.prototypes.pipeline import item_factors, silo_data, silo_prototypes
-from fedrecsim.protocols.prototypes.protocol import evaluate, shared_item_model, silo_params, value_bound
+from fedrecsim.protocols.prototypes.protocol import (
+    evaluate,
+    public_bounds,
+    shared_item_model,
+    signal_to_noise,
+    silo_params,
+)
 from fedrecsim.scenario import parse_scenario
 from fedrecsim.seeding import Stream, generator
 
@@ -61,7 +67,8 @@ def floor(users: int, items: int, entries: int) -> dict[str, float]:
     scenario = parse_scenario(tables(users, items, entries))
     config, seed = scenario.protocol, scenario.run.seed
     train, test = prepare_data(scenario.data, seed)
-    bound, budget = value_bound(config, train), config.budget()
+    bounds, budget = public_bounds(config, scenario.data, train), config.budget()
+    bound = bounds.value
     silos = silo_data(train, silo_assignment(scenario.data, train, seed))
     prototypes = [
         silo_prototypes(generator(seed, Stream.ACTOR, Role.SILO.code, silo.label), silo.rows,
@@ -71,8 +78,9 @@ def floor(users: int, items: int, entries: int) -> dict[str, float]:
 
     hyper = NMFHyper(config.rank, config.lam, config.nmf_iterations)
     V = item_factors(generator(seed, Stream.ACTOR, Role.SERVER.code, 0), prototypes, hyper)
-    model = shared_item_model(silos, V, config.lam, train.n_users)
-    return evaluate(model.scores, model.predict, train, test, config.map_k)
+    model = shared_item_model(silos, V, config.lam, train.n_users, config.fill)
+    snr = signal_to_noise(config, budget, bound, silos, train.n_items)
+    return {"prototype_snr": snr.ratio, **evaluate(model.scores, model.predict, train, test, config.map_k, scale=bounds.scale)}
 
 
 def run(options: Options) -> Iterator[str]:

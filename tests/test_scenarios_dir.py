@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import fedrecsim
+from fedrecsim.protocols.prototypes.protocol import QUALITY_WARNINGS
 from fedrecsim.scenario import apply_overrides, parse_scenario, read_tables
 
 # Study files (a [sweep] table naming a scenario file) are tested in tests/test_sweep.py.
@@ -49,7 +50,11 @@ def test_scenario_runs_at_tiny_size(path: Path, tmp_path: Path) -> None:
     assert result.result["rounds_completed"] == 2
     assert result.metrics
     assert all(invariant["violations"] == 0 for invariant in result.result["invariants"])
-    assert result.result["warnings"] == []
+    warnings = result.result["warnings"]
+    if tables["run"]["protocol"] == "prototypes":
+        # At epsilon = 1 the run says its prototypes are noise (issue 30): the scenario's finding, not a fault.
+        warnings = [warning for warning in warnings if not any(fragment in warning for fragment in QUALITY_WARNINGS)]
+    assert warnings == []
 
 
 def test_the_scenarios_folder_is_not_empty() -> None:

@@ -151,6 +151,11 @@ class DataConfig:
     min_rating: float = param(
         0.0, ge=0, doc="keep only entries of at least this value, before binarize (0 = all; MovieLens-1M implicit: 4)"
     )
+    rating_range: tuple[float, ...] | None = param(
+        None,
+        doc="npz: the public scale [min, max] the values come from; unset = the matrix's own smallest and largest "
+        "value, which is not public (private protocols that calibrate noise to the scale refuse it)",
+    )
     binarize: bool = param(False, doc="turn every positive value into 1 (implicit feedback from ratings)")
     min_user_interactions: int = param(0, ge=0, doc="drop users with fewer entries (0 = keep all)")
     min_item_interactions: int = param(0, ge=0, doc="drop items with fewer entries (0 = keep all)")

@@ -95,3 +95,23 @@ def test_counts_from_unit_norm_factors_and_the_key_needs_counts() -> None:
     assert unit.values.mean() < 1.15 < 1.4 < scaled.values.mean()
     with pytest.raises(ConfigError, match=r"^data\.factors: 'unit-norm' draws Poisson counts' factors; it needs data\.feedback = 'counts'$"):
         prepare_data(Spec(factors="unit-norm"), seed=3)
+
+
+def test_data_rating_range_declares_an_npz_scale_and_is_refused_elsewhere(tmp_path: Path) -> None:
+    import scipy.sparse
+
+    path = tmp_path / "m.npz"
+    scipy.sparse.save_npz(path, scipy.sparse.csr_matrix(np.array([[1.0, 0.0, 3.0], [0.0, 2.0, 4.0], [2.0, 3.0, 0.0]])))
+    base = Spec(source="npz", path=str(path), split="random", test_fraction=0.2)
+    train, _ = prepare_data(base, seed=0)
+    assert train.rating_range == (1.0, 4.0)  # undeclared: the matrix's own extremes
+    train, test = prepare_data(dataclasses.replace(base, rating_range=(0.0, 5.0)), seed=0)
+    assert train.rating_range == test.rating_range == (0.0, 5.0)
+    with pytest.raises(DatasetError, match=r"= 4 is outside \[1, 3\]"):
+        prepare_data(dataclasses.replace(base, rating_range=(1.0, 3.0)), seed=0)
+    with pytest.raises(ConfigError, match=r"^data\.rating_range: must be a pair of numbers"):
+        prepare_data(dataclasses.replace(base, rating_range=(1.0, 3.0, 5.0)), seed=0)
+    with pytest.raises(ConfigError, match=r"^data\.rating_range: synthetic data sets its own scale; only source 'npz'"):
+        prepare_data(Spec(rating_range=(1.0, 5.0)), seed=0)
+    with pytest.raises(ConfigError, match=r"^data\.rating_range: not an option of source 'movielens-100k'"):
+        prepare_data(Spec(source="movielens-100k", path=str(tmp_path), rating_range=(1.0, 5.0)), seed=0)

@@ -189,6 +189,28 @@ def test_candidate_grids_are_randomly_shifted_cubes_of_side_two_radius() -> None
     assert stats.kstest(roots[:, 0] / radius, "uniform", args=(-1, 2)).pvalue > 0.001
 
 
+@pytest.mark.parametrize("y", [(0.8, -0.4), (-0.95, 0.9)])
+def test_records_outside_a_grids_shifted_cube_are_dropped_from_it(y) -> None:
+    """200 records at one point y (in units of the radius), one grid, depth 1, a huge budget: their child is
+    kept exactly when they lie in the shifted cube [v - r, v + r) -- the root's center is v -- and an empty
+    child only with probability 0.5 / 200^2. So the grid finds a child iff the records count in it, which
+    happens with probability prod_d (1 - |y_d| / 2) for v uniform on [-r, r]^2 (0.48 and 0.29 here)."""
+    rng = np.random.default_rng(32)
+    radius = 3.0
+    point = np.array(y) * radius
+    Y = np.tile(point, (200, 1))
+    counted, inside = [], []
+    for _ in range(1000):
+        centers = candidate_centers(rng, Y, radius, 1e12, 1, 1)
+        root = centers[0]
+        inside.append(bool(np.all((point >= root - radius) & (point < root + radius))))
+        counted.append(centers.shape[0] > 1)
+    assert counted == inside
+    expected = np.prod(1 - np.abs(np.array(y)) / 2)
+    # Binomial sd at most 0.016 over 1000 grids; 0.06 is nearly 4 of them.
+    assert np.mean(inside) == pytest.approx(expected, abs=0.06)
+
+
 def test_candidate_centers_split_the_budget_over_the_grids() -> None:
     """Two grids with eps = 2.4 (depth 1): each partition runs at eps 1.2, so eps' = 0.6 and the child
     holding all 6 records is kept with the Laplace tail at gamma = 2 ln 6 / 0.6 (about 0.51 here: 6 is

@@ -6,7 +6,9 @@ if asked; drop users and items below the interaction thresholds; keep the ``subs
 ``subsample_users`` random users among those left (`subsample`); split. A given held-out set
 (``test_path``, or a LightGCN folder's ``test.txt``: `load_with_test`) replaces the split; it is
 binarized with the data, and the thresholds and subsampling, which would have to cut both sets alike,
-are refused with it. Generation, splitting and
+are refused with it. ``rating_range`` declares the public scale of a loaded source that takes it (npz,
+whose scale is otherwise the matrix's own extremes); synthetic data and the other sources set their own.
+Generation, splitting and
 subsampling draw from separate streams of the run's seed (`Stream.DATA` with ids 0, 1 and 2), so
 changing the split never changes the data set it splits.
 """
@@ -52,6 +54,7 @@ class DataSpec(Protocol):
     test_fraction: float
     test_entries: int
     test_share: float
+    rating_range: tuple[float, ...] | None
     min_rating: float
     binarize: bool
     min_user_interactions: int
@@ -136,7 +139,11 @@ def _with_given_test(spec: DataSpec, train: Ratings, test: Ratings) -> tuple[Rat
 
 def _ratings(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings | None]:
     if spec.source != "synthetic":
-        return load_with_test(spec.source, spec.path, spec.test_path)
+        # Only a source that takes the option gets it; `load` names data.rating_range for any other.
+        options = {} if spec.rating_range is None else {"rating_range": spec.rating_range}
+        return load_with_test(spec.source, spec.path, spec.test_path, **options)
+    if spec.rating_range is not None:
+        raise ConfigError("data.rating_range", "synthetic data sets its own scale; only source 'npz' takes it")
     if spec.test_path:
         raise ConfigError("data.test_path", "synthetic data has no files; the split makes the held-out set")
     if spec.factors != "scaled" and spec.feedback != "counts":

@@ -7,7 +7,12 @@ replaced record** (the silo's size ``m`` is public: Algorithm 2 sets its constan
 1. `jl_project`: ``Y = X G^T / sqrt(p)``, ``G ~ N(0, 1)^{p x n}`` (data-independent), each row of ``Y``
    then clipped to ``radius`` (a per-record map, so privacy is unaffected; JL does not bound norms).
 2. `candidate_centers` (Algorithm 5): ``grids`` randomly shifted cubes ``[-radius, radius]^p + v``,
-   each refined by `private_partition` (Algorithm 4) with ``eps_candidates / grids``.
+   ``v`` uniform on ``[-radius, radius]^p``, each refined by `private_partition` (Algorithm 4) with
+   ``eps_candidates / grids``. A record outside a grid's shifted cube is **dropped from that grid**: it
+   counts in none of its cubes, as in Balcan et al. (the cube is not enlarged to hold every record).
+   Along axis ``d`` a record lies in the cube with probability ``1 - |y_d| / (2 radius)``, so one at the
+   origin always counts and one near the ball's surface often does not. It stays in the clustering:
+   step 4 assigns every record to its nearest chosen center.
 3. `local_swap` (Algorithm 6): ``steps`` exponential-mechanism swaps and one final choice of step, each
    with ``eps_localswap / (steps + 1)``; the score is the k-means loss with every record's term clipped
    at ``(2 radius)^2`` (`clipped_loss`), so its sensitivity is exactly ``4 radius^2``.

@@ -36,12 +36,14 @@ from fedrecsim.protocols.prototypes.protocol import (
     FactorModel,
     PrototypesConfig,
     evaluate,
+    PublicBounds,
     prototype_bound,
+    public_bounds,
     shared_item_model,
     silo_params,
-    value_bound,
 )
 from fedrecsim.protocols.prototypes.roles import PrototypeServer, PrototypeSilo
+from fedrecsim.scenario import DataConfig
 
 
 def exactly(message: str) -> str:
@@ -369,14 +371,42 @@ def test_silo_params_take_the_config_and_the_silo_size() -> None:
     assert silo_params(PrototypesConfig(projection_dim=5), 403, 1.0).projection_dim == 5
 
 
-def test_the_value_bound_is_the_configured_one_or_the_top_of_the_scale() -> None:
+def _data(source: str = "synthetic", rating_range: tuple[float, float] | None = None, binarize: bool = False) -> DataConfig:
+    return DataConfig(source=source, rating_range=rating_range, binarize=binarize)
+
+
+def test_the_value_bound_is_the_configured_one_or_the_top_of_the_declared_scale() -> None:
     train = _train()
-    assert value_bound(PrototypesConfig(), train) == 5.0
-    assert value_bound(PrototypesConfig(value_bound=3.5), train) == 3.5
+    assert public_bounds(PrototypesConfig(), _data(), train) == PublicBounds(5.0, (0.0, 5.0))
+    assert public_bounds(PrototypesConfig(value_bound=3.5), _data(), train) == PublicBounds(3.5, (0.0, 5.0))
+    declared = _data("npz", (0.0, 5.0))
+    assert public_bounds(PrototypesConfig(), declared, train) == PublicBounds(5.0, (0.0, 5.0))
     signed = Ratings(np.array([0]), np.array([0]), np.array([1.0]), 1, 1, (-1.0, 1.0))
     message = "data: prototypes factorizes non-negative data; the data's scale is [-1, 1]"
     with pytest.raises(ConfigError, match=exactly(message)):
-        value_bound(PrototypesConfig(), signed)
+        public_bounds(PrototypesConfig(), _data(), signed)
+
+
+@pytest.mark.parametrize(
+    ("source", "remedy"),
+    [
+        ("npz", "set data.rating_range = [min, max] (the public scale) or protocol.value_bound"),
+        ("lastfm", "set protocol.value_bound (larger play counts are clipped to it) or data.binarize = true"),
+    ],
+)
+def test_data_whose_scale_is_its_own_extremes_needs_a_public_bound(source, remedy) -> None:
+    """npz without data.rating_range (and Last.fm counts) take their scale from the data's smallest and largest
+    value: a bound from it is refused; protocol.value_bound is used whatever the data's maximum, and the
+    predictions are then clipped to [0, value_bound]; binarized data has the public scale [0, 1]."""
+    message = (
+        f"protocol.value_bound: data.source = {source!r} has no public scale: its default is the data's own smallest "
+        f"and largest value, and noise calibrated to the data's maximum is not epsilon-DP; {remedy}"
+    )
+    with pytest.raises(ConfigError, match=exactly(message)):
+        public_bounds(PrototypesConfig(), _data(source), _train())
+    assert public_bounds(PrototypesConfig(value_bound=4.0), _data(source), _train()) == PublicBounds(4.0, (0.0, 4.0))
+    binary = _train().binarize()
+    assert public_bounds(PrototypesConfig(), _data(source, binarize=True), binary) == PublicBounds(1.0, (0.0, 1.0))
 
 
 def test_the_factor_model_scores_each_user_with_its_silos_item_matrix() -> None:
@@ -407,14 +437,21 @@ def test_evaluate_reports_rmse_rank_and_map_with_the_suffix() -> None:
     train = _train()
     test = Ratings(np.array([1, 3]), np.array([2, 4]), np.array([4.0, 2.0]), 5, 5, (0.0, 5.0))
     scores = np.tile(np.arange(5, dtype=float), (5, 1))
-    metrics = evaluate(lambda users: scores[users], lambda users, items: np.full(users.size, 3.0), train, test, 2, "_x")
+    metrics = evaluate(
+        lambda users: scores[users], lambda users, items: np.full(users.size, 3.0), train, test, 2, "_x", scale=(0.0, 5.0)
+    )
     assert set(metrics) == {"test_rmse_x", "test_rmse_clipped_x", "mean_rank_x", "map@2_x"}
     assert metrics["test_rmse_x"] == pytest.approx(math.sqrt((1 + 1) / 2))
+    assert metrics["test_rmse_clipped_x"] == metrics["test_rmse_x"]  # 3 lies in the scale
+    # Predictions of 7 and -1 are clipped to the given scale [1, 2.5], not to the data's [0, 5]: errors 1.5 and 1.
+    high_low = evaluate(lambda users: scores[users], lambda users, items: np.array([7.0, -1.0]), train, test, 2, scale=(1.0, 2.5))
+    assert high_low["test_rmse"] == pytest.approx(math.sqrt((9 + 9) / 2))
+    assert high_low["test_rmse_clipped"] == pytest.approx(math.sqrt((1.5**2 + 1) / 2))
     # User 1 (train item 1): candidates 0, 2, 3, 4; item 2 has two above -> 2/3. User 3 (train 0): item 4
     # is the top -> 0. Weighted (4 * 2/3 + 2 * 0) / 6.
     assert metrics["mean_rank_x"] == pytest.approx(4 / 9)
     empty = Ratings(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([]), 5, 5, (0.0, 5.0))
-    none = evaluate(lambda users: scores[users], lambda users, items: np.zeros(users.size), train, empty, 2)
+    none = evaluate(lambda users: scores[users], lambda users, items: np.zeros(users.size), train, empty, 2, scale=(0.0, 5.0))
     assert all(math.isnan(value) for value in none.values()) and set(none) == {"test_rmse", "test_rmse_clipped", "mean_rank", "map@2"}
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import nnls
 
 from ...data.ratings import IntArray, Ratings
 from ...mechanisms.private_kmeans import (
@@ -61,9 +62,39 @@ def item_factors(rng: np.random.Generator, prototypes: list[np.ndarray], hyper: 
     return V
 
 
-def user_factors(rows: sp.csr_matrix, V: np.ndarray, lam: float) -> np.ndarray:
-    """Algorithm 1 line 9: each user's non-negative factors for the fixed V (eq. 2 in U alone)."""
+def user_factors(rows: sp.csr_matrix, V: np.ndarray, lam: float, fill: str = "observed") -> np.ndarray:
+    """Algorithm 1 line 9: each user's non-negative factors for the fixed V (eq. 2 in U alone).
+
+    ``fill = "observed"``: over the user's stored entries (eq. 2's training set T). ``"zeros"``: over every
+    item, a missing entry read as 0 (the authors' code) -- `zero_filled_users`.
+    """
+    if fill == "zeros":
+        return zero_filled_users(rows, V, lam)
     return nnls_users(rows, V, lam)
 
 
-__all__ = ["SiloData", "item_factors", "projection_dim", "silo_data", "silo_prototypes", "user_factors"]
+def zero_filled_users(rows: sp.csr_matrix, V: np.ndarray, lam: float) -> np.ndarray:
+    """``float64[m, l]``: each row's ``argmin_{u >= 0} ||x - V u||^2 + lam ||u||^2`` over all ``n`` items, the
+    unstored entries of ``x`` being 0.
+
+    The objective is ``u^T G u - 2 u^T V^T x + const`` with ``G = V^T V + lam I``, so with ``G = Q diag(w) Q^T``
+    and ``R = diag(sqrt w) Q^T`` (positive ``w`` only; ``V^T x`` has no part in G's null space) it is
+    ``||R u - b||^2 + const``, ``b = diag(1 / sqrt w) Q^T V^T x``: an ``l x l`` NNLS per user instead of
+    one over ``n`` items.
+    """
+    rank = V.shape[1]
+    w, Q = np.linalg.eigh(V.T @ V + lam * np.eye(rank))
+    positive = w > w.max(initial=0.0) * 1e-12
+    U = np.zeros((rows.shape[0], rank))
+    if not positive.any():  # V = 0 and lam = 0: every u fits equally; the least one is 0
+        return U
+    R = np.sqrt(w[positive])[:, None] * Q[:, positive].T
+    targets = np.asarray(sp.csr_matrix(rows) @ V) @ Q[:, positive] / np.sqrt(w[positive])
+    for row in range(rows.shape[0]):
+        U[row], _ = nnls(R, targets[row])
+    return U
+
+
+__all__ = [
+    "SiloData", "item_factors", "projection_dim", "silo_data", "silo_prototypes", "user_factors", "zero_filled_users",
+]

@@ -15,14 +15,24 @@ Metrics (Sec. 4.2-4.3, on the split's test entries; the paper's is ``split = "us
 five entries each): ``test_rmse``, ``mean_rank`` (eq. 4) and ``map@10`` (eqs. 5-6, `fedrecsim.data.
 ranking`), and with ``baselines = true`` the same for Full (centralized NMF on all training data,
 ``_full``), Local (NMF per silo, ``_local``), MF + k-means (non-private k-means prototypes, ``_kmeans``),
-MF + k-random exemplars (``_exemplars``) and Random (uniform scores and predictions on the data's
+MF + k-random exemplars (``_exemplars``) and Random (uniform scores and predictions on the public
 scale, ``_random``). ``Outcome.baselines`` pairs each metric with ``_kmeans``, the non-private version
-of the same pipeline (Sec. 4.6). Every model's ``test_rmse_clipped`` is that of its predictions clipped to
-the data's declared scale (`Ratings.rating_range`; post-processing, no privacy cost), and
-``test_rmse_mean_predictor`` the trivial predictor's (the training mean), ``mean_rank_chance`` and
-``map@K_chance`` a random ranking's exact expectation; ``Outcome.trivial`` pairs the private model's
-metrics with them, ``trivial_reason`` gives the noise against the signal
+of the same pipeline (Sec. 4.6). Every model's ``test_rmse`` is that of its raw predictions -- an NMF
+fitted to noise predicts far off the scale (4.68 on MovieLens-100k in zip silos at epsilon 1) -- and
+``test_rmse_clipped`` that of its predictions clipped to the public scale (`PublicBounds.scale`: the
+data's declared scale, else ``[0, value_bound]``; post-processing, no privacy cost), as dpmf and fcf
+report both. ``test_rmse_mean_predictor`` is the trivial predictor's (the training mean),
+``mean_rank_chance`` and ``map@K_chance`` a random ranking's exact expectation; ``Outcome.trivial`` pairs
+the private model's metrics with them, ``trivial_reason`` gives the noise against the signal
 (`_noise_reason`). `METRICS` declares every metric.
+
+What the simulator says about the prototypes (it sees the silos' records and true cluster sizes; nothing
+of this is released): ``prototype_snr`` (`signal_to_noise`, the estimate of "Utility at small epsilon"
+below) and ``empty_clusters``, the clusters of the silos' chosen trials that hold no user -- at small
+epsilon the candidate set collapses to the grids' roots, so most of the k clusters are empty and their
+prototypes are noise alone. The run warns when ``prototype_snr < 1``, when a cluster is empty and when a
+silo holds fewer users than k (at least ``k - m_h`` of its clusters are then empty); ``state`` keeps the
+``cluster_sizes``.
 
 Departures from the paper, each for a stated reason:
 
@@ -32,32 +42,55 @@ Departures from the paper, each for a stated reason:
   ``projection_dim = 0`` means ``floor(0.5 ln m_h)`` for a silo of ``m_h`` users, and ``trials = 1``;
   ``candidate_grids`` (2, as Balcan et al.'s code) and ``swap_steps`` (20) are explicit counts. The
   accounting is exact for the constants used (`accounting`).
-* **Bounds**. Records are truncated to ``support`` (s) entries and clipped to ``[0, value_bound]``
-  (the data scale's maximum), which bounds every record's L2 norm by ``Lambda = value_bound sqrt(s)``;
-  the paper assumes ``X in B(0, Lambda)`` and ``||x||_0 <= s`` without saying how. The authors' code took
-  both bounds from the data, which is not private.
+* **Bounds**. Records are truncated to ``support`` (s) non-zero entries and clipped to ``[0,
+  value_bound]``, which bounds every record's L2 norm by ``Lambda = value_bound sqrt(s)``; the paper
+  assumes ``X in B(0, Lambda)`` and ``||x||_0 <= s`` without saying how. The authors' code took both
+  bounds from the data, which is not private. Here both are public: ``s`` is a key, and ``value_bound``
+  is ``protocol.value_bound`` or the top of the data's *declared* scale (`public_bounds`). Data whose
+  scale is its own smallest and largest value -- ``data.source = "npz"`` without ``data.rating_range``,
+  Last.fm play counts -- is refused unless ``protocol.value_bound`` is set: noise calibrated to the
+  data's maximum would make the noise depend on the data, and the epsilon claim would not hold. The
+  truncation counts non-zero values, not stored cells (`truncate_records`): on count data a stored 0 is
+  an observation, but it adds nothing to a cluster's sum and must not take one of the ``s`` places.
 * **Sparse recovery** divides a noisy cluster sum by a noisy size (the paper divides by the true size,
   which is private) and accounts for both; see `fedrecsim.mechanisms.sparse_recovery`.
 * **Budget split**. The paper's per-subroutine constants add up to more than epsilon; ours add up to
   epsilon exactly (`accounting`, reported in ``privacy.split``).
 * **Eq. (2)** is minimized with the data term summed, not averaged (`fedrecsim.models.nmf`: the mean
   against ``lam = 0.1`` would zero the factors); V by multiplicative updates, U by exact NNLS.
+* **Missing entries** (``protocol.fill``). Eq. (2) sums over the observed entries T, and so does the
+  default ``fill = "observed"``: each silo fits its users' factors to V on their stored entries, and the
+  Full and Local baselines factorize the observed entries. The authors' public code instead fits
+  zero-filled matrices (and re-estimates V at the silos, which is not reproduced here: Algorithm 1 has
+  the silos use the server's V); ``fill = "zeros"`` fits every user over all n items with a missing entry
+  read as 0 (`pipeline.zero_filled_users`), and the Full and Local baselines factorize the zero-filled
+  matrix. A zero-filled fit learns which items a user rated, and so ranks held-out items high (mean_rank,
+  MAP) while predicting values near 0 (RMSE): where the paper's MovieLens rankings come from. The
+  prototypes are the same under both fills: Algorithm 3 divides a cluster's sum by its size, to which a
+  missing entry and an observed 0 add the same, so the records, the released prototypes and V do not
+  depend on the fill; only the users' fit (and the baselines') does. On data with every cell observed
+  the two fills are the same model.
 
 Utility at small epsilon (measured, not assumed; ``scenarios/ribero_epsilon_k.toml``). Sparse recovery
 adds ``Laplace(s * bound / eps_values)`` to each revealed entry of a cluster's sum, with ``eps_values =
-0.169 eps`` under the default split. A cluster of ``c`` users whose records keep ``s`` of ``n`` items
-sums to about ``c (s / n) mu`` per item (``mu`` the mean observed value), so the signal-to-noise ratio
-of a revealed entry is about ``0.12 c mu eps / (n * bound)``, whatever ``s``. On the synthetic scenario
-(``n = 500``, ``bound = 10``, ``mu ~ 1.65``, ``c ~ 5``) it reaches 1 near ``eps ~ 5,000``: below that
-the prototypes are mostly noise and the private model ranks no better than Random, and at ``eps = 1``
-a cluster would need about 25,000 users. The faithful mechanism is kept; the study prints where the
+0.169 eps`` under the default split: a standard deviation of ``sqrt(2)`` times that. A cluster of ``c``
+users (mean silo size / k) whose records keep ``kept`` non-zeros (on average ``min(s, non-zeros)``) of
+``n`` items, of mean non-zero value ``mu``, sums to about ``c (kept / n) mu`` per item, so the
+signal-to-noise ratio of a revealed entry is about ``0.12 c mu eps (kept / s) / (n * bound)``: at most
+``0.12 c mu eps / (n bound)``, whatever ``s``. `signal_to_noise` computes it from the silos' records
+(``prototype_snr``). On the synthetic scenario (``n = 500``, ``bound = 10``, ``mu = 2.53``, ``c = 5``,
+``kept = 50``) it is 3.0e-4 at ``eps = 1`` and reaches 1 near ``eps ~ 3,300``; on MovieLens-100k in zip
+silos with ``k = 50``, ``s = 100`` (``c = 1.7``, ``kept = 65``, ``mu = 3.53``, ``bound = 5``) it is
+5.6e-5 at ``eps = 1``, 1 near ``eps ~ 18,000``. Below that the prototypes are mostly noise and the
+private model ranks no better than Random. The faithful mechanism is kept; the study prints where the
 private model meets MF + k-means instead of tuning the scenario until the paper's curves appear.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -73,7 +106,7 @@ from ...mechanisms.private_kmeans import PrototypeBudget, PrototypeParams
 from ...memory import MemoryContext, MemoryItem
 from ...metric_declarations import MetricInfo, common, count, error, fraction
 from ...models.kmeans import kmeans
-from ...models.nmf import NMFHyper, nmf_observed
+from ...models.nmf import NMFHyper, nmf_dense, nmf_observed
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
@@ -92,8 +125,11 @@ class PrototypesConfig:
     rank: int = param(10, ge=1, doc="latent factors l of the NMF")
     lam: float = param(0.1, ge=0, doc="ridge weight lambda of eq. (2)")
     nmf_iterations: int = param(200, ge=1, doc="multiplicative updates of every NMF (server, baselines)")
-    support: int = param(50, ge=1, doc="s: records keep at most s entries; a prototype reveals s entries")
-    value_bound: float = param(0.0, ge=0, doc="largest entry value; 0 = the top of the data's rating scale")
+    support: int = param(50, ge=1, doc="s: records keep at most s non-zero entries; a prototype reveals s entries")
+    value_bound: float = param(
+        0.0, ge=0, doc="largest entry value, a public bound; 0 = the top of the data's declared scale (refused when the "
+        "scale is the data's own: npz without data.rating_range, lastfm play counts)",
+    )
     projection_dim: int = param(0, ge=0, le=16, doc="JL dimension p; 0 = floor(0.5 ln m_h) per silo (authors' code)")
     trials: int = param(1, ge=1, doc="T of Algorithm 2 (paper: 2 log(1/delta); authors' code: 1)")
     candidate_grids: int = param(2, ge=1, doc="shifted grids per trial in Algorithm 5 (paper: 25 k log(n/delta))")
@@ -103,6 +139,10 @@ class PrototypesConfig:
     budget_selection: float = param(0.25, gt=0, lt=1, doc="fraction of epsilon for choosing a trial (trials > 1)")
     recovery_support: float = param(0.45, gt=0, lt=1, doc="fraction of the recovery budget for the Gumbel support")
     recovery_values: float = param(0.45, gt=0, lt=1, doc="fraction of the recovery budget for the Laplace values")
+    fill: Literal["observed", "zeros"] = param(
+        "observed", doc="what the factorizations fit: the observed entries (eq. 2) or zero-filled rows over every item "
+        "(the authors' code)",
+    )
     baselines: bool = param(True, doc="also run Full, Local, MF + k-means, MF + k-random exemplars and Random")
     map_k: int = param(10, ge=1, doc="k of MAP@k")
 
@@ -124,12 +164,60 @@ def silo_params(config: PrototypesConfig, m: int, bound: float) -> PrototypePara
     )
 
 
-def value_bound(config: PrototypesConfig, train: Ratings) -> float:
-    """The public bound of record entries; the data must be non-negative for NMF."""
+#: Sources whose scale, unless declared, is the data's own smallest and largest value, and how to give a public one.
+_OWN_SCALE = {
+    "npz": "set data.rating_range = [min, max] (the public scale) or protocol.value_bound",
+    "lastfm": "set protocol.value_bound (larger play counts are clipped to it) or data.binarize = true",
+}
+
+
+@dataclass(frozen=True)
+class PublicBounds:
+    """The two public numbers a run needs from the data's scale.
+
+    Attributes:
+        value: The largest record entry (records are clipped to ``[0, value]``; ``Lambda = value sqrt(s)``).
+        scale: The range predictions are clipped to: the data's declared scale, or ``[0, value]`` when the
+            data declares none.
+    """
+
+    value: float
+    scale: tuple[float, float]
+
+
+def public_scale(data: Any, train: Ratings) -> tuple[float, float] | None:
+    """The data's scale when it is public (declared by its format or by ``data.rating_range``); None when it is
+    the data's own extremes (``_OWN_SCALE``: npz without ``data.rating_range``, Last.fm play counts)."""
+    if data.source in _OWN_SCALE and not data.binarize and data.rating_range is None:
+        return None
+    return train.rating_range
+
+
+def public_bounds(config: PrototypesConfig, data: Any, train: Ratings) -> PublicBounds:
+    """The value bound and the prediction scale (`PublicBounds`), both public: ``protocol.value_bound`` or the
+    top of the declared scale. A bound taken from the data's own maximum would make the noise scale depend on
+    the data -- the epsilon claim would not hold -- so data without a public scale needs
+    ``protocol.value_bound``. The data must be non-negative for NMF."""
     low, high = train.rating_range
     if low < 0:
         raise ConfigError("data", f"prototypes factorizes non-negative data; the data's scale is [{low:g}, {high:g}]")
-    return config.value_bound or float(high)
+    scale = public_scale(data, train)
+    if config.value_bound:
+        return PublicBounds(config.value_bound, scale or (0.0, config.value_bound))
+    if scale is None:
+        raise ConfigError(
+            "protocol.value_bound",
+            f"data.source = {data.source!r} has no public scale: its default is the data's own smallest and largest "
+            f"value, and noise calibrated to the data's maximum is not epsilon-DP; {_OWN_SCALE[data.source]}",
+        )
+    return PublicBounds(float(scale[1]), scale)
+
+
+def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
+    """What `run` refuses about the data before it starts (`ProtocolSpec.check`): no public bound, negative
+    data (`public_bounds`). ``fedrecsim inspect`` calls it too."""
+    public_bounds(scenario.protocol, scenario.data, train)
+    return ()
 
 
 #: Laplace scales beyond which the server takes a prototype entry for a byzantine one (`prototype_bound`).
@@ -151,12 +239,14 @@ def prototype_bound(config: PrototypesConfig, budget: PrototypeBudget, bound: fl
     return n_users * bound + TAIL_SCALES * values_scale(config, budget, bound)
 
 
-def evaluate(scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "") -> dict[str, float]:
-    """``test_rmse``, ``test_rmse_clipped`` (predictions clipped to the data's declared scale), ``mean_rank``
-    and ``map@k`` (with ``suffix``) of one model."""
+def evaluate(
+    scores_of: Any, predict: Any, train: Ratings, test: Ratings, k: int, suffix: str = "", *, scale: tuple[float, float]
+) -> dict[str, float]:
+    """``test_rmse``, ``test_rmse_clipped`` (predictions clipped to the public ``scale``, `PublicBounds`),
+    ``mean_rank`` and ``map@k`` (with ``suffix``) of one model."""
     if len(test):
         predicted = predict(test.users, test.items)
-        metrics = {"test_rmse": rmse(predicted, test.values), "test_rmse_clipped": rmse(np.clip(predicted, *train.rating_range), test.values)}
+        metrics = {"test_rmse": rmse(predicted, test.values), "test_rmse_clipped": rmse(np.clip(predicted, *scale), test.values)}
     else:
         metrics = {"test_rmse": float("nan"), "test_rmse_clipped": float("nan")}
     metrics.update(ranking_metrics(scores_of, train, test, k))
@@ -192,30 +282,40 @@ class FactorModel:
         return out
 
 
-def shared_item_model(silos: list[SiloData], V: np.ndarray, lam: float, n_users: int) -> FactorModel:
+def shared_item_model(silos: list[SiloData], V: np.ndarray, lam: float, n_users: int, fill: str = "observed") -> FactorModel:
     """Every silo fits its users to the same V (the federated pipeline without messages)."""
     model = FactorModel(n_users, V.shape[1])
     for silo in silos:
-        model.add(silo.users, user_factors(silo.rows, V, lam), V)
+        model.add(silo.users, user_factors(silo.rows, V, lam, fill), V)
     return model
 
 
-def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[SiloData]) -> dict[str, float]:
-    """Full, Local, MF + k-means, MF + k-random exemplars and Random (module docstring)."""
+def factorize(rng: np.random.Generator, rows: sp.csr_matrix, hyper: NMFHyper, fill: str) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. (2) on ``rows``: over the stored entries (``fill = "observed"``) or over the zero-filled matrix."""
+    if fill == "zeros":
+        return nmf_dense(rng, rows.toarray(), hyper)
+    return nmf_observed(rng, rows, hyper)
+
+
+def baseline_metrics(
+    ctx: RunContext, config: PrototypesConfig, silos: list[SiloData], scale: tuple[float, float]
+) -> dict[str, float]:
+    """Full, Local, MF + k-means, MF + k-random exemplars and Random (module docstring), each fitting as
+    ``protocol.fill`` says; predictions clipped to the public ``scale``."""
     train, test, k = ctx.train, ctx.test, config.map_k
     hyper = NMFHyper(config.rank, config.lam, config.nmf_iterations)
     metrics: dict[str, float] = {}
     matrix = sp.vstack([silo.rows for silo in silos]).tocsr()
     users = np.concatenate([silo.users for silo in silos])
-    U, V = nmf_observed(ctx.rng(Stream.PROTOCOL, _FULL), matrix, hyper)
+    U, V = factorize(ctx.rng(Stream.PROTOCOL, _FULL), matrix, hyper, config.fill)
     full = FactorModel(train.n_users, config.rank)
     full.add(users, U, V)
-    metrics.update(evaluate(full.scores, full.predict, train, test, k, "_full"))
+    metrics.update(evaluate(full.scores, full.predict, train, test, k, "_full", scale=scale))
     local = FactorModel(train.n_users, config.rank)
     for silo in silos:
-        U_h, V_h = nmf_observed(ctx.rng(Stream.PROTOCOL, _LOCAL, silo.label), silo.rows, hyper)
+        U_h, V_h = factorize(ctx.rng(Stream.PROTOCOL, _LOCAL, silo.label), silo.rows, hyper, config.fill)
         local.add(silo.users, U_h, V_h)
-    metrics.update(evaluate(local.scores, local.predict, train, test, k, "_local"))
+    metrics.update(evaluate(local.scores, local.predict, train, test, k, "_local", scale=scale))
     for name, stream in (("kmeans", _KMEANS), ("exemplars", _EXEMPLARS)):
         rng = ctx.rng(Stream.PROTOCOL, stream)
         prototypes = []
@@ -225,10 +325,10 @@ def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[Silo
             else:
                 picked = rng.choice(silo.users.size, size=min(config.k, silo.users.size), replace=False)
                 prototypes.append(silo.rows[np.sort(picked)].toarray())
-        model = shared_item_model(silos, item_factors(rng, prototypes, hyper), config.lam, train.n_users)
-        metrics.update(evaluate(model.scores, model.predict, train, test, k, f"_{name}"))
+        model = shared_item_model(silos, item_factors(rng, prototypes, hyper), config.lam, train.n_users, config.fill)
+        metrics.update(evaluate(model.scores, model.predict, train, test, k, f"_{name}", scale=scale))
     rng = ctx.rng(Stream.EVALUATION)
-    low, high = train.rating_range
+    low, high = scale
 
     def random_scores(chosen: IntArray) -> np.ndarray:
         return rng.random((chosen.size, train.n_items))
@@ -236,7 +336,7 @@ def baseline_metrics(ctx: RunContext, config: PrototypesConfig, silos: list[Silo
     def random_predictions(chosen: IntArray, items: IntArray) -> np.ndarray:
         return rng.uniform(low, high, size=chosen.size)
 
-    metrics.update(evaluate(random_scores, random_predictions, train, test, k, "_random"))
+    metrics.update(evaluate(random_scores, random_predictions, train, test, k, "_random", scale=scale))
     return metrics
 
 
@@ -244,14 +344,15 @@ async def run(ctx: RunContext) -> Outcome:
     config: PrototypesConfig = ctx.config
     if ctx.rounds != 2:
         raise ConfigError("run.rounds", f"prototypes runs exactly two communication rounds (Algorithm 1); got {ctx.rounds}")
-    bound = value_bound(config, ctx.train)
+    bounds = public_bounds(config, ctx.scenario.data, ctx.train)
+    bound = bounds.value
     budget = config.budget()
     silos = silo_data(ctx.train, silo_assignment(ctx.scenario.data, ctx.train, ctx.seed))
     hyper = NMFHyper(config.rank, config.lam, config.nmf_iterations)
     actors = {
         Party(Role.SILO, silo.label): PrototypeSilo(
             Party(Role.SILO, silo.label), ctx.network, ctx.rng(Stream.ACTOR, Role.SILO.code, silo.label), silo,
-            silo_params(config, silo.users.size, bound), budget, config.lam,
+            silo_params(config, silo.users.size, bound), budget, config.lam, config.fill,
         )
         for silo in silos
     }
@@ -305,15 +406,22 @@ async def run(ctx: RunContext) -> Outcome:
         )
     if len(fitted) < len(parties):
         warnings.append(f"{len(parties) - len(fitted)} silo(s) received no item matrix; their users are unscored")
+    snr = signal_to_noise(config, budget, bound, silos, ctx.train.n_items)
+    # The true cluster sizes of each silo's chosen trial: the simulator's view, never released.
+    cluster_sizes = {party: actors[party].result.cluster_sizes for party in parties if actors[party].result is not None}
+    empty = sum(int(np.count_nonzero(sizes == 0)) for sizes in cluster_sizes.values())
+    warnings.extend(_prototype_warnings(config, snr, empty, [(party, actors[party].data.users.size) for party in parties]))
     model = FactorModel(ctx.train.n_users, config.rank)
     for party in fitted:
         silo = actors[party]
         model.add(silo.data.users, silo.user_factors, server.item_factors)
-    final: dict[str, float] = {"silos": float(len(parties)), **_users_per_silo(silos)}
+    final: dict[str, float] = {
+        "silos": float(len(parties)), **_users_per_silo(silos), "prototype_snr": snr.ratio, "empty_clusters": float(empty),
+    }
     if model.item_matrices:
-        final.update(evaluate(model.scores, model.predict, ctx.train, ctx.test, config.map_k))
+        final.update(evaluate(model.scores, model.predict, ctx.train, ctx.test, config.map_k, scale=bounds.scale))
     if config.baselines:
-        final.update(baseline_metrics(ctx, config, silos))
+        final.update(baseline_metrics(ctx, config, silos, bounds.scale))
     trivial = _trivial(final, ctx, config)
     per_silo = [ledger.party(party) for party in parties]
     n_items = ctx.train.n_items
@@ -342,13 +450,14 @@ async def run(ctx: RunContext) -> Outcome:
         ],
         warnings=warnings,
         trivial=trivial,
-        trivial_reason=_noise_reason(config, budget, bound, silos, ctx.train),
+        trivial_reason=_noise_reason(config, snr, bound),
         invariants=[support],
         state={
             "item_factors": server.item_factors,
             "user_factors": model.U,
             "prototypes": dict(server.received),
             "silo_users": {party: actors[party].data.users for party in parties},
+            "cluster_sizes": cluster_sizes,
         },
     )
 
@@ -383,18 +492,84 @@ def _trivial(final: dict[str, float], ctx: RunContext, config: PrototypesConfig)
     return {name: other for name, other in pairs.items() if name in final and other in final}
 
 
-def _noise_reason(config: PrototypesConfig, budget: PrototypeBudget, bound: float, silos: list[SiloData], train: Ratings) -> str:
+class SignalToNoise(NamedTuple):
+    """The module docstring's estimate ("Utility at small epsilon") of a revealed prototype entry's signal
+    against its noise, from the silos' sizes and records (`signal_to_noise`).
+
+    Attributes:
+        ratio: ``signal / noise``: below 1 the prototypes are mostly noise.
+        signal: A cluster's sum on an item: ``cluster * kept / n * mean_value``.
+        noise: The standard deviation of the Laplace noise on a revealed sum (``sqrt 2`` times its scale).
+        cluster: Users per cluster were the silos' users split evenly: mean silo size / k.
+        kept: Non-zero entries a record keeps after truncation, on average: ``mean min(s, non-zeros)``.
+        mean_value: The mean non-zero entry, clipped to the value bound.
+    """
+
+    ratio: float
+    signal: float
+    noise: float
+    cluster: float
+    kept: float
+    mean_value: float
+
+
+def signal_to_noise(
+    config: PrototypesConfig, budget: PrototypeBudget, bound: float, silos: list[SiloData], n_items: int
+) -> SignalToNoise:
+    """`SignalToNoise` of the silos' truncated records (the simulator's diagnostic; nothing is released)."""
+    noise = math.sqrt(2.0) * values_scale(config, budget, bound)
+    sizes = [silo.users.size for silo in silos]
+    if not sum(sizes) or not n_items:
+        return SignalToNoise(0.0, 0.0, noise, 0.0, 0.0, 0.0)
+    rows = sp.vstack([silo.rows for silo in silos]).tocsr()
+    values = np.minimum(rows.data, bound)
+    positive = values > 0
+    owner = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+    non_zeros = np.bincount(owner[positive], minlength=rows.shape[0])
+    kept = float(np.minimum(non_zeros, config.support).mean())
+    mean_value = float(values[positive].mean()) if positive.any() else 0.0
+    cluster = float(np.mean(sizes)) / config.k
+    signal = cluster * kept / n_items * mean_value
+    return SignalToNoise(signal / noise, signal, noise, cluster, kept, mean_value)
+
+
+#: A fragment of each warning `_prototype_warnings` gives, to tell them from the warnings about messages.
+QUALITY_WARNINGS = (
+    "the prototypes are noise-dominated", "clusters are empty in the silos' chosen trials", "hold fewer users than k",
+)
+
+
+def _prototype_warnings(
+    config: PrototypesConfig, snr: SignalToNoise, empty: int, sizes: list[tuple[Party, int]]
+) -> list[str]:
+    """Warnings that the prototypes carry little of the data: noise-dominated entries, empty clusters (whose
+    prototypes are noise alone), silos with fewer users than k (at least k - m of their clusters empty)."""
+    warnings = []
+    if snr.ratio < 1.0:
+        warnings.append(
+            f"the prototypes are noise-dominated: prototype_snr = {snr.ratio:.3g} < 1 (noise of standard deviation "
+            f"{snr.noise:,.4g} on each revealed entry of a cluster's sum against about {snr.signal:.3g}; "
+            f"protocol.epsilon = {config.epsilon:g})"
+        )
+    if empty:
+        warnings.append(
+            f"{empty} of {config.k * len(sizes)} clusters are empty in the silos' chosen trials; their prototypes are "
+            "noise alone (empty_clusters)"
+        )
+    small = [f"{party} ({users} users)" for party, users in sizes if users < config.k]
+    if small:
+        warnings.append(f"{len(small)} silo(s) hold fewer users than k = {config.k}: {', '.join(small)}")
+    return warnings
+
+
+def _noise_reason(config: PrototypesConfig, snr: SignalToNoise, bound: float) -> str:
     """The noise on a prototype's revealed entries against a cluster's sum (module docstring, "Utility at
     small epsilon")."""
-    users = np.array([silo.users.size for silo in silos], dtype=np.float64)
-    cluster = float(users.mean()) / config.k if users.size else 0.0
-    kept = min(config.support, train.n_items) / train.n_items if train.n_items else 0.0
-    signal = cluster * kept * float(np.mean(train.values)) if len(train) else 0.0
     return (
-        f"each revealed entry of a cluster's sum carries Laplace noise of scale {values_scale(config, budget, bound):,.4g} "
-        f"(eps = {config.epsilon:g}, s = {config.support}, value bound {bound:g}), against an entry of about {signal:.3g} "
-        f"(a cluster of ~{cluster:.3g} users, each keeping {config.support} of {train.n_items} items, mean value "
-        f"{float(np.mean(train.values)) if len(train) else 0.0:.3g}): below eps of a few thousand the prototypes are mostly noise"
+        f"each revealed entry of a cluster's sum carries Laplace noise of standard deviation {snr.noise:,.4g} "
+        f"(eps = {config.epsilon:g}, s = {config.support}, value bound {bound:g}), against an entry of about "
+        f"{snr.signal:.3g} (a cluster of ~{snr.cluster:.3g} users, each keeping {snr.kept:.3g} non-zeros, mean value "
+        f"{snr.mean_value:.3g}): prototype_snr = {snr.ratio:.3g}"
     )
 
 
@@ -418,12 +593,28 @@ METRICS: tuple[MetricInfo, ...] = (
     count("silos_rejected", "round 1: silos whose prototypes the server rejected (beyond the honest bound)", "silos"),
     count("silos_fitted", "round 2: silos that received V and fitted their users", "silos"),
     count("silos_without_model", "round 2: silos that received no V; their users are unscored", "silos"),
+    MetricInfo(
+        "prototype_snr",
+        "estimated signal-to-noise ratio of a revealed prototype entry: a cluster's sum on an item (mean silo size / k "
+        "users, each keeping its truncated non-zeros) over the standard deviation of its Laplace noise; below 1 the "
+        "prototypes are mostly noise (a diagnostic of the simulator: nothing is released)",
+        "ratio", 0.0, math.inf, "higher",
+    ),
+    count(
+        "empty_clusters",
+        "clusters of the silos' chosen trials that hold no user (their prototypes are noise alone), over all silos",
+        "clusters",
+    ),
     *(
         info
         for suffix, model in _MODELS.items()
         for info in (
             error(f"test_rmse{suffix}", f"test RMSE of {model}"),
-            error(f"test_rmse_clipped{suffix}", f"test RMSE of {model}, predictions clipped to the data's declared scale"),
+            error(
+                f"test_rmse_clipped{suffix}",
+                f"test RMSE of {model}, predictions clipped to the public scale (the data's declared scale, else "
+                "[0, protocol.value_bound])",
+            ),
             MetricInfo(
                 f"mean_rank{suffix}",
                 f"mean percentile rank (eq. 4) of the test items among each user's candidates, weighted by value, of {model} "
@@ -442,5 +633,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True,
-    memory=memory_estimate, metrics=METRICS,
+    memory=memory_estimate, check=check, metrics=METRICS,
 )

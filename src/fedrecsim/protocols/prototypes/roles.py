@@ -29,7 +29,8 @@ from .pipeline import SiloData, item_factors, silo_prototypes, user_factors
 
 
 class PrototypeSilo(Silo):
-    """A silo: its users' rows stay here; only the private prototypes leave."""
+    """A silo: its users' rows stay here; only the private prototypes leave. ``fill`` is how it fits its
+    users to V (`pipeline.user_factors`)."""
 
     def __init__(
         self,
@@ -40,12 +41,14 @@ class PrototypeSilo(Silo):
         params: PrototypeParams,
         budget: PrototypeBudget,
         lam: float,
+        fill: str = "observed",
     ) -> None:
         super().__init__(party, network, rng)
         self.data = data
         self.params = params
         self.budget = budget
         self.lam = lam
+        self.fill = fill
         self.result: PrototypeResult | None = None
         self.user_factors: np.ndarray | None = None
 
@@ -66,7 +69,7 @@ class PrototypeSilo(Silo):
             raise ProtocolViolation(
                 f"{self.party} expected an item matrix with {self.data.rows.shape[1]} rows, received shape {V.shape}"
             )
-        self.user_factors = user_factors(self.data.rows, V, self.lam)
+        self.user_factors = user_factors(self.data.rows, V, self.lam, self.fill)
         return True
 
 
