@@ -23,7 +23,8 @@ position among the five (1 = best, ties count half), and prints
 
 * per epsilon: each difference's mean over the seeds with its standard error (SE), and the position;
 * the acceptance table: for each criterion the seeds, the paired mean difference, its SE and 95 %
-  Student-t interval, the bound and whether the mean meets it;
+  Student-t interval, the bound, whether the mean meets it (the verdict) and whether the whole interval
+  does too;
 * the crossover epsilon: the smallest epsilon of the grid at which private - Random <= -0.02;
 * sentences that say what the numbers mean.
 
