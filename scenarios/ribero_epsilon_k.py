@@ -1,8 +1,9 @@
 """Ribero et al. Figs. 4-6: mean percentile rank and test RMSE of the private model over epsilon x k.
 
 ``python scenarios/ribero_epsilon_k.py [--quick] [--seeds N] [--set KEY=VALUE ...] [--out DIR] [--workers N | --dask ADDRESS]``
-runs the study ``ribero_epsilon_k.toml`` (epsilon in {0.01, 0.1, 0.5, 1, 10, 100, 1000, 10000} x k in {10,
-20, 50} on ``ribero_synthetic.toml``, three seeds by default) with `fedrecsim.study` into ``--out``
+runs the study ``ribero_epsilon_k.toml`` (epsilon in {0.005, 0.05, 0.5, 1, 10, 100, 1000, 10000} -- the paper's
+synthetic grid {0.005, 0.05, 0.5} and larger budgets -- x k in {10, 20, 50} on ``ribero_synthetic.toml``, three
+seeds by default) with `fedrecsim.study` into ``--out``
 (default ``results/ribero_epsilon_k``; re-running resumes it), then prints from its ``summary.csv`` one
 table per k: the private model's mean rank (mean over seeds and 95% half-width) and RMSE per epsilon, and
 the non-private baselines of the same runs (they depend on k and the seed, not on epsilon), averaged over

@@ -121,6 +121,12 @@ class DataConfig:
         "explicit",
         doc="explicit ratings, implicit interactions (0/1) or counts (synthetic: Poisson(exp(U V^T)), Ribero et al.)",
     )
+    factors: Literal["scaled", "unit-norm"] = param(
+        "scaled",
+        doc="synthetic counts: how U and V are drawn -- Gaussian entries of variance rank^-1/2 (log-rates of unit "
+        "variance), or Gaussian rows scaled to unit length as the Ribero et al. authors' notebooks (log-rates in "
+        "[-1, 1] of variance 1/rank)",
+    )
     users: int = param(943, ge=1, doc="synthetic: number of users")
     items: int = param(1682, ge=1, doc="synthetic: number of items")
     ratings: int = param(100_000, ge=1, doc="synthetic: number of observed ratings or interactions")

@@ -1,6 +1,7 @@
 """Ribero et al.'s synthetic Poisson counts: entries spread over users exactly as documented, items
 distinct and uniform, counts capped at 10, log-rates of unit variance whatever the rank (statistical,
-fixed seeds, tolerances stated), and size errors naming their ``data.*`` key."""
+fixed seeds, tolerances stated), the authors' unit-norm factors (``factors = "unit-norm"``), and size
+errors naming their ``data.*`` key."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedrecsim.data.poisson import COUNT_CAP, synthetic_poisson
+from fedrecsim.data.poisson import COUNT_CAP, FACTORS, poisson_factors, synthetic_poisson
 from fedrecsim.errors import ConfigError
 
 
@@ -135,3 +136,71 @@ def test_the_default_rank_is_ten() -> None:
         synthetic_poisson(np.random.default_rng(10), 8, 8, 30).values,
         synthetic_poisson(np.random.default_rng(10), 8, 8, 30, rank=10).values,
     )
+
+
+def test_unit_norm_factors_are_gaussian_rows_of_length_one() -> None:
+    U, V = poisson_factors(np.random.default_rng(11), 300, 40, 7, "unit-norm")
+    assert U.shape == (300, 7) and V.shape == (40, 7)
+    np.testing.assert_allclose(np.linalg.norm(U, axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0, rtol=1e-12)
+    # A Gaussian direction: every coordinate of a unit row has mean 0 and variance 1/rank (here 1/7).
+    # 300 rows: the variance's standard error is about 0.14 * sqrt(2 / 300) ~ 0.012; we allow 0.04.
+    assert np.abs(U.mean(axis=0)).max() < 0.1
+    np.testing.assert_allclose(U.var(axis=0), 1 / 7, atol=0.04)
+    scaled_U, _ = poisson_factors(np.random.default_rng(11), 300, 40, 7, "scaled")
+    assert np.linalg.norm(scaled_U, axis=1).std() > 0.1  # the default's rows are not normalized
+
+
+def _unit_norm_reference(rank: int, draws: int, seed: int) -> float:
+    """The notebooks' model with fresh unit vectors per cell: the mean of min(Poisson(e^{u.v}), 10)."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.standard_normal((draws, rank)), rng.standard_normal((draws, rank))
+    z = (u * v).sum(axis=1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    return float(np.minimum(rng.poisson(np.exp(z)), COUNT_CAP).mean())
+
+
+def test_unit_norm_counts_are_near_poisson_one_at_the_notebooks_rank() -> None:
+    """At rank 100 the log-rate u . v is a cosine of variance 1/100: the mean count is E[e^z] ~ e^0.005
+    (the scaled default's is about 1.65) and no count comes near the cap.
+
+    Tolerance: 80,000 counts of variance ~1 give a mean with standard error ~0.004, and the 600 shared
+    vectors add about as much; we allow 0.03.
+    """
+    data = synthetic_poisson(np.random.default_rng(12), 400, 200, 80_000, rank=100, factors="unit-norm")
+    assert (data.n_users, data.n_items, len(data)) == (400, 200, 80_000)
+    assert data.rating_range == (0.0, COUNT_CAP)
+    np.testing.assert_array_equal(data.values, np.round(data.values))
+    assert data.values.mean() == pytest.approx(_unit_norm_reference(100, 100_000, 13), abs=0.03)
+    assert data.values.mean() == pytest.approx(np.exp(0.005), abs=0.03)
+    assert data.values.max() < COUNT_CAP
+
+
+def test_unit_norm_log_rates_stay_within_one() -> None:
+    """Rank 1: u . v = +-1 exactly, so every rate is e or 1/e -- the mean count is (e + 1/e) / 2 ~ 1.54.
+
+    Tolerance: 20,000 counts of variance ~1.5, standard error ~0.01 (the signs are shared by 200 + 100
+    vectors, which adds ~0.1 at most); we allow 0.15."""
+    data = synthetic_poisson(np.random.default_rng(14), 200, 100, 20_000, rank=1, factors="unit-norm")
+    assert data.values.mean() == pytest.approx((np.e + 1 / np.e) / 2, abs=0.15)
+
+
+@pytest.mark.parametrize("factors", FACTORS)
+def test_a_seed_gives_its_data_and_another_seed_other_data(factors: str) -> None:
+    first = synthetic_poisson(np.random.default_rng(15), 30, 20, 300, rank=4, factors=factors)
+    again = synthetic_poisson(np.random.default_rng(15), 30, 20, 300, rank=4, factors=factors)
+    other = synthetic_poisson(np.random.default_rng(16), 30, 20, 300, rank=4, factors=factors)
+    for name in ("users", "items", "values"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
+    assert not np.array_equal(first.values, other.values) or not np.array_equal(first.items, other.items)
+
+
+def test_the_default_factors_are_scaled() -> None:
+    np.testing.assert_array_equal(
+        synthetic_poisson(np.random.default_rng(17), 8, 8, 30, rank=3).values,
+        synthetic_poisson(np.random.default_rng(17), 8, 8, 30, rank=3, factors="scaled").values,
+    )
+
+
+def test_an_unknown_factors_value_names_data_factors() -> None:
+    with pytest.raises(ConfigError, match=r"^data\.factors: got 'unit'; allowed values: 'scaled', 'unit-norm'$"):
+        synthetic_poisson(np.random.default_rng(0), 3, 4, 5, factors="unit")

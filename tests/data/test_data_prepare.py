@@ -84,6 +84,19 @@ def test_min_per_user_sets_the_least_active_users_share() -> None:
         prepare_data(Spec(ratings=200, min_per_user=3), seed=3)
 
 
+def test_counts_from_unit_norm_factors_and_the_key_needs_counts() -> None:
+    scaled, _ = prepare_data(Spec(feedback="counts", ratings=4800, rank=50), seed=3)
+    unit, _ = prepare_data(Spec(feedback="counts", ratings=4800, rank=50, factors="unit-norm"), seed=3)
+    again, _ = prepare_data(Spec(feedback="counts", ratings=4800, rank=50, factors="unit-norm"), seed=3)
+    np.testing.assert_array_equal(unit.values, again.values)
+    assert unit.rating_range == (0.0, 10.0) and len(unit) == len(scaled)
+    # Log-rates of variance 1/50 against 1: mean counts near e^0.01 ~ 1.01 against e^0.5 ~ 1.65 (4,800
+    # counts, standard error ~0.02 each).
+    assert unit.values.mean() < 1.15 < 1.4 < scaled.values.mean()
+    with pytest.raises(ConfigError, match=r"^data\.factors: 'unit-norm' draws Poisson counts' factors; it needs data\.feedback = 'counts'$"):
+        prepare_data(Spec(factors="unit-norm"), seed=3)
+
+
 def test_data_rating_range_declares_an_npz_scale_and_is_refused_elsewhere(tmp_path: Path) -> None:
     import scipy.sparse
 

@@ -31,7 +31,7 @@ from fedrecsim.data.metrics import (
 )
 from fedrecsim.data.movielens import MOVIELENS_RATING_RANGE, load_movielens_1m, load_movielens_100k
 from fedrecsim.data.npz import load_npz
-from fedrecsim.data.poisson import COUNT_CAP, synthetic_poisson
+from fedrecsim.data.poisson import COUNT_CAP, FACTORS, poisson_factors, synthetic_poisson
 from fedrecsim.data.prepare import DataSpec, prepare_data
 from fedrecsim.data.ranking import chance_ranking_metrics, ranking_metrics
 from fedrecsim.data.ratings import Ratings, UserIndex
@@ -82,6 +82,7 @@ __all__ = [
     "DataSpec",
     "Dataset",
     "DownloadProgress",
+    "FACTORS",
     "FETCH_RECORD",
     "FILMTRUST_RATING_RANGE",
     "Fetched",
@@ -128,6 +129,7 @@ __all__ = [
     "ndcg_at_k",
     "netflix_shape",
     "per_user_split",
+    "poisson_factors",
     "prepare_data",
     "random_ranking_expectation",
     "random_split",

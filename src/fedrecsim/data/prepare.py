@@ -43,6 +43,7 @@ class DataSpec(Protocol):
     path: str
     test_path: str
     feedback: str
+    factors: str
     users: int
     items: int
     ratings: int
@@ -65,8 +66,9 @@ class DataSpec(Protocol):
 def prepare_data(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings]:
     """The ``(train, test)`` split the ``[data]`` table describes, reproducible from ``seed``.
 
-    ``source = "synthetic"`` draws `synthetic_explicit`, `synthetic_implicit` or `synthetic_poisson` (by ``feedback``) of
-    ``users x items`` with ``ratings`` entries; any other source is read by `load` from ``path``.
+    ``source = "synthetic"`` draws `synthetic_explicit`, `synthetic_implicit` or `synthetic_poisson` (by ``feedback``;
+    counts with ``factors``) of ``users x items`` with ``ratings`` entries; any other source is read by `load` from
+    ``path``.
     ``split`` is ``"random"`` (`random_split`), ``"per_user"`` (`per_user_split`),
     ``"leave_one_out"`` (`leave_one_out`, which ignores ``test_fraction``), ``"users"``
     (`user_holdout_split`: ``test_entries`` of each of a ``test_fraction`` share of the users) or
@@ -144,6 +146,8 @@ def _ratings(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings | None]:
         raise ConfigError("data.rating_range", "synthetic data sets its own scale; only source 'npz' takes it")
     if spec.test_path:
         raise ConfigError("data.test_path", "synthetic data has no files; the split makes the held-out set")
+    if spec.factors != "scaled" and spec.feedback != "counts":
+        raise ConfigError("data.factors", f"{spec.factors!r} draws Poisson counts' factors; it needs data.feedback = 'counts'")
     rng = generator(seed, Stream.DATA, _GENERATE)
     if spec.feedback == "explicit":
         return synthetic_explicit(
@@ -154,7 +158,7 @@ def _ratings(spec: DataSpec, seed: int) -> tuple[Ratings, Ratings | None]:
             rng, spec.users, spec.items, spec.ratings, rank=spec.rank, min_per_user=spec.min_per_user
         ), None
     if spec.feedback == "counts":
-        return synthetic_poisson(rng, spec.users, spec.items, spec.ratings, rank=spec.rank), None
+        return synthetic_poisson(rng, spec.users, spec.items, spec.ratings, rank=spec.rank, factors=spec.factors), None
     raise ConfigError("data.feedback", f"got {spec.feedback!r}; allowed values: 'explicit', 'implicit', 'counts'")
 
 
