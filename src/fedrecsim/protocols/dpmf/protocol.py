@@ -640,7 +640,7 @@ def _private_outcome(
     }
     invariants = verifier.monitors if config.check_invariants else []
     trivial = _with_references(final, ctx, config, public, _user_factors(users), recommender.item_factors)
-    figures = accuracy_figures(config.scenario, config.epsilon, final) + _communication_figures(config, public, rounds, traffic)
+    figures = _communication_figures(config, public, rounds, traffic) + accuracy_figures(config.scenario, config.epsilon, final)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
         paper_figures=figures, invariants=invariants, state=state,
