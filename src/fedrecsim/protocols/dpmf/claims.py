@@ -6,9 +6,10 @@ MF scheme without any protection running 100 iterations" (Figs. 7-8). The text s
 baseline (the figures show only increases), so there is no published number to compare with: the
 paper's baseline is computed on the run's own data -- `PAPER_BASELINE_ROUNDS` iterations of unprotected
 full-batch MF from the run's initial U and V, no refit (``paper_baseline_err_mean``), and
-``paper_err_increase`` is the run's ``err_mean`` minus it. On MovieLens-100k (90 % training split, seed 7)
-it is 0.705. S1's ``err_increase`` is against another reference, the noiseless refit of V (``baseline_err_mean``
-= ``noiseless_err_mean``, 0.479 there); both are reported, and `accuracy_figures` puts both beside the
+``paper_err_increase`` is the run's ``err_mean`` minus it. On MovieLens-100k (``hua_s1.toml`` /
+``hua_s2.toml``, 90 % training split, seed 7) it is 0.707 from S1's initial profiles and 0.705 from S2's.
+S1's ``err_increase`` is against another reference, the noiseless refit of V (``baseline_err_mean`` =
+``noiseless_err_mean``, 0.479 there); both are reported, and `accuracy_figures` puts both beside the
 paper's claim (`PAPER_CLAIMS`).
 
 **Noise against data.** Theorem 1's eta_j has ``||eta_j|| ~ Gamma(d, 2 Delta / eps)``, mean d 2 Delta /
