@@ -21,8 +21,9 @@ Theorem 1, |e_ij| <= Delta, ||u_i|| <= 1). An item whose expected noise norm exc
 Delta = 4) E||eta_j|| = 4,000, so only items with more than 500 ratings are not.
 
 **Where the error is.** `few_ratings_share`: the share of the test squared error on items with fewer than
-`FEW_RATINGS` training ratings -- the items the noise dominates most; on MovieLens-100k they hold almost
-all of it.
+`FEW_RATINGS` training ratings -- the items the noise dominates most. On MovieLens-100k (seed 7) they
+have 18.2 % of the test ratings and 99.8 % of S1's raw test squared error at eps = 0.1, 1 and 8 (91.7 % of
+S2's at eps = 0.1); clipped to the rating scale, 18-27 %: clipping removes what sets them apart.
 """
 
 from __future__ import annotations
