@@ -125,7 +125,14 @@ from ...seeding import Stream
 from ..runtime import Cue, Distributed, Outcome, PaperFigure, ProtocolSpec, RunContext
 from .central import accuracy, error_distribution, refit_items, replay, train_baseline, train_error
 from .claims import (
-    FEW_RATINGS, PAPER_BASELINE_ROUNDS, accuracy_figures, claim_report, few_ratings_share, noise_metrics, noise_reason, noise_warning,
+    FEW_RATINGS,
+    PAPER_BASELINE_ROUNDS,
+    accuracy_figures,
+    claim_report,
+    few_ratings_share,
+    noise_metrics,
+    noise_reason,
+    noise_warning,
 )
 from .config import DPMFConfig
 from .headroom import ITEM_NORM_BOUND, Headroom, aggregate_headroom, check_ring
@@ -210,7 +217,9 @@ def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
     )
 
 
-def _with_references(final: dict[str, float], ctx: RunContext, config: DPMFConfig, public: PublicParameters, U: np.ndarray, V: np.ndarray) -> dict[str, str]:
+def _with_references(
+    final: dict[str, float], ctx: RunContext, config: DPMFConfig, public: PublicParameters, U: np.ndarray, V: np.ndarray
+) -> dict[str, str]:
     """Add to ``final`` the reference predictors' errors (the training mean's, each item's mean), the noise
     against the data (`claims.noise_metrics`) and the few-ratings items' share of the test error
     (`claims.few_ratings_share`, of the published ``U``, ``V``); returns the pairs of `_TRIVIAL` the run has."""
@@ -896,15 +905,18 @@ METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("noise_err_increase", "err_mean - noiseless_err_mean: what the noise alone cost", "rating", better="lower"),
     error(
         "paper_baseline_err_mean",
-        f"err_mean of Hua et al.'s baseline computed on this run's data: unprotected full-batch MF for {PAPER_BASELINE_ROUNDS} iterations "
-        "from the run's initial U and V, no refit (the paper states no number for it)",
+        f"err_mean of Hua et al.'s baseline computed on this run's data: unprotected full-batch MF for {PAPER_BASELINE_ROUNDS} "
+        "iterations from the run's initial U and V, no refit (the paper states no number for it)",
     ),
     MetricInfo(
         "paper_err_increase", "err_mean - paper_baseline_err_mean: the increase the paper's accuracy claim is about",
         "rating", better="lower",
     ),
     *(
-        error(f"{split}_{what}_item_mean_predictor", f"{split}_{what} of the reference predictor of each item's mean training rating (the training mean for an item without any)")
+        error(
+            f"{split}_{what}_item_mean_predictor",
+            f"{split}_{what} of the reference predictor of each item's mean training rating (the training mean for an item without any)",
+        )
         for split in ("train", "test") for what in ("rmse", "mae")
     ),
     MetricInfo(
@@ -914,7 +926,8 @@ METRICS: tuple[MetricInfo, ...] = (
     ),
     count(
         "noise_dominated_items",
-        "rated items whose eta_norm_expected exceeds 2 Delta n_j, the largest data term eta_j perturbs (n_j: the item's training ratings)",
+        "rated items whose eta_norm_expected exceeds 2 Delta n_j, the largest data term eta_j perturbs "
+        "(n_j: the item's training ratings)",
         "items",
     ),
     fraction("noise_dominated_share", "noise_dominated_items over the items with training ratings"),
