@@ -14,6 +14,9 @@ SCENARIOS = sorted(
     path for path in (Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml") if "sweep" not in read_tables(path)
 )
 TINY = ["run.rounds=2", "data.users=30", "data.items=120", "data.ratings=900"]
+# Warnings a scenario file gives by design: dpmf at the paper's eps says the noise dominates most items
+# (`fedrecsim.protocols.dpmf.claims.noise_warning`, issue 30).
+EXPECTED_WARNINGS = ("the noise dominates ",)
 
 
 def _tiny_movielens(folder: Path, source: str) -> Path:
@@ -49,7 +52,7 @@ def test_scenario_runs_at_tiny_size(path: Path, tmp_path: Path) -> None:
     assert result.result["rounds_completed"] == 2
     assert result.metrics
     assert all(invariant["violations"] == 0 for invariant in result.result["invariants"])
-    assert result.result["warnings"] == []
+    assert [warning for warning in result.result["warnings"] if not warning.startswith(EXPECTED_WARNINGS)] == []
 
 
 def test_the_scenarios_folder_is_not_empty() -> None:
