@@ -15,6 +15,10 @@ SCENARIOS = sorted(
     path for path in (Path(__file__).resolve().parent.parent / "scenarios").glob("*.toml") if "sweep" not in read_tables(path)
 )
 TINY = ["run.rounds=2", "data.users=30", "data.items=120", "data.ratings=900"]
+# Warnings a scenario file gives by design (issue 30): dpmf at the paper's eps says the noise dominates most
+# items (`fedrecsim.protocols.dpmf.claims.noise_warning`); prototypes at eps = 1 say the prototypes are noise
+# (`QUALITY_WARNINGS`). The scenarios' findings, not faults.
+EXPECTED_WARNINGS = ("the noise dominates ",)
 
 
 def _tiny_movielens(folder: Path, source: str) -> Path:
@@ -50,11 +54,8 @@ def test_scenario_runs_at_tiny_size(path: Path, tmp_path: Path) -> None:
     assert result.result["rounds_completed"] == 2
     assert result.metrics
     assert all(invariant["violations"] == 0 for invariant in result.result["invariants"])
-    warnings = result.result["warnings"]
-    if tables["run"]["protocol"] == "prototypes":
-        # At epsilon = 1 the run says its prototypes are noise (issue 30): the scenario's finding, not a fault.
-        warnings = [warning for warning in warnings if not any(fragment in warning for fragment in QUALITY_WARNINGS)]
-    assert warnings == []
+    expected = EXPECTED_WARNINGS + (QUALITY_WARNINGS if tables["run"]["protocol"] == "prototypes" else ())
+    assert [warning for warning in result.result["warnings"] if not any(part in warning for part in expected)] == []
 
 
 def test_the_scenarios_folder_is_not_empty() -> None:

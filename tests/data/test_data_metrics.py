@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedrecsim.data import Ratings, error_summary, hit_rate_at_k, mae, ndcg_at_k, recall_at_k, rmse
+from fedrecsim.data import Ratings, error_summary, hit_rate_at_k, item_mean_predictor_errors, mae, ndcg_at_k, recall_at_k, rmse
 
 
 def ratings(users: list[int], items: list[int], n_users: int, n_items: int) -> Ratings:
@@ -374,3 +374,18 @@ def test_full_ranking_ties_follow_item_order_for_many_users_and_tie_groups() -> 
     assert recall_at_k(scores, first, train, [5]) == {"recall@5": 1.0}
     assert ndcg_at_k(scores, first, train, [5]) == {"ndcg@5": pytest.approx(1.0)}
     assert recall_at_k(scores, after, train, [5, 10]) == {"recall@5": 0.0, "recall@10": 1.0}
+
+
+def test_item_mean_predictor_predicts_each_items_training_mean_and_the_global_mean_for_an_unrated_item() -> None:
+    # Item 0 has training ratings 1 and 3 (mean 2), item 1 has 5; item 2 has none: the training mean 3.
+    train = Ratings(np.array([0, 1, 2]), np.array([0, 0, 1]), np.array([1.0, 3.0, 5.0]), 3, 3, (1.0, 5.0))
+    test = Ratings(np.array([0, 1]), np.array([1, 2]), np.array([4.0, 1.0]), 3, 3, (1.0, 5.0))
+    errors = item_mean_predictor_errors(train, test)
+    assert errors == {
+        "train_rmse_item_mean_predictor": pytest.approx(math.sqrt(2 / 3)),
+        "train_mae_item_mean_predictor": pytest.approx(2 / 3),
+        "test_rmse_item_mean_predictor": pytest.approx(math.sqrt((1 + 4) / 2)),
+        "test_mae_item_mean_predictor": pytest.approx(1.5),
+    }
+    empty = Ratings(np.array([], dtype=np.int64), np.array([], dtype=np.int64), np.array([]), 3, 3, (1.0, 5.0))
+    assert set(item_mean_predictor_errors(train, empty)) == {"train_rmse_item_mean_predictor", "train_mae_item_mean_predictor"}

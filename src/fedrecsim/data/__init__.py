@@ -21,6 +21,7 @@ from fedrecsim.data.loaders import SOURCES, load, load_with_test
 from fedrecsim.data.metrics import (
     error_summary,
     hit_rate_at_k,
+    item_mean_predictor_errors,
     mae,
     mean_predictor_errors,
     ndcg_at_k,
@@ -110,6 +111,7 @@ __all__ = [
     "filter_min_interactions",
     "heldout_users_split",
     "hit_rate_at_k",
+    "item_mean_predictor_errors",
     "install_folder",
     "leave_one_out",
     "licence_text",

@@ -69,6 +69,25 @@ def mean_predictor_errors(train: Ratings, test: Ratings) -> dict[str, float]:
     return metrics
 
 
+def item_mean_predictor_errors(train: Ratings, test: Ratings) -> dict[str, float]:
+    """The errors of the reference predictor that predicts, for every pair, its item's mean training rating
+    (the training ratings' mean for an item without any): ``train_rmse_item_mean_predictor``,
+    ``train_mae_item_mean_predictor`` and, when ``test`` has entries, the same two on ``test``."""
+    counts = train.item_counts()
+    sums = np.bincount(train.items, weights=train.values, minlength=train.n_items)
+    means = np.full(train.n_items, float(np.mean(train.values)))
+    rated = counts > 0
+    means[rated] = sums[rated] / counts[rated]
+    metrics = {
+        "train_rmse_item_mean_predictor": rmse(means[train.items], train.values),
+        "train_mae_item_mean_predictor": mae(means[train.items], train.values),
+    }
+    if len(test):
+        metrics["test_rmse_item_mean_predictor"] = rmse(means[test.items], test.values)
+        metrics["test_mae_item_mean_predictor"] = mae(means[test.items], test.values)
+    return metrics
+
+
 def random_ranking_expectation(
     test: Ratings, train: Ratings, k_list: Iterable[int], recall_by: str = "min"
 ) -> dict[str, float]:
@@ -367,4 +386,4 @@ def _matrix(scores: npt.ArrayLike, n_users: int, n_items: int) -> FloatArray:
     return matrix
 
 
-__all__ = ["error_summary", "hit_rate_at_k", "mae", "mean_predictor_errors", "ndcg_at_k", "random_ranking_expectation", "rating_errors", "recall_at_k", "rmse"]
+__all__ = ["error_summary", "hit_rate_at_k", "item_mean_predictor_errors", "mae", "mean_predictor_errors", "ndcg_at_k", "random_ranking_expectation", "rating_errors", "recall_at_k", "rmse"]

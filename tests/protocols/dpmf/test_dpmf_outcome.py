@@ -49,12 +49,14 @@ def test_the_final_metrics_beside_the_baseline_and_the_noiseless_replay() -> Non
     ctx = SimpleNamespace(train=_ratings([0], [0], [2.0], 1, 1), rounds=1)
     rounds = [{"round": 1, "err_mean": 0.75, "participants": 0}]
     # The user contributed to no iteration: the noiseless replay takes no step, its error stays |2 - 0.5|.
+    # The paper's baseline runs 100 iterations: the second step has e = 0.25, u stays 1 (projected), v <- 2,
+    # and from there the error is 0.
     final, base_u, base_v = protocol._compared(
         ctx, config, _public(config, 1), rounds, [np.array([], dtype=np.int64)], np.array([[0.5]]), np.array([[1.0]]),
     )
     assert final == {
         "err_mean": 0.75, "participants": 0, "baseline_err_mean": 0.25, "err_increase": 0.5,
-        "noiseless_err_mean": 1.5, "noise_err_increase": -0.75,
+        "noiseless_err_mean": 1.5, "noise_err_increase": -0.75, "paper_baseline_err_mean": 0.0, "paper_err_increase": 0.75,
     }
     np.testing.assert_allclose([base_u[0, 0], base_v[0, 0]], [1.0, 1.75])
 

@@ -24,7 +24,14 @@ aggregate by n_j, the number of users that contributed to it this iteration. The
 gradients *and* eta_j (and rho~_j): the noise is divided by the same n_j, exactly as objective (6) applies
 its 1/M to the error term and to eta alike, so the paper's ratio of noise to gradient is kept. S1's
 refit is the exact minimizer of (6) under the same normalization (`central.refit_items`), i.e. the fixed
-point of that step. ``normalize = false`` restores the raw sums everywhere.
+point of that step. ``normalize = false`` restores the raw sums everywhere. The deviation from eqs. (2)-(5)
+matters: on MovieLens-100k (``hua_s1.toml`` with ``data.source =
+"movielens-100k"``, seed 7, 90 % training split) unprotected full-batch MF with the paper's literal summed
+step has a mean absolute training error of 3.46, 2.68, 13.1 after iterations 1-3, 4.6e6 after 10 and
+4.5e102 after 100 (it diverges; ``paper_baseline_err_mean``), against 3.52, 3.52, 3.51, 3.43 and 0.707
+with each step divided by n_j. S1 with the summed step still publishes (its refit is an exact solve, U
+stays in the unit ball): at eps = 1 err_mean 12.0 against a noiseless refit of 1.39, where the n_j step
+gives 21.9 against 0.479.
 
 **S3's weighted contributions -- a second documented choice.** In S3 only k'_j of an item's k_j raters are
 served in an iteration, yet the aggregate holds the whole eta_j every time. Divided by n_j, eta would
@@ -47,7 +54,7 @@ and ``err_q25`` .. ``err_q90`` (absolute errors over the training ratings, the p
 the data's declared rating scale (``*_clipped``, `Ratings.rating_range`: post-processing, no privacy
 cost); in the final metrics the trivial predictor's (the training mean rating: ``*_mean_predictor``;
 ``Outcome.trivial`` pairs each error with it, and ``trivial_reason`` compares the noise with the data's
-term, `_noise_reason`), ``baseline_err_mean`` and ``err_increase`` against the unprotected baseline, and
+term, `claims.noise_reason`), ``baseline_err_mean`` and ``err_increase`` against the unprotected baseline, and
 ``noiseless_err_mean`` / ``noise_err_increase`` against the same run without noise:
 
 - S1: the baseline is the same pipeline with eta = 0 (``baseline_rounds`` iterations of unprotected MF,
@@ -56,6 +63,15 @@ term, `_noise_reason`), ``baseline_err_mean`` and ``err_increase`` against the u
   (default: as many as the run; the paper uses 100), from the same initial U and V -- the paper's
   baseline; S3's ``err_increase`` therefore includes what churn and K cost. The noiseless replay runs the
   same iterations with exactly the users that contributed to each, without noise, masks or ring.
+- Every scenario: ``paper_baseline_err_mean`` / ``paper_err_increase``, against the paper's own baseline --
+  unprotected MF after exactly 100 iterations from the run's initial U and V, no refit (`claims`: the paper
+  states no number for it, so it is computed on the run's data; 0.707 for S1 and 0.705 for S2 on
+  MovieLens-100k, where S1's ``baseline_err_mean``, the noiseless refit, is 0.479). The paper's claim is
+  shown beside both increases in ``paper_figures`` (`claims.accuracy_figures`).
+- The noise against the data (`claims`): ``eta_norm_expected``, ``noise_dominated_items`` / ``_share``
+  (rated items with E||eta_j|| > 2 Delta n_j; a warning when they are most), the item-mean reference
+  errors (``*_item_mean_predictor``) and the share of the test squared error on items with fewer than 50
+  training ratings (``test_sq_error_share_few_ratings``, raw and ``_clipped``; ``test_share_few_ratings``).
 
 **The ring** must hold every aggregate: `headroom` derives the range they need from eps, Delta, d, K and the
 weights at a tail probability of 1e-12 per aggregate, and a run whose ring is smaller is refused with a
@@ -67,7 +83,10 @@ used (``frac_bits``, and ``frac_bits_from``: auto, set or default) and that rang
 and ``known_leaks``: the rated-item sets, and that the recommender knows H (it draws H_j; H_j(t) of rho~
 is public), so the noise it sees is Gaussian given H and eps-DP against the recommender does not hold
 as the paper states (``eps_dp_against_recommender: false``); ``epsilon_spent``: eps is spent once, when eta is
-fixed (round 0 in S2/S3, the publication after the last round in S1), not per iteration (`_epsilon_spent`).
+fixed (round 0 in S2/S3, the publication after the last round in S1), not per iteration (`_epsilon_spent`);
+``theorem1_covers_published_v``: true for S1, which publishes the minimizer of (6) with U fixed; false for
+S2/S3, whose V after T iterations (U updated every iteration) is not the minimizer Theorem 1 covers
+(``caveats``, `claims.claim_report`).
 
 **Distributions** (``distributions`` in result.json, for the report's CDF): the absolute prediction errors
 of this run and of its baseline over the training ratings, and of this run over the test ratings, each as
@@ -95,7 +114,7 @@ import numpy as np
 import trio
 
 from ...actors.population import Population
-from ...data.metrics import mean_predictor_errors
+from ...data.metrics import item_mean_predictor_errors, mean_predictor_errors
 from ...data.ratings import Ratings
 from ...errors import ConfigError
 from ...mechanisms.laplace import laplace_scale
@@ -105,6 +124,16 @@ from ...network.tcp import Group
 from ...seeding import Stream
 from ..runtime import Cue, Distributed, Outcome, PaperFigure, ProtocolSpec, RunContext
 from .central import accuracy, error_distribution, refit_items, replay, train_baseline, train_error
+from .claims import (
+    FEW_RATINGS,
+    PAPER_BASELINE_ROUNDS,
+    accuracy_figures,
+    claim_report,
+    few_ratings_share,
+    noise_metrics,
+    noise_reason,
+    noise_warning,
+)
 from .config import DPMFConfig
 from .headroom import ITEM_NORM_BOUND, Headroom, aggregate_headroom, check_ring
 from .monitors import Verifier
@@ -188,36 +217,26 @@ def check(scenario: Any, train: Ratings) -> tuple[str, ...]:
     )
 
 
-def expected_noise_norm(config: DPMFConfig, public: PublicParameters) -> float:
-    """E||eta_j||: Theorem 1's Gamma(d, 2 Delta / eps) norm has mean d 2 Delta / eps; Lemma 1's d Laplace(b)
-    entries have root mean square norm b sqrt(2 d)."""
-    if config.mechanism == "theorem1":
-        return config.d * 2.0 * public.delta / config.epsilon
-    return public.scale * float(np.sqrt(2.0 * config.d))
-
-
-def _noise_reason(config: DPMFConfig, public: PublicParameters, train: Ratings) -> str:
-    """Why a private model can do worse than predicting the mean rating: each item's noise eta_j against
-    the largest data term it can hide, 2 Delta n_j (n_j the item's training ratings; Theorem 1's
-    sensitivity argument), and against the ratings' spread."""
-    noise = expected_noise_norm(config, public)
-    counts = train.item_counts()
-    rated = counts[counts > 0]
-    dominated = int(np.count_nonzero(2.0 * public.delta * rated < noise))
-    low, high = public.rating_range
-    return (
-        f"the noise eta_j of each item has expected norm {noise:,.0f} (eps = {config.epsilon:g}, Delta = {public.delta:g}, "
-        f"d = {config.d}, {config.mechanism}), larger than the largest data term it perturbs, 2 Delta n_j, for "
-        f"{dominated:,} of the {rated.size:,} rated items (n_j: the item's training ratings, median {int(np.median(rated)) if rated.size else 0}); "
-        f"the ratings on [{low:g}, {high:g}] have standard deviation {float(np.std(train.values)):.3g}: at this eps the "
-        "noise swamps the signal (a larger eps, or items with more ratings, lower it)"
-    )
-
-
-def _with_trivial(final: dict[str, float], ctx: RunContext) -> dict[str, str]:
-    """Add the mean predictor's errors to ``final``; returns the pairs of `_TRIVIAL` the run has."""
+def _with_references(
+    final: dict[str, float], ctx: RunContext, config: DPMFConfig, public: PublicParameters, U: np.ndarray, V: np.ndarray
+) -> dict[str, str]:
+    """Add to ``final`` the reference predictors' errors (the training mean's, each item's mean), the noise
+    against the data (`claims.noise_metrics`) and the few-ratings items' share of the test error
+    (`claims.few_ratings_share`, of the published ``U``, ``V``); returns the pairs of `_TRIVIAL` the run has."""
     final.update(mean_predictor_errors(ctx.train, ctx.test))
+    final.update(item_mean_predictor_errors(ctx.train, ctx.test))
+    final.update(noise_metrics(config.mechanism, config.d, config.epsilon, public.delta, ctx.train))
+    final.update(few_ratings_share(U, V, ctx.train, ctx.test))
     return {name: other for name, other in _TRIVIAL.items() if name in final and other in final}
+
+
+def _claims(config: DPMFConfig, public: PublicParameters, final: dict[str, float], ctx: RunContext) -> dict[str, Any]:
+    """The `Outcome` fields that set the run beside the paper's accuracy claim (`claims`): the paper figures,
+    the warning when the noise dominates most items, and the reason a model is worse than the mean's."""
+    return {
+        "warnings": noise_warning(final, ctx.train, config.scenario),
+        "trivial_reason": noise_reason(config.mechanism, config.epsilon, public.delta, config.d, final, ctx.train),
+    }
 
 
 def _user_data(ctx: RunContext) -> list[tuple[Party, np.ndarray, np.ndarray]]:
@@ -246,6 +265,7 @@ def _privacy(config: DPMFConfig, public: PublicParameters, rounds: int) -> dict[
     privacy["epsilon_spent"] = _epsilon_spent(config, rounds)
     if config.mechanism == "theorem1":
         privacy["theorem1_norm_gamma"] = {"shape": config.d, "scale": 2.0 * delta / config.epsilon}
+    privacy.update(claim_report(config.scenario))
     return privacy
 
 
@@ -355,8 +375,10 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     noiseless = refit_items(base_u, base_v, held_ratings, np.zeros_like(base_v), public.hyper)
     final["baseline_err_mean"] = final["noiseless_err_mean"] = train_error(base_u, noiseless, ctx.train)
     final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
+    computed = {ctx.rounds: (recommender.user_factors, recommender.item_factors), baseline_rounds: (base_u, base_v)}
+    _paper_baseline(final, computed, initial_u, initial_v, held_ratings, public, ctx.train)
     final["participants"] = float(len(recommender.uploads))
-    trivial = _with_trivial(final, ctx)
+    trivial = _with_references(final, ctx, config, public, recommender.user_factors, published)
     rounds[-1].update(final)
     privacy = _privacy(config, public, ctx.rounds)
     eta = recommender.eta if recommender.eta is not None else np.zeros(0)
@@ -378,8 +400,24 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     distributions = _error_distributions(recommender.user_factors, published, base_u, noiseless, ctx)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
-        distributions=distributions, trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
+        paper_figures=accuracy_figures(config.scenario, config.epsilon, final), distributions=distributions,
+        trivial=trivial, **_claims(config, public, final, ctx),
     )
+
+
+def _paper_baseline(
+    final: dict[str, float], computed: Mapping[int, tuple[np.ndarray, np.ndarray]], initial_u: np.ndarray,
+    initial_v: np.ndarray, ratings: Ratings, public: PublicParameters, train: Ratings,
+) -> None:
+    """Add ``paper_baseline_err_mean`` (unprotected MF after `PAPER_BASELINE_ROUNDS` iterations from the
+    run's initial U and V on ``ratings``, no refit: the paper's baseline, `claims`) and ``paper_err_increase``
+    to ``final``; ``computed`` holds the U and V of unprotected MF the run already has, by iterations."""
+    if PAPER_BASELINE_ROUNDS in computed:
+        paper_u, paper_v = computed[PAPER_BASELINE_ROUNDS]
+    else:
+        paper_u, paper_v = train_baseline(initial_u, initial_v, ratings, public.hyper, PAPER_BASELINE_ROUNDS)
+    final["paper_baseline_err_mean"] = train_error(paper_u, paper_v, train)
+    final["paper_err_increase"] = final["err_mean"] - final["paper_baseline_err_mean"]
 
 
 def _error_distributions(U: np.ndarray, V: np.ndarray, base_u: np.ndarray, base_v: np.ndarray, ctx: RunContext) -> dict[str, Any]:
@@ -572,9 +610,11 @@ def _compared(
     """The final metrics -- the last round's, beside the baseline's and (``replay``) the noiseless run's --
     and the baseline's U and V."""
     final = {name: value for name, value in rounds[-1].items() if name != "round"}
-    base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, config.baseline_rounds or ctx.rounds)
+    baseline_rounds = config.baseline_rounds or ctx.rounds
+    base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, baseline_rounds)
     final["baseline_err_mean"] = train_error(base_u, base_v, ctx.train)
     final["err_increase"] = final["err_mean"] - final["baseline_err_mean"]
+    _paper_baseline(final, {baseline_rounds: (base_u, base_v)}, initial_u, initial_v, ctx.train, public, ctx.train)
     if config.replay:
         replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
         final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
@@ -627,12 +667,13 @@ def _private_outcome(
         "population": {"joins": population.joins, "leaves": population.leaves, "crashes": population.crashes},
     }
     invariants = verifier.monitors if config.check_invariants else []
-    trivial = _with_trivial(final, ctx)
+    trivial = _with_references(final, ctx, config, public, _user_factors(users), recommender.item_factors)
+    figures = _communication_figures(config, public, rounds, traffic) + accuracy_figures(config.scenario, config.epsilon, final)
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
-        paper_figures=_communication_figures(config, public, rounds, traffic), invariants=invariants, state=state,
+        paper_figures=figures, invariants=invariants, state=state,
         distributions=_error_distributions(_user_factors(users), recommender.item_factors, base_u, base_v, ctx),
-        trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
+        trivial=trivial, **_claims(config, public, final, ctx),
     )
 
 
@@ -817,15 +858,17 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
         "recent_aggregates": served["recent"],
         "rated_items_seen": served["rated_items"],
     }
-    warnings = (
-        ["over TCP the invariant monitors did not run: they read every party's state, which lives in its own process"]
-        if config.check_invariants else []
-    )
-    trivial = _with_trivial(final, ctx)
+    trivial = _with_references(final, ctx, config, public, user_factors, served["item_factors"])
+    claimed = _claims(config, public, final, ctx)
+    if config.check_invariants:
+        claimed["warnings"].append(
+            "over TCP the invariant monitors did not run: they read every party's state, which lives in its own process"
+        )
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
-        warnings=warnings, distributions=_error_distributions(user_factors, served["item_factors"], base_u, base_v, ctx),
-        trivial=trivial, trivial_reason=_noise_reason(config, public, ctx.train),
+        paper_figures=accuracy_figures(config.scenario, config.epsilon, final),
+        distributions=_error_distributions(user_factors, served["item_factors"], base_u, base_v, ctx),
+        trivial=trivial, **claimed,
     )
 
 
@@ -854,8 +897,48 @@ METRICS: tuple[MetricInfo, ...] = (
         "for protocol.baseline_rounds iterations from the same initial U and V",
     ),
     MetricInfo("err_increase", "err_mean - baseline_err_mean: what privacy (and in S3 churn and K) cost", "rating", better="lower"),
-    error("noiseless_err_mean", "err_mean of the same iterations with exactly the users that took part, without noise, masks or ring"),
+    error(
+        "noiseless_err_mean",
+        "err_mean without noise: S1 the noiseless refit of V (= baseline_err_mean); S2/S3 the same iterations with "
+        "exactly the users that took part, without noise, masks or ring",
+    ),
     MetricInfo("noise_err_increase", "err_mean - noiseless_err_mean: what the noise alone cost", "rating", better="lower"),
+    error(
+        "paper_baseline_err_mean",
+        f"err_mean of Hua et al.'s baseline computed on this run's data: unprotected full-batch MF for {PAPER_BASELINE_ROUNDS} "
+        "iterations from the run's initial U and V, no refit (the paper states no number for it)",
+    ),
+    MetricInfo(
+        "paper_err_increase", "err_mean - paper_baseline_err_mean: the increase the paper's accuracy claim is about",
+        "rating", better="lower",
+    ),
+    *(
+        error(
+            f"{split}_{what}_item_mean_predictor",
+            f"{split}_{what} of the reference predictor of each item's mean training rating (the training mean for an item without any)",
+        )
+        for split in ("train", "test") for what in ("rmse", "mae")
+    ),
+    MetricInfo(
+        "eta_norm_expected",
+        "E||eta_j||: Theorem 1's d 2 Delta / eps; for Lemma 1's Laplace noise its root mean square norm 2 Delta d sqrt(2) / eps",
+        "rating", 0.0,
+    ),
+    count(
+        "noise_dominated_items",
+        "rated items whose eta_norm_expected exceeds 2 Delta n_j, the largest data term eta_j perturbs "
+        "(n_j: the item's training ratings)",
+        "items",
+    ),
+    fraction("noise_dominated_share", "noise_dominated_items over the items with training ratings"),
+    fraction("test_share_few_ratings", f"share of the test ratings on items with fewer than {FEW_RATINGS} training ratings"),
+    fraction(
+        "test_sq_error_share_few_ratings", f"share of the test squared error on items with fewer than {FEW_RATINGS} training ratings"
+    ),
+    fraction(
+        "test_sq_error_share_few_ratings_clipped",
+        "test_sq_error_share_few_ratings of the predictions clipped to the data's rating scale",
+    ),
     count("participants", "S1: users whose ratings the recommender holds; S2/S3: users whose contribution is in the iteration's update", "users"),
     count("selected", "users the recommender served in the iteration (S3: at most protocol.max_users online users)", "users"),
     count("missing", "served users whose contribution did not arrive (crashed, left or late)", "users"),
