@@ -37,7 +37,7 @@ def measure(overrides: list[str], out: Path, seeds: int = 1, workers: int | None
     for row in done.runs:
         document = done.result(row)
         ring = document["privacy"]["ring"]
-        down, up, third = document["paper_figures"]
+        down, up, third = (figure for figure in document["paper_figures"] if figure["unit"] == "B")
         sizes = data_sizes(fedrecsim.load_scenario(SCENARIO, [*overrides, f"run.seed={row['seed']}"]))
         found.setdefault(row["protocol.mask_transport"], []).append({
             "down_mean": down["measured"],
