@@ -32,6 +32,7 @@ def tables(mechanism: str = "rr", trials: int = 4, chunk: int = 2, **protocol: o
     }
 
 
+@pytest.mark.timeout(300)  # 480 tiny runs: ~6 s of CPU
 def test_a_known_epsilon_is_audited_below_its_claim_and_a_broken_one_above(tmp_path: Path) -> None:
     """Randomized response claimed at eps = 1: the audit's lower bound is at most 1; the same protocol whose
     users answer at eps = 4 (the deliberate break: flip probability 0.27 -> 0.018) is caught."""
@@ -107,6 +108,7 @@ def test_more_trials_reuse_the_ones_done(tmp_path: Path) -> None:
     assert again.document["trials_run"] == 4 and again.document["trials_per_world"] == 6
 
 
+@pytest.mark.timeout(300)  # starts a process pool
 def test_the_trials_run_on_a_local_pool_as_in_this_process(tmp_path: Path) -> None:
     pooled = Audit(tables(trials=4)).run(tmp_path / "pool", workers=2)
     inline = Audit(tables(trials=4)).run(tmp_path / "inline", workers=1)
