@@ -96,3 +96,23 @@ def test_the_proxys_distinguisher_is_refused_for_the_server() -> None:
 
     with pytest.raises(ConfigError, match="applies to the roles proxy, not to server:0"):
         Audit(SCENARIO, [*SMALL, "audit.party='server:0'"])
+
+
+@pytest.mark.timeout(300)  # four small audits of 40 runs each
+def test_the_study_script_audits_each_eps0_and_says_what_the_bound_means(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("scenario_script_audit_minto", SCENARIO.parent / "audit_minto.py")
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    assert script.main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in shown if line[:1].isdigit()]
+    assert [row[0] for row in rows] == ["0.5", "2"]
+    assert all(float(row[1]) <= float(row[0]) for row in rows)  # the mean lower bound never above the claim here
+    assert "no violation found" in shown[-1] and "not a proof" in shown[-1]
+    assert sorted(path.name for path in (tmp_path / "out").glob("eps*")) == ["eps0.5-seed0", "eps2-seed0"]
