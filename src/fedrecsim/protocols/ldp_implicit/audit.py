@@ -18,6 +18,20 @@ Its score is the sum over the user's reports: by Neyman--Pearson the most powerf
 The bound it can reach is the full eps0 only on the reports that land on an entry where the two rows'
 clipped gradients are +1 and -1; elsewhere the two worlds are closer and the held-out threshold picks
 the reports that are.
+
+Measured (``python scenarios/audit_minto.py --workers 2``: 20 users x 40 items, d = 2, k = 1, one epoch,
+``init_scale = 0.005``, the target user's row against its neighbour's, 1,000 trials per world, 95%):
+
+    eps0   audited lower bound   held-out TPR / FPR   point estimate   ratio
+    0.5    0.118                 0.242 / 0.148        0.49             0.24
+    1      0.460                 0.272 / 0.116        0.85             0.46
+    2      0.974                 0.236 / 0.052        1.51             0.49
+
+No violation: every bound is below eps0. The bound reaches about half of eps0 at 1,000 trials: the chosen
+test fires on a quarter of the runs (the reports that land where the two rows' entries are clipped to
+opposite signs), and the Clopper--Pearson intervals of so few events are wide. Each audit is 2,000 runs,
+66-78 s of CPU (33-39 ms a run); on a machine loaded by other jobs (load 14 on 2 cores) 5-6 minutes of
+wall time (5.5-7 trials/s).
 """
 
 from __future__ import annotations
