@@ -20,7 +20,7 @@ clipped gradients are +1 and -1; elsewhere the two worlds are closer and the hel
 the reports that are.
 
 Measured (``python scenarios/audit_minto.py --workers 2``: 20 users x 40 items, d = 2, k = 1, one epoch,
-``init_scale = 0.005``, the target user's row against its neighbour's, 1,000 trials per world, 95%):
+``init_scale = 0.005``, the target user's row against its neighbour's, 1,000 trials per world, ``report_llr`` at 95%):
 
     eps0   audited lower bound   held-out TPR / FPR   point estimate   ratio
     0.5    0.118                 0.242 / 0.148        0.49             0.24
