@@ -115,6 +115,18 @@ def test_the_trials_run_on_a_local_pool_as_in_this_process(tmp_path: Path) -> No
     assert pooled.document["distinguishers"] == inline.document["distinguishers"]
 
 
+@pytest.mark.timeout(300)  # starts a Dask cluster
+def test_the_trials_run_on_a_dask_cluster_as_in_this_process(tmp_path: Path) -> None:
+    """The protocol of one's own is shipped to the workers (`fedrecsim.sweep.ship_protocol`)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  host="127.0.0.1") as cluster:
+        remote = Audit(tables(trials=4)).run(tmp_path / "dask", dask=cluster.scheduler_address)
+    inline = Audit(tables(trials=4)).run(tmp_path / "inline", workers=1)
+    assert remote.document["trials_run"] == 8
+    assert remote.document["distinguishers"] == inline.document["distinguishers"]
+
+
 def test_a_folder_of_something_else_or_of_another_audit_is_refused(tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
