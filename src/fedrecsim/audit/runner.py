@@ -339,7 +339,8 @@ class AuditResult:
         lines = [
             f"audit of {doc['protocol']}, view of {doc['party']}: {doc['relation']['unit']} ({doc['relation']['kind']}: "
             f"{doc['relation']['description']}); target {doc['target']['described']}",
-            f"claimed: epsilon = {claim['epsilon']:g}, delta = {claim['delta']:g} ({claim['statement']})",
+            f"claimed: epsilon = {claim['epsilon']:g}, delta = {claim['delta']:g} ({claim['statement']})"
+            if claim["epsilon"] is not None else f"claimed: no DP claim ({claim['statement']})",
             f"trials: {doc['trials_per_world']} per world ({doc['heldout_per_world']} held out), "
             f"{doc['trials_run']} run now at {doc['trials_per_s']:.1f} trials/s ({doc['wall_s']:.1f} s wall)",
         ]
@@ -417,7 +418,13 @@ def _finish(audit: Audit, path: Path, tasks: list[dict[str, Any]], ran: int, wal
         "confidence": max(0.0, 1.0 - alpha * len(bounds)),
     }
     claimed = audit.claim.epsilon
-    if best["epsilon_lower"] > claimed:
+    if not math.isfinite(claimed):
+        verdict = (
+            f"no DP claim ({audit.claim.statement}): the audited lower bound {best['epsilon_lower']:.3f} "
+            f"(at {best['confidence']:.0%} confidence) measures how much this view demonstrably reveals about the "
+            "target; the true leak may be larger"
+        )
+    elif best["epsilon_lower"] > claimed:
         verdict = (
             f"VIOLATION: the audited lower bound {best['epsilon_lower']:.3f} exceeds the claimed epsilon {claimed:g} "
             f"(at {best['confidence']:.0%} confidence): the claim does not hold for this relation and party"
@@ -440,7 +447,7 @@ def _finish(audit: Audit, path: Path, tasks: list[dict[str, Any]], ran: int, wal
             "description": audit.declaration.neighbouring.description,
         },
         "target": {**audit.target.to_table(), "described": audit.target.describe()},
-        "claim": {"epsilon": claimed, "delta": delta, "statement": audit.claim.statement},
+        "claim": {"epsilon": claimed if math.isfinite(claimed) else None, "delta": delta, "statement": audit.claim.statement},
         "method": (
             "distinguisher scores; threshold, direction and ordering chosen on the training half; on the held-out half "
             "eps >= log((P[E|a] - delta) / P[E|b]) with one-sided Clopper-Pearson bounds at (1 - confidence)/2 each "
@@ -488,10 +495,11 @@ def _plot(path: Path, audit: Audit, entries: dict[str, Any]) -> tuple[str | None
         axes.plot(entry["roc"]["fpr"], entry["roc"]["tpr"], label=f"{name} (eps >= {entry['epsilon_lower']:.2f})")
     claimed = audit.claim.epsilon
     grid = np.linspace(0, 1, 201)
-    # The largest TPR an (eps, delta)-DP mechanism allows at each FPR (both orderings of the pair).
-    limit = np.minimum.reduce([np.minimum(1.0, math.exp(min(claimed, 700)) * grid + audit.claim.delta),
-                               1.0 - np.maximum(0.0, (1.0 - audit.claim.delta - grid) * math.exp(-min(claimed, 700)))])
-    axes.plot(grid, limit, "k--", linewidth=1, label=f"claimed eps = {claimed:g} limit")
+    if math.isfinite(claimed):
+        # The largest TPR an (eps, delta)-DP mechanism allows at each FPR (both orderings of the pair).
+        limit = np.minimum.reduce([np.minimum(1.0, math.exp(min(claimed, 700)) * grid + audit.claim.delta),
+                                   1.0 - np.maximum(0.0, (1.0 - audit.claim.delta - grid) * math.exp(-min(claimed, 700)))])
+        axes.plot(grid, limit, "k--", linewidth=1, label=f"claimed eps = {claimed:g} limit")
     axes.plot([0, 1], [0, 1], color="0.7", linewidth=0.8)
     axes.set_xlabel("false-positive rate (held out)")
     axes.set_ylabel("true-positive rate (held out)")

@@ -24,6 +24,9 @@ class Claim:
 
     Attributes:
         epsilon, delta: the claimed guarantee for the whole run, against the parties of `AuditSpec.parties`.
+            ``epsilon = math.inf`` says the protocol makes no DP claim for the relation (e.g. a non-private
+            baseline): the audit then reports the lower bound as the leak it measures, with no verdict,
+            and ``audit.json`` holds ``"epsilon": null``.
         statement: where the claim comes from, e.g. "each report is eps0-LDP (Minto et al. Thm 3), k = 1".
     """
 
