@@ -111,3 +111,6 @@ PROTOCOL = ProtocolSpec(
         (Distinguisher("target_report", target_report, roles=(Role.SERVER,), description="the target's report itself"),),
     ),
 )
+
+#: The same protocol without an audit declaration (the refusal test of tests/test_audit.py).
+UNDECLARED = ProtocolSpec("audit_undeclared", Config, run, "the known mechanism, declaring nothing to audit")

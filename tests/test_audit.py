@@ -157,7 +157,7 @@ def test_a_failing_trial_is_a_simulation_error_and_the_audit_can_be_retried(tmp_
     ({"audit": {"party": "server:0", "distinguishers": ["nope"]}}, "audit.distinguishers", "unknown distinguisher 'nope'"),
     ({"audit": {"party": "server:0", "user": 99}}, "audit.user", "must be a user of the data"),
     ({"audit": {"party": "server:0", "in_items": [1, 2], "out_items": [5]}}, "audit.in_items", "plus one item"),
-    ({"run": {"protocol": "fcf", "rounds": 1}, "protocol": {}}, "run.protocol", "declares no neighbouring relation"),
+    ({"run": {"protocol": "audit_known_mechanism:UNDECLARED", "rounds": 1}}, "run.protocol", "declares no neighbouring relation"),
 ])
 def test_bad_input_is_a_config_error_naming_the_key_before_anything_runs(
     tmp_path: Path, change: dict, key: str, message: str
