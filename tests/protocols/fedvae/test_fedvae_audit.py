@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +68,17 @@ def test_fedrecsim_audit_runs_on_fedvae(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli.main([*argv, "--quiet"]) == 0
     shown = capsys.readouterr().out
     assert "claimed: no DP claim" in shown and "gradient_support" in shown
+
+
+@pytest.mark.timeout(300)  # two audits of 40 small runs each
+def test_the_study_script_prints_the_leak_and_what_it_means(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(SCENARIO.parent / "audit_fedvae.py"), "--quick", "--workers", "1", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    rows = [line.split() for line in lines if line[:1].isdigit()]
+    assert [(row[0], row[1]) for row in rows] == [("1", "none"), ("2", "none")]
+    assert all(float(row[5]) == 0.0 for row in rows)  # no false positive: an item the user lacks is never in the support
+    assert "lower bound" in lines[-1] or "says nothing about privacy" in lines[-1]

@@ -3,6 +3,8 @@ and an audit of a run whose masks are zero says it does."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -76,3 +78,16 @@ def test_fedrecsim_audit_runs_on_secagg(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli.main([*argv, "--quiet"]) == 0
     shown = capsys.readouterr().out
     assert "claimed: epsilon = 0, delta = 0" in shown and "masked_match" in shown
+
+
+@pytest.mark.timeout(300)  # two audits of 40 small runs each
+def test_the_study_script_finds_no_violation_and_says_it_is_not_a_proof(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, str(SCENARIO.parent / "audit_secagg.py"), "--quick", "--workers", "1", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    rows = [line.rsplit(maxsplit=4) for line in lines if line.startswith(("Bonawitz", "SecAgg+"))]
+    assert [[float(value) for value in row[1:4]] for row in rows] == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert "no violation found" in lines[-1] and "not a proof" in lines[-1]
