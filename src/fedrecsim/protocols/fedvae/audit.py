@@ -14,7 +14,8 @@ of the user's gradient are a subset of its items (`fedrecsim.models.multvae`; in
 ``fedvae.sparse_gradient``, the items are even listed). Its score is the number of rounds in which the
 target's gradient has a non-zero W1 row at the added item. With input dropout p each round exposes a
 held item with probability 1 - p, and an item the user does not hold never: after T rounds with the
-user sampled every round, the test "score >= 1" has FPR 0 and TPR 1 - p^T.
+user sampled every round, the test "score >= 1" has FPR 0 and TPR about 1 - p^T (measured over 200 "in"
+runs at T = 1, 2, 4: 0.475, 0.685, 0.905 against 0.5, 0.75, 0.94 -- docs/audit.md, "Polato (fedvae)").
 """
 
 from __future__ import annotations
