@@ -17,7 +17,7 @@ from fedrecsim.study import ScriptParser, run_script
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCRIPTS = sorted(SCENARIOS.glob("*.py"))
 #: What a study script may import from fedrecsim: the package itself and its public modules.
-PUBLIC = {"fedrecsim", "fedrecsim.study", "fedrecsim.sim"}
+PUBLIC = {"fedrecsim", "fedrecsim.study", "fedrecsim.sim", "fedrecsim.audit"}
 
 
 def _imported_modules(path: Path) -> list[tuple[int, str]]:

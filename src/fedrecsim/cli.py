@@ -14,6 +14,9 @@ resumes one (`fedrecsim.sweep`; each distinct error of its failed runs is printe
 (`fedrecsim.report`).
 ``fedrecsim data list | info NAME | fetch NAME --accept-licence [--dir DIR]`` lists, describes and downloads
 the public data sets (`fedrecsim.data.registry`).
+``fedrecsim audit FILE --party ROLE:INDEX --trials N [--set ...] [--workers N | --dask ADDRESS] --out DIR``
+audits a protocol's privacy claim from a party's view: an empirical lower bound on epsilon, resumable
+(`fedrecsim.audit`, docs/audit.md).
 
 Without ``--out`` a run goes to ``results/<run.name>``, or ``results/<run.name>-2``, ``-3``, ... when that
 exists: runs never collide. ``--out`` names a folder that must not exist; ``--overwrite`` lets it replace a
@@ -32,6 +35,7 @@ it ends 1 when a run failed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -177,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     metrics_cmd.add_argument("protocol", nargs="?", help="only this protocol's metrics (default: every protocol)")
     _add_data_command(commands)
     _add_inspect_command(commands)
+    _add_audit_command(commands)
     return parser
 
 
@@ -209,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _data(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "audit":
+            return _audit(args)
         if args.command == "report":
             from .report import parse_metrics, write_report
 
@@ -355,6 +362,55 @@ def _add_inspect_command(commands: argparse._SubParsersAction) -> None:
         help="rounds of the timing run at full size (default 3; 0 = none: no time estimate)",
     )
     _add_memory_limit(inspect_cmd)
+
+
+def _add_audit_command(commands: argparse._SubParsersAction) -> None:
+    """``fedrecsim audit FILE --party ROLE:INDEX --trials N ...``: an empirical lower bound on the protocol's
+    epsilon from a party's view (`fedrecsim.audit`)."""
+    audit_cmd = commands.add_parser(
+        "audit", help="audit a protocol's privacy claim: a lower bound on epsilon from a party's view, with and without a target"
+    )
+    audit_cmd.add_argument("scenario", type=Path, help="the scenario TOML file (an [audit] table holds the audit's settings)")
+    audit_cmd.add_argument("--party", metavar="ROLE:INDEX", help="the party whose view is audited (audit.party), e.g. proxy:0")
+    audit_cmd.add_argument("--trials", type=int, metavar="N", help="runs per world, with and without the target (audit.trials)")
+    audit_cmd.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+        help="override a scenario key or an audit.* setting (docs/audit.md); repeatable",
+    )
+    engine = audit_cmd.add_mutually_exclusive_group()
+    engine.add_argument("--workers", type=int, help="local worker processes (default: the cores; 1: in this process)")
+    engine.add_argument("--dask", metavar="ADDRESS", help="run the trials on an existing Dask scheduler, e.g. tcp://host:8786")
+    audit_cmd.add_argument("--out", type=Path, required=True, help="the audit folder: new, or this audit's to resume")
+    shown = audit_cmd.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="no progress line")
+    shown.add_argument("--progress", action="store_true", help="print progress even when stderr is no terminal")
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from .audit import Audit
+
+    overrides = list(args.overrides)
+    if args.party is not None:
+        overrides.append(f"audit.party={json.dumps(args.party)}")
+    if args.trials is not None:
+        if args.trials < 2:
+            raise ConfigError("--trials", f"expected a whole number >= 2 (half of them train, half are held out), got {args.trials}")
+        overrides.append(f"audit.trials={args.trials}")
+    audit = Audit(args.scenario, overrides)
+    shown = args.progress or (not args.quiet and sys.stderr.isatty())
+    with _sigterm_as_interrupt() as terminated:
+        try:
+            result = audit.run(args.out, workers=args.workers, dask=args.dask, progress=shown)
+        except KeyboardInterrupt:
+            print(f"fedrecsim: interrupted; the finished trials are kept in {args.out}: the same command resumes the audit", file=sys.stderr)
+            return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
+        except SimulationError as exc:
+            if isinstance(exc, _USAGE_ERRORS):
+                raise
+            print(f"fedrecsim: simulation error: {exc}", file=sys.stderr)
+            return 1
+    print(result.text())
+    return 0
 
 
 def _add_memory_limit(command: argparse.ArgumentParser) -> None:

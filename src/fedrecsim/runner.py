@@ -40,6 +40,7 @@ from . import __version__
 from .clock import VirtualClock
 from .checkpoint import Checkpoints, data_fingerprint, load, work_folder
 from .data import prepare_data
+from .data.ratings import Ratings
 from .data.registry import resolve_path
 from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, OutputError, PartyTimeout
 from .memory import check_memory
@@ -246,9 +247,20 @@ def resume(
     return _run_virtual(saved.scenario, target, saved.transcript, (), progress, checkpoints)
 
 
+def run_on_data(
+    scenario: Scenario, train: Ratings, test: Ratings, *, record_views: Iterable[Party] = ()
+) -> RunResult:
+    """Run ``scenario`` in virtual time on the split ``(train, test)`` instead of the one its ``[data]`` table
+    draws, writing nothing: what a privacy audit's trials do (`fedrecsim.audit`), each on one fixed data set
+    with or without its target and a seed of its own. The run's ``result.json`` still shows ``[data]`` as
+    written; ``record_views`` as for `run`."""
+    return _run_virtual(scenario, None, False, tuple(record_views), None, None, (train, test))
+
+
 def _run_virtual(
     scenario: Scenario, target: OutputTarget | None, transcript: bool, views: tuple[Party, ...],
     progress: ProgressCallback | bool | None, checkpoints: Checkpoints | None,
+    data: tuple[Ratings, Ratings] | None = None,
 ) -> RunResult:
     rounds = _RoundCounter(_progress_callback(progress), scenario.run.rounds)
     start = 0.0
@@ -257,7 +269,7 @@ def _run_virtual(
 
     def simulate() -> RunResult:
         with relaxed_garbage_collection():
-            return trio.run(_simulate, scenario, transcript, views, rounds, checkpoints, clock=VirtualClock(start))
+            return trio.run(_simulate, scenario, transcript, views, rounds, checkpoints, data, clock=VirtualClock(start))
 
     return finish_run(simulate, target, rounds, checkpoints)
 
@@ -456,16 +468,17 @@ def _is_interrupt(exc: BaseException) -> bool:
 
 async def _simulate(
     scenario: Scenario, transcript: bool, views: tuple[Party, ...], rounds: _RoundCounter,
-    checkpoints: Checkpoints | None = None,
+    checkpoints: Checkpoints | None = None, data: tuple[Ratings, Ratings] | None = None,
 ) -> RunResult:
     """Data, network and protocol, run in the current trio loop; the single error of a failed run unwrapped.
+    ``data``, when given, is the split to run on instead of the one the scenario's ``[data]`` draws.
 
     With ``checkpoints`` resuming, the loop's clock stands at the checkpoint's time and the protocol puts
     the saved state into the world it builds (`RunContext.resumed`)."""
     wall_start = time.perf_counter()
     seen = _with_data_path(scenario)
     check_memory(seen)  # before the data is drawn: synthetic data's sizes are its keys
-    train, test = prepare_data(seen.data, scenario.run.seed)
+    train, test = data if data is not None else prepare_data(seen.data, scenario.run.seed)
     check_memory(seen, (train.n_users, train.n_items, len(train), len(test)))
     spec = protocol_spec(scenario.run.protocol)
     if spec.check is not None:
@@ -756,6 +769,6 @@ def _traffic_column_order(name: str) -> tuple[str, int]:
 
 
 __all__ = [
-    "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "sole_errors",
+    "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "run_on_data", "sole_errors",
     "write_result_folder",
 ]

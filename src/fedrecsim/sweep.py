@@ -452,7 +452,7 @@ def _watch_lifeline(lifeline: Connection) -> None:
 
 @contextmanager
 def local_pool(
-    workers: int, runs: Path | None = None, checkpoint_every: int = 0
+    workers: int, runs: Path | None = None, checkpoint_every: int = 0, task: Callable[[dict[str, Any]], dict[str, Any]] = execute,
 ) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
     """A process pool of ``workers``: (submit, wait for any, slots). Forkserver where there is one; each
     worker dies with the sweep and keeps the memory it frees mapped (`_start_worker`).
@@ -462,7 +462,9 @@ def local_pool(
     no worker is left behind.
 
     With ``checkpoint_every``, each run goes straight into its folder in ``runs`` with its checkpoints
-    beside it (`execute`)."""
+    beside it (`execute`). ``task`` (a module-level function, default `execute`) is what a worker calls on
+    a submitted entry's ``scenario`` table: another job of independent pieces (an audit's trials,
+    `fedrecsim.audit.runner`) runs on the same engine."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     lifeline, keeper = context.Pipe(duplex=False)
@@ -472,7 +474,7 @@ def local_pool(
             def submit(entry: PlannedRun) -> Future[dict[str, Any]]:
                 if checkpoint_every and runs is not None:
                     return pool.submit(execute, entry.scenario, str(runs / entry.name), checkpoint_every)
-                return pool.submit(execute, entry.scenario)
+                return pool.submit(task, entry.scenario)
 
             def wait_any(pending: set[Any]) -> set[Any]:
                 return wait(pending, return_when=FIRST_COMPLETED)[0]
@@ -490,13 +492,15 @@ def local_pool(
 
 @contextmanager
 def dask_cluster(
-    address: str, protocols: Iterable[str] = (), timeout_s: float = 10.0
+    address: str, protocols: Iterable[str] = (), timeout_s: float = 10.0,
+    task: Callable[[dict[str, Any]], dict[str, Any]] = execute,
 ) -> Iterator[tuple[Submit, Callable[[set[Any]], set[Any]], int]]:
     """An existing Dask distributed cluster at ``address``: (submit, wait for any, slots).
 
     Before anything is submitted, the code of each protocol of one's own (``package.module:ATTRIBUTE``)
     is shipped to the workers (`ship_protocol`), and every worker must load every protocol of
     ``protocols``: one that cannot is a ConfigError naming the protocol, the worker and its error.
+    ``task`` is what a worker calls on a submitted entry's ``scenario`` table, as for `local_pool`.
 
     Raises:
         ConfigError: ``distributed`` is missing, no scheduler answers at ``address`` within ``timeout_s``,
@@ -516,7 +520,7 @@ def dask_cluster(
         finished = distributed.as_completed()
 
         def submit(entry: PlannedRun) -> Any:
-            future = client.submit(execute, entry.scenario, pure=False)
+            future = client.submit(task, entry.scenario, pure=False)
             finished.add(future)
             return future
 

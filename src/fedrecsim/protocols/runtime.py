@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import trio
@@ -35,6 +35,9 @@ from ..network.party import SERVER, Party, Role
 from ..network.tcp import Group
 from ..network.wire import encode, kind_of
 from ..seeding import Stream, generator
+
+if TYPE_CHECKING:
+    from ..audit.spec import AuditSpec
 
 
 @dataclass
@@ -457,6 +460,10 @@ class ProtocolSpec:
     notes for inspect to print (e.g. what a setting of "auto" resolves to).
     ``metrics`` declares every metric the protocol reports, in ``metrics.final`` or ``metrics.rounds``:
     its meaning, unit and support (`fedrecsim.metric_reference`; ``fedrecsim metrics PROTOCOL`` prints them).
+
+    ``audit``, optional, declares what the protocol's privacy claim protects and how to audit it
+    (`fedrecsim.audit.AuditSpec`: the neighbouring relation, the claim for a scenario, the parties it covers
+    and the protocol's own distinguishers); without it, ``fedrecsim audit`` refuses the protocol.
     """
 
     name: str
@@ -469,3 +476,4 @@ class ProtocolSpec:
     resumable: bool = False
     check: Callable[[Any, Ratings], tuple[str, ...]] | None = None
     metrics: tuple[MetricInfo, ...] = ()
+    audit: AuditSpec | None = None

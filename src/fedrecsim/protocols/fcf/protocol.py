@@ -40,6 +40,7 @@ from ...network.party import SERVER, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
 from ..runtime import Cue, Distributed, Outcome, ProtocolSpec, RunContext
+from .audit import AUDIT
 from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 from .roles import MAX_ABS_GRADIENT, ExplicitServer, ExplicitUser, ImplicitServer, ImplicitUser, RoundReport
@@ -307,5 +308,5 @@ METRICS = (
 
 PROTOCOL = ProtocolSpec(
     "fcf", FCFConfig, run, "non-private federated matrix factorization (baseline)", plan=traffic_plan, memory=memory_estimate,
-    distributed=DISTRIBUTED, resumable=True, metrics=METRICS,
+    distributed=DISTRIBUTED, resumable=True, metrics=METRICS, audit=AUDIT,
 )

@@ -95,6 +95,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .aggregation import FilterSettings
+from .audit import AUDIT
 from .byzantine import choose_attackers
 from .config import FedVAEConfig
 from .evaluation import centralized_curve, ranking_metrics
@@ -314,5 +315,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "fedvae", FedVAEConfig, run, "Polato: federated Mult-VAE with Krum, Adam at the server and learning-rate decay",
-    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS,
+    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS, audit=AUDIT,
 )

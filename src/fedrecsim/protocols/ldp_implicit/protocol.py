@@ -78,6 +78,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
 from .accounting import privacy_report
+from .audit import AUDIT
 from .pool import ClosedPool, Fate, Underfull
 from .roles import EpochReport, LDPServer, LDPUser, ShuffleProxy
 from .traffic import memory as memory_estimate
@@ -341,5 +342,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "ldp_implicit", LDPImplicitConfig, run, "Minto et al.: local-DP implicit federated MF through a shuffling proxy",
-    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS,
+    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS, audit=AUDIT,
 )

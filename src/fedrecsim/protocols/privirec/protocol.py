@@ -105,6 +105,7 @@ from ..secagg import IdealSum, SecAggParams, Stage
 from . import attacks
 from .evaluation import evaluate
 from .roles import ITEM_ITEM_SESSION, POWER, PriviRecServer, PriviRecUser, members_missing
+from .audit import AUDIT
 from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 
@@ -487,5 +488,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "privirec", PriviRecConfig, run, "PriviRec / PriviRec-k: GF-CF's graph filters over secure aggregation (Nicolas et al.)",
-    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS,
+    plan=traffic_plan, memory=memory_estimate, resumable=True, metrics=METRICS, audit=AUDIT,
 )

@@ -1,7 +1,9 @@
 """The stand-alone ``secagg`` protocol: one secure aggregation per round, checked against ground truth.
 
 Each user holds a vector of ``length`` reals, uniform in [-1, 1], drawn from its own seeded stream
-(``Stream.PROTOCOL``, 0, its index) and fixed for the run; it encodes them in Z_{2^bits} with ``frac_bits``
+(``Stream.PROTOCOL``, 0, its index) and fixed for the run -- or, with ``inputs = "ratings"``, its own
+training row over the data's items (zeros where it has no rating), so that the data decides the inputs
+and an audit's neighbouring rows (`audit`) change them; it encodes them in Z_{2^bits} with ``frac_bits``
 fractional bits (`fedrecsim.mechanisms.ring.Ring`). Each round the server securely sums the vectors of
 its online members (session id = round). A user the scenario's mid-round dropout picks crashes at one
 of the four stages, drawn uniformly from a stream of its own (``Stream.PROTOCOL``, 1, its index), so
@@ -49,6 +51,7 @@ from ...metric_declarations import MetricInfo, count, flag
 from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, ProtocolSpec, RunContext
+from .audit import AUDIT
 from .ideal import IdealSum
 from .messages import Advertise, Masked, Reveal, Shares
 from .params import SecAggParams, Stage
@@ -62,7 +65,12 @@ class SecAggConfig:
     graph: Literal["complete", "sparse"] = param("complete", doc="complete: Bonawitz et al. 2017 | sparse: SecAgg+ (Bell et al. 2020)")
     neighbours: int = param(0, ge=0, doc="sparse: the degree k; 0 = 2 ceil(log2 n)")
     threshold: float = param(0.5, ge=0, lt=1, doc="t = floor(threshold (k + 1)) + 1 shares of a neighbourhood of k + 1")
-    length: int = param(1000, ge=1, doc="values in each user's vector")
+    length: int = param(1000, ge=1, doc="values in each user's vector (inputs = random)")
+    inputs: Literal["random", "ratings"] = param(
+        "random",
+        doc="random: uniform [-1, 1] vectors of length values | ratings: each user's training row over the data's items "
+        "(data.items values; what an audit's neighbouring rows change)",
+    )
     bits: Literal[32, 64] = param(32, doc="the ring Z_{2^bits} the vectors are summed in")
     frac_bits: int = param(16, ge=1, doc="fixed-point fractional bits of the encoding")
     stage_timeout_s: float = param(10.0, gt=0, doc="how long the server waits for one stage's replies (virtual s)")
@@ -152,15 +160,26 @@ def check(scenario: Any, train: Any) -> tuple[str, ...]:
             f"users (failure bounds: {bounds})",)
 
 
+def _inputs(ctx: RunContext, config: SecAggConfig, index: int) -> np.ndarray:
+    """User ``index``'s vector: uniform reals from its own stream, or its training row (zeros elsewhere)."""
+    if config.inputs == "ratings":
+        items, ratings = ctx.train.user_ratings(index)
+        row = np.zeros(ctx.train.n_items)
+        row[items] = ratings
+        return row
+    return ctx.rng(Stream.PROTOCOL, 0, index).uniform(-1.0, 1.0, config.length)
+
+
 async def run(ctx: RunContext) -> Outcome:
     config: SecAggConfig = ctx.config
     params = _params(config, ctx.train.n_users)
+    length = ctx.train.n_items if config.inputs == "ratings" else config.length
     ring = params.ring
     ideal = IdealSum() if params.ideal else None
     users = {}
     for index in range(ctx.train.n_users):
         party = Party(Role.USER, index)
-        values = ctx.rng(Stream.PROTOCOL, 0, index).uniform(-1.0, 1.0, config.length)
+        values = _inputs(ctx, config, index)
         users[party] = SecAggUser(
             party, ctx.network, ctx.rng(Stream.ACTOR, Role.USER.code, index), values, params, ideal,
             stage_rng=ctx.rng(Stream.PROTOCOL, 1, index),
@@ -187,7 +206,7 @@ async def run(ctx: RunContext) -> Outcome:
             row: dict[str, float] = {"round": round_index, "u0": len(members)}
             try:
                 result = await aggregate(
-                    server, members, config.length, params, session=round_index,
+                    server, members, length, params, session=round_index,
                     deadline=ctx.network.now + timing.round_timeout_s, ideal=ideal,
                 )
             except SecAggAborted as aborted:
@@ -195,8 +214,8 @@ async def run(ctx: RunContext) -> Outcome:
                 row.update({"participants": 0, "aborted": 1})
             else:
                 values["last"] = result
-                truth = np.zeros(config.length, dtype=ring.dtype)
-                exact = np.zeros(config.length)
+                truth = np.zeros(length, dtype=ring.dtype)
+                exact = np.zeros(length)
                 for party in result.survivors:  # the simulator is omniscient: it reads the users' inputs
                     truth = ring.add(truth, users[party].encoded)
                     exact += users[party].values
@@ -262,7 +281,8 @@ def _shortfall(config: SecAggConfig, params: SecAggParams, last: Any) -> str:
 def memory_estimate(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
     """Secure aggregation's arrays (`fedrecsim.memory`): every user's input, masks and masked vector of
     ``length`` ring values, the masked vectors encoded and decoded at the server, and the sum."""
-    return (MemoryItem("inputs and masks", 6.0 * ctx.users * ctx.config.length * 8, ("protocol.length", "data.users")),)
+    length = ctx.items if ctx.config.inputs == "ratings" else ctx.config.length
+    return (MemoryItem("inputs and masks", 6.0 * ctx.users * length * 8, ("protocol.length", "data.users")),)
 
 
 #: Every metric secagg reports (`fedrecsim.metric_reference`).
@@ -292,5 +312,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "secagg", SecAggConfig, run, "secure aggregation: Bonawitz et al. 2017 and SecAgg+ (Bell et al. 2020)", resumable=True,
-    memory=memory_estimate, check=check, metrics=METRICS,
+    memory=memory_estimate, check=check, metrics=METRICS, audit=AUDIT,
 )

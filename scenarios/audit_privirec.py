@@ -1,0 +1,137 @@
+"""Auditing PriviRec's broadcasts (Nicolas et al.): what a user who receives V and P~ learns of another's row.
+
+Usage::
+
+    python scenarios/audit_privirec.py           # two targets x two variants at 100 trials per world (minutes)
+    python scenarios/audit_privirec.py --quick   # the same grid at 20 trials per world, smaller (the suite runs this)
+    python scenarios/audit_privirec.py --trials 500 --workers 2
+
+PriviRec claims confidentiality, not differential privacy: secure aggregation reveals only aggregates
+(V, P~, Y_l), which the paper says do not give information about users. Each audit (`fedrecsim.audit`,
+docs/audit.md) runs ``privirec_small.toml`` on sparse data (few interactions per item, so some items
+have degree 1 or 2, as in the long tails of ML-1M, Gowalla and Yelp2018), with the ideal secure
+aggregation (the same messages; what a receiver holds afterwards is the same sums), and removes the
+target user's whole row in half the runs. The audited party is another user (the last one), who receives
+the broadcasts:
+
+* ``broadcast_decoder`` -- the degree-1/2 decoder on P' = V^1/2 P~ V^1/2 (`privirec.attacks`), needing
+  nothing but the broadcast: does it output the target's row?
+* ``degree_residual`` -- the DP adversary who knows every other row: V minus their degrees is the row.
+
+Two targets: the holder of the rarest item (the default: its item has degree 1) and user 1, picked
+without looking at its items (``audit.user = 1``); and both variants (PriviRec-k broadcasts no P~). The audits go to
+``--out`` (default ``results/audit_privirec``), one folder each; running the script again resumes them.
+With matplotlib the figure ``audited_leak.png`` is drawn there.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedrecsim.audit import Audit, AuditResult, cp_lower, cp_upper
+from fedrecsim.study import ScriptParser, run_script
+
+SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
+SEED = 5
+FIGURE = "audited_leak.png"
+DISTINGUISHERS = ("broadcast_decoder", "degree_residual")
+VARIANTS = ("privirec", "privirec_k")
+
+
+@dataclass(frozen=True)
+class Size:
+    """The data's size and the trials per world."""
+
+    users: int
+    items: int
+    ratings: int
+    trials: int
+
+
+FULL = Size(users=40, items=100, ratings=300, trials=100)
+QUICK = Size(users=15, items=40, ratings=90, trials=20)
+#: The target users: the relation's default, and user 1, a user picked without looking at its items.
+TARGETS = {"rarest-item holder": [], "user 1": ["audit.user=1"]}
+
+
+def overrides(size: Size, variant: str, trials: int) -> list[str]:
+    return [
+        f"run.seed={SEED}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}", f"data.ratings={size.ratings}",
+        f"protocol.variant='{variant}'", "protocol.k=8", "protocol.secagg='ideal'", "network.latency={model='constant', seconds=0.01}",
+        f"audit.party='user:{size.users - 1}'", f"audit.trials={trials}", f"audit.distinguishers={list(DISTINGUISHERS)}",
+    ]
+
+
+def cap(result: AuditResult) -> float:
+    """The bound a test with held-out TPR 1 and FPR 0 reaches on this audit's held-out trials."""
+    n = result.document["heldout_per_world"]
+    alpha = (1.0 - result.document["confidence"]) / 2
+    return max(0.0, math.log(float(cp_lower(n, n, alpha)) / float(cp_upper(0, n, alpha))))
+
+
+def draw(out: Path, table: dict[tuple[str, str], AuditResult]) -> str:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return "figure skipped: matplotlib is not installed"
+    figure = Figure(figsize=(6, 4))
+    axes = figure.subplots()
+    labels = [f"{variant}\n{target}" for target, variant in table]
+    for offset, name in enumerate(DISTINGUISHERS):
+        axes.bar([i + 0.4 * offset for i in range(len(table))], [r.document["distinguishers"][name]["epsilon_lower"] for r in table.values()],
+                 width=0.4, label=name)
+    axes.axhline(max(cap(r) for r in table.values()), color="k", linestyle="--", linewidth=1, label="cap of a perfect test")
+    axes.set_xticks([i + 0.2 for i in range(len(table))], labels, fontsize=7)
+    axes.set_ylabel("audited epsilon lower bound")
+    axes.set_title("PriviRec, a receiver of the broadcasts: no DP claim")
+    axes.legend(loc="upper right", fontsize=7)
+    figure.savefig(out / FIGURE, dpi=100)
+    return f"figure: {out / FIGURE}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ScriptParser(
+        "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
+        quick="the same grid, smaller, at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
+    )
+    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 100; 20 with --quick)")
+    args = parser.parse_args(argv)
+    size = QUICK if args.quick else FULL
+    trials = args.trials or size.trials
+    audits: dict[tuple[str, str], Audit] = {}
+    for variant in VARIANTS:
+        base = [*overrides(size, variant, trials), *args.set]
+        for target, change in TARGETS.items():
+            audits[(target, variant)] = Audit(SCENARIO, [*base, *change])
+    if (args.out / FIGURE).exists() and not any(args.out.glob("*/audit-plan.json")):
+        parser.error(f"{args.out / FIGURE} exists and is not this script's; choose another --out")
+    table = {
+        key: audit.run(args.out / f"{key[1]}-{key[0].replace(' ', '-')}", workers=args.workers, dask=args.dask)
+        for key, audit in audits.items()
+    }
+    first = next(iter(table.values())).document
+    print(f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x {size.items} "
+          f"items, {size.ratings} interactions, {trials} trials per world, each bound at {first['confidence']:.0%} confidence")
+    print(f"{'variant':<12}{'target':<24}{'claimed':>8}{'decoder':>9}{'residual':>10}{'cap':>7}{'trials/s':>10}")
+    for (target, variant), result in table.items():
+        entries = result.document["distinguishers"]
+        print(f"{variant:<12}{target + ' (' + str(result.document['target']['user']) + ')':<24}{'none':>8}"
+              f"{entries['broadcast_decoder']['epsilon_lower']:>9.3f}{entries['degree_residual']['epsilon_lower']:>10.3f}"
+              f"{cap(result):>7.3f}{result.document['trials_per_s']:>10.1f}")
+    print(draw(args.out, table))
+    decoded = [key for key, result in table.items() if result.document["distinguishers"]["broadcast_decoder"]["epsilon_lower"] > 0]
+    if decoded:
+        print("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
+              f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(f'{v}, {t}' for t, v in decoded)}), "
+              "with a lower bound capped only by the trials. A bound of 0 elsewhere is no evidence of privacy.")
+    else:
+        print("The decoder demonstrated no leak at these trials; that is no evidence of privacy (the degrees alone leak "
+              "to an adversary who knows the other rows: the residual column).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(main))

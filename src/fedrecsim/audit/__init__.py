@@ -1,0 +1,24 @@
+"""Privacy auditing: an empirical lower bound on a protocol's epsilon from one party's recorded view.
+
+The public API (docs/audit.md): a protocol declares what its claim protects with an `AuditSpec` on its
+``ProtocolSpec(audit=...)`` -- a `Neighbouring` relation (`one_rating`, `one_user`, `user_replaced`), a
+``claim(scenario) -> Claim`` and its own `Distinguisher`s beside the generic one (`GENERIC`). `Audit` runs
+an audit from a scenario (``[audit]`` table or ``audit.*`` overrides) and returns an `AuditResult`;
+``fedrecsim audit SCENARIO --party ROLE:INDEX --trials N`` does the same from the command line.
+The bound itself (`fedrecsim.audit.bounds`): Clopper--Pearson intervals of a threshold test's error rates,
+the threshold chosen on one half of the trials and evaluated on the other.
+"""
+
+from __future__ import annotations
+
+from .bounds import Bound, Rule, audit_scores, cp_lower, cp_upper
+from .distinguishers import GENERIC, Distinguisher, TrialView, first_feature, logistic_fit, view_numbers
+from .neighbours import Neighbouring, Row, Target, one_rating, one_user, user_replaced
+from .runner import Audit, AuditResult
+from .spec import AuditSettings, AuditSpec, Claim, audit_spec
+
+__all__ = [
+    "GENERIC", "Audit", "AuditResult", "AuditSettings", "AuditSpec", "Bound", "Claim", "Distinguisher", "Neighbouring",
+    "Row", "Rule", "Target", "TrialView", "audit_scores", "audit_spec", "cp_lower", "cp_upper", "first_feature",
+    "logistic_fit", "one_rating", "one_user", "user_replaced", "view_numbers",
+]
