@@ -126,18 +126,22 @@ def _references(protocol: str, final: Mapping[str, Any], baselines: Mapping[str,
         metrics = protocol_spec(protocol).metrics
     except ConfigError:  # a result of a protocol this installation does not have
         return []
+    def kind(name: str, other: str) -> str:
+        """``*_SUFFIX`` for ``NAME_SUFFIX``, else the metric's own name."""
+        return f"*{other[len(name):]}" if other.startswith(f"{name}_") else other
+
     kinds: dict[str, str] = {}
     for name, baseline in baselines.items():
-        kinds.setdefault(baseline[len(name) :], baseline)
+        kinds.setdefault(kind(name, baseline), baseline)
         for other in final:
             if other.startswith(f"{name}_") and other not in beside:
-                kinds.setdefault(other[len(name) :], other)
+                kinds.setdefault(kind(name, other), other)
     lines = []
-    for suffix, example in kinds.items():
+    for label, example in kinds.items():
         info = declared(metrics, example)
         if info is not None:
             column = " (the non-private baseline column)" if example in baselines.values() else ""
-            lines.append(f"  *{suffix}{column}: {info.meaning}")
+            lines.append(f"  {label}{column}: {info.meaning}")
     return lines
 
 
