@@ -17,9 +17,12 @@ import pytest
 from privirec_harness import table
 
 import fedrecsim
+from fedrecsim.memory import estimate_memory
 from fedrecsim.protocols.privirec import roles
 from fedrecsim.protocols.privirec.roles import ITEM_ITEM_SESSION, POWER, PriviRecServer
+from fedrecsim.protocols.privirec.traffic import DEGREE_SPREAD
 from fedrecsim.protocols.secagg import IdealSum
+from fedrecsim.scenario import parse_scenario
 
 #: Frames kept per allocation: enough to reach the user's code from the deposit's copy.
 FRAMES = 8
@@ -74,3 +77,32 @@ def test_the_item_item_inputs_are_alive_once_during_the_sum(monkeypatch) -> None
     held, counts, _ = _held(monkeypatch, "privirec", 12, ITEM_ITEM_SESSION)
     once = int((counts * (counts + 1) // 2).sum()) * (1 + 1) * 8
     assert held == once, held / once
+
+
+ML1M_SHAPE = (6040, 3706, 800_133, 200_076)
+
+
+def _estimate(**protocol: object) -> dict[str, float]:
+    scenario = parse_scenario({"run": {"protocol": "privirec"}, "data": {"feedback": "implicit"}, "protocol": protocol})
+    return {item.what: item.bytes for item in estimate_memory(scenario, ML1M_SHAPE).items}
+
+
+def test_the_estimate_counts_each_input_once_and_nothing_per_user_of_the_dense_size() -> None:
+    """Ideal mode at ML-1M's shape: PriviRec-k's inputs are the training entries' n_u x (p + 1) words, once;
+    PriviRec's the larger of those and the item-item sum's pairs (E[d^2] = DEGREE_SPREAD E[d]^2), two words
+    each. Both runs fit 8 GiB as measured (issue 32); the old estimate held every user's dense m x p input
+    three times (128 GiB for PriviRec-k) and refused them."""
+    low_rank = _estimate(variant="privirec_k", k=256, secagg="ideal")
+    assert low_rank["secure sums' inputs"] == 800_133 * 257 * 8
+    exact = _estimate(variant="privirec", k=256, secagg="ideal")
+    mean = 800_133 / 6040
+    assert exact["secure sums' inputs"] == pytest.approx(2 * 6040 * (DEGREE_SPREAD * mean**2 + mean) / 2 * 8)
+    for variant in ("privirec", "privirec_k"):
+        scenario = parse_scenario({"run": {"protocol": "privirec"}, "protocol": {"variant": variant, "secagg": "ideal"}})
+        assert estimate_memory(scenario, ML1M_SHAPE).total < 8 * 2**30
+
+
+def test_real_mode_counts_the_dense_inputs_of_every_user() -> None:
+    """Real secure aggregation masks the dense vector: three copies of m x p words per user (the masked bytes,
+    the message, the server's decoded copy)."""
+    assert _estimate(variant="privirec_k", k=256, secagg="real")["secure sums' inputs"] == 3 * 6040 * 3706 * 256 * 8
