@@ -128,8 +128,9 @@ def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
 
     Measured at ML-1M's shape (6,040 x 3,706, 800,133 training entries, ideal mode, L = 2; peak RSS,
     which adds about 0.12 GB of interpreter and libraries): PriviRec-k without the references 2.48 GB at
-    k = 256 (estimated 2.0 GiB = 2.15 GB) and 7.39 GB at k = 1024 (6.8 GiB = 7.3 GB).
-    The estimate is within 15 % of a measured peak (`fedrecsim.memory`: meant to catch runs that cannot
+    k = 256 (estimated 2.0 GiB = 2.15 GB) and 7.39 GB at k = 1024 (6.8 GiB = 7.3 GB); with them, k = 256
+    3.62 GB (2.7 GiB = 2.9 GB) and PriviRec 4.01 GB (3.9 GiB = 4.2 GB). The estimate is within 20 % of a
+    measured peak (`fedrecsim.memory`: meant to catch runs that cannot
     fit, not to budget tight ones)."""
     from .protocol import secagg_mode  # the config's helpers; imported here to avoid an import cycle
 
