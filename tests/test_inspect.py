@@ -10,6 +10,7 @@ import pytest
 
 import fedrecsim
 from fedrecsim.cli import main
+from fedrecsim.errors import ConfigError, WireError
 from fedrecsim.inspect import (
     Availability,
     Calibration,
@@ -473,3 +474,26 @@ def test_a_plan_keeps_its_set_up_flows_and_sees_the_test_split(monkeypatch: pyte
     monkeypatch.setattr("fedrecsim.inspect.protocol_spec", lambda name: spec)
     inspect_scenario(parse_scenario(DPMF_S2), calibration_rounds=0)
     assert seen == [100]
+
+
+PRIVIREC_120_ITEMS = {
+    "run": {"protocol": "privirec", "seed": 3, "rounds": 2},
+    "data": {"source": "synthetic", "feedback": "implicit", "users": 30, "items": 120, "ratings": 900},
+    "network": {"latency": LATENCY},
+    "protocol": {"variant": "privirec", "k": 12, "secagg": "ideal"},
+}
+
+
+def test_inspect_plans_under_the_scenarios_message_limit_not_the_default() -> None:
+    """PriviRec's P' sum and P~ broadcast carry 120 x 121 / 2 words (58,080 bytes and more): under a limit of
+    0.05 MiB (52,428 bytes) the run would refuse them and so does inspect, naming the key; raised to 1 MiB,
+    inspect plans them (it planned under the wire's 256 MiB default whatever the scenario said)."""
+    table = {**PRIVIREC_120_ITEMS, "network": {"latency": LATENCY, "max_message_mb": 0.05}}
+    with pytest.raises(ConfigError, match=r"network\.max_message_mb.*exceeds the limit of 52428 .*refuse"):
+        inspect_scenario(parse_scenario(table), calibration_rounds=0)
+    table["network"]["max_message_mb"] = 1.0
+    setup = inspect_scenario(parse_scenario(table), calibration_rounds=0).estimate.setup_flows
+    sizes = {flow.kind: flow.bytes / flow.messages for flow in setup if flow.messages}
+    assert 120 * 121 // 2 * 8 < sizes["privirec.item_item"] <= 2**20
+    with pytest.raises(WireError, match="exceeds the limit"):
+        fedrecsim.run({**table, "network": {"latency": LATENCY, "max_message_mb": 0.05}})

@@ -7,8 +7,10 @@
 - an estimate of messages and bytes per round and per role. A protocol that declares a traffic plan
   (`ProtocolSpec.plan`, a `TrafficPlan` of `Flow`s) is estimated from it: every size is the real wire
   codec's length of a message of the shape the protocol sends, so fixed-size messages are exact and the
-  rest are expectations over the data and the availability model. A protocol without a plan is
-  estimated from what its calibration run measured;
+  rest are expectations over the data and the availability model. Sizes are checked against the
+  scenario's own limit (``network.max_message_mb``), as the run's network checks them: a planned message
+  above it is refused with a `ConfigError` naming the key. A protocol without a plan is estimated from
+  what its calibration run measured;
 - how long the whole run should take, from a short calibration: the scenario run for a few rounds at
   its full size (nothing is scaled; the output says so), timed round by round and extrapolated.
 
@@ -25,7 +27,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ import trio
 
 from .data import prepare_data
 from .data.ratings import Ratings
+from .errors import ConfigError, WireError
 from .memory import check_memory
 from .network.availability import PartyList
 from .network.party import Party, Role
@@ -336,7 +339,7 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
     availability = expected_availability(scenario, train.n_users, round_s)
     data = {"users": train.n_users, "items": train.n_items, "train_entries": len(train), "test_entries": len(test)}
     if spec.plan is not None:
-        plan = spec.plan(_plan_context(scenario, train, test, availability))
+        plan = _plan(spec.plan, _plan_context(scenario, train, test, availability))
         estimate = plan_estimate(plan, scenario.run.rounds)
         parties = {role.value: count for role, count in sorted(plan.parties.items(), key=lambda item: item[0].code)}
     else:
@@ -348,6 +351,19 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
             estimate = Estimate("calibration", calibration.setup, calibration.per_round, scenario.run.rounds)
             parties.update({role: 1 for role in calibration.per_round.roles if role != "user"})
     return Inspection(scenario, data, parties, availability, estimate, calibration, tuple(notes))
+
+
+def _plan(plan: Callable[[PlanContext], TrafficPlan], context: PlanContext) -> TrafficPlan:
+    """The protocol's traffic plan, its messages sized under the scenario's ``network.max_message_mb``.
+
+    Raises:
+        ConfigError: a message of the plan exceeds that limit (the run would refuse to send it).
+    """
+    try:
+        return plan(context)
+    except WireError as error:
+        limit = context.scenario.network.max_message_mb
+        raise ConfigError("network.max_message_mb", f"{error} (= {limit:g} MiB): the run would refuse the message") from None
 
 
 def _plan_context(scenario: Scenario, train: Ratings, test: Ratings, availability: Availability) -> PlanContext:

@@ -109,7 +109,40 @@ def _metrics(result: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {name:<29}{number(value):>14}{cells}".rstrip())
     if trivial:
         lines.append("  trivial predictor: the training ratings' mean for an error, a random ranking for a ranking metric")
+    lines += _references(result["protocol"], final, baselines, beside)
     return lines + _worse_than_trivial(metrics.get("worse_than_trivial", []))
+
+
+def _references(protocol: str, final: Mapping[str, Any], baselines: Mapping[str, str], beside: set[str]) -> list[str]:
+    """What each reference computed beside a metric is, once per kind, by the protocol's declared meaning:
+    the non-private baseline's (``NAME_gfcf``) and any other ``NAME_SUFFIX`` in the final metrics of a
+    metric ``NAME`` that has a baseline (privirec's centralized twin, ``NAME_twin``) and is not shown in a
+    column of its own (a trivial predictor's). Nothing for a protocol that declares none of them."""
+    from .errors import ConfigError
+    from .metric_declarations import declared
+    from .protocols import protocol_spec
+
+    try:
+        metrics = protocol_spec(protocol).metrics
+    except ConfigError:  # a result of a protocol this installation does not have
+        return []
+    def kind(name: str, other: str) -> str:
+        """``*_SUFFIX`` for ``NAME_SUFFIX``, else the metric's own name."""
+        return f"*{other[len(name):]}" if other.startswith(f"{name}_") else other
+
+    kinds: dict[str, str] = {}
+    for name, baseline in baselines.items():
+        kinds.setdefault(kind(name, baseline), baseline)
+        for other in final:
+            if other.startswith(f"{name}_") and other not in beside:
+                kinds.setdefault(kind(name, other), other)
+    lines = []
+    for label, example in kinds.items():
+        info = declared(metrics, example)
+        if info is not None:
+            column = " (the non-private baseline column)" if example in baselines.values() else ""
+            lines.append(f"  {label}{column}: {info.meaning}")
+    return lines
 
 
 def _width(title: str) -> int:

@@ -246,9 +246,18 @@ class PlanContext:
     def rounds(self) -> int:
         return self.scenario.run.rounds
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The scenario's size limit of a message (``network.max_message_mb``), as its run's network has it."""
+        return int(self.scenario.network.max_message_mb * 1024 * 1024)
+
     def message_bytes(self, body: Any, src: Party, dst: Party) -> int:
-        """The exact encoded size of ``body`` sent from ``src`` to ``dst``: the real wire codec's length."""
-        return len(encode(src, dst, 0.0, body))
+        """The exact encoded size of ``body`` sent from ``src`` to ``dst``: the real wire codec's length.
+
+        Raises:
+            WireError: the message exceeds the scenario's limit (`max_message_bytes`): the run would refuse it.
+        """
+        return len(encode(src, dst, 0.0, body, self.max_message_bytes))
 
     def user_bytes(self, make: Callable[[int], Any], other: Party, *, to_user: bool) -> np.ndarray:
         """For every user of the data, the exact encoded size of ``make(n)`` -- ``n`` the user's number of

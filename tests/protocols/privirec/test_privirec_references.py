@@ -12,6 +12,7 @@ from fedrecsim.data.prepare import prepare_data
 from fedrecsim.models import gfcf
 from fedrecsim.protocols.privirec.evaluation import evaluate
 from fedrecsim.scenario import parse_scenario
+from fedrecsim.summary import number, summary_text
 from privirec_harness import table as _table
 
 
@@ -56,3 +57,20 @@ def test_the_sparse_svd_spans_the_dense_svds_top_subspace(monkeypatch: pytest.Mo
     monkeypatch.setattr(gfcf, "DENSE_SVD_CELLS", 0)
     sparse = gfcf.top_singular_vectors(R, 6)
     np.testing.assert_allclose(sparse @ sparse.T, dense @ dense.T, atol=1e-8)
+
+
+def test_the_summary_names_both_references_for_what_they_are() -> None:
+    """GF-CF's values stand in the non-private baseline column, the twin's in rows of their own: a line under
+    the table says what each is -- GF-CF with the exact top-k SVD, and the twin that runs the same power method."""
+    result = fedrecsim.run(_table(variant="privirec_k", secagg="ideal"))
+    lines = summary_text(result).splitlines()
+    legend = [line.strip() for line in lines if line.strip().startswith("*_")]
+    assert legend == [
+        "*_gfcf (the non-private baseline column): recall@K of GF-CF (exact top-k SVD): the exact P~ and the exact "
+        "top-k singular vectors of R~ (protocol.baseline)",
+        "*_twin: recall@K of the centralized twin (the same randomized power method from the same Gaussian start, "
+        "run centrally; protocol.baseline): the run's own unless users dropped",
+    ]
+    ndcg = next(line for line in lines if line.strip().startswith("ndcg@20 "))
+    assert ndcg.split()[-1] == number(result.metrics["ndcg@20_gfcf"])
+    assert any(line.split() == ["ndcg@20_twin", number(result.metrics["ndcg@20_twin"])] for line in lines)

@@ -455,12 +455,17 @@ METRICS: tuple[MetricInfo, ...] = (
     *common("recall@K", "ndcg@K", "recall@K_random", "ndcg@K_random"),
     fraction(
         "recall@K_twin",
-        "recall@K of the centralized twin: the same power method from the same start, run centrally (protocol.baseline)",
+        "recall@K of the centralized twin (the same randomized power method from the same Gaussian start, run "
+        "centrally; protocol.baseline): the run's own unless users dropped",
         "higher",
     ),
-    fraction("ndcg@K_twin", "ndcg@K of the centralized twin (protocol.baseline)", "higher"),
-    fraction("recall@K_gfcf", "recall@K of GF-CF itself: the exact P~ and the exact top-k SVD (protocol.baseline)", "higher"),
-    fraction("ndcg@K_gfcf", "ndcg@K of GF-CF itself, exact top-k SVD (protocol.baseline)", "higher"),
+    fraction("ndcg@K_twin", "ndcg@K of the centralized twin (the same randomized power method; protocol.baseline)", "higher"),
+    fraction(
+        "recall@K_gfcf",
+        "recall@K of GF-CF (exact top-k SVD): the exact P~ and the exact top-k singular vectors of R~ (protocol.baseline)",
+        "higher",
+    ),
+    fraction("ndcg@K_gfcf", "ndcg@K of GF-CF (exact top-k SVD; protocol.baseline)", "higher"),
     MetricInfo("max_score_gap", "the largest difference between a decentralized and the centralized twin's score", "score", 0.0, better="lower"),
     count(
         "profiles_decoded_by_broadcast",

@@ -7,6 +7,14 @@ again at the next round boundary and waits for the next broadcast basis, so it m
 crashed in. Secure aggregation (`fedrecsim.protocols.secagg`) runs inside each phase with the user's own
 actor; its recovery removes a crashed user's masks, so the server gets the sum over the users that sent
 their masked inputs (U3).
+
+Memory. Every user's input to a sum is alive at once while the sum runs (each waits for the others), so
+it must be alive once: a user encodes its input as soon as it has computed it, keeps only the encoding
+(``pending``) and hands that over to secure aggregation (`PriviRecUser._sum_pending`), whose state machine
+lets it go once it is deposited with the ideal functionality or masked. The inputs then cost the
+functionality's copy, n_u x (p + 1) words per user of a power iteration -- not that and the reals and
+their encoding in the user's frames, which tripled PriviRec-k's peak (at ML-1M's shape, k = 256: 5.5 GB
+of RSS, now 2.5 GB; `traffic.memory` estimates it).
 """
 
 from __future__ import annotations
@@ -104,7 +112,8 @@ class PriviRecUser(User):
         self.held: tuple[Setup, ...] = ()
         """Set-ups of later sessions that came while this user waited for the one it missed."""
         self.pending: tuple[int, RowBlock] | None = None
-        """The power iteration and its input A^(u)T A^(u) X while the user computes it (straggler time)."""
+        """A session and this user's input to it, encoded -- A^(u)T A^(u) X while the user computes it
+        (straggler time) -- until it is handed to secure aggregation (`_sum_pending`)."""
 
     def _crash(self, session: int, stage: Stage) -> bool:
         if stage is Stage.ADVERTISE_KEYS:
@@ -112,17 +121,24 @@ class PriviRecUser(User):
             self._drawn = self.crash_stage or drawn
         return stage is self._drawn and self.crashes_in(session_round(session))
 
-    async def _sum_pending(self) -> bool:
-        """Take part in the power iteration computed last (``pending``); False if this user crashed in it."""
-        iteration, values = self.pending  # type: ignore[misc]
-        self.pending = None
-        return await self._sum(POWER + iteration, values)
+    def _encoded(self, values: RowBlock) -> RowBlock:
+        """``values`` (reals) as ring elements: the input a user hands secure aggregation."""
+        return RowBlock(values.rows, self.params.ring.encode(values.block)[0], values.n_rows)
 
-    async def _sum(self, session: int, values: RowBlock) -> bool:
-        """Take part in ``session`` with ``values`` (reals); False if this user crashed in it."""
-        encoded = RowBlock(values.rows, self.params.ring.encode(values.block)[0], values.n_rows)
+    def _hand_over(self) -> RowBlock:
+        """The pending input, which this user no longer keeps (`_sum_pending`)."""
+        _, encoded = self.pending  # type: ignore[misc]
+        self.pending = None
+        return encoded
+
+    async def _sum_pending(self) -> bool:
+        """Take part in the session of the input computed last (``pending``), handing the input over:
+        secure aggregation's state machine holds the one copy of it from here on (and lets it go once it
+        is masked or deposited), so no frame of this user keeps another while the session runs (module
+        docstring, Memory). False if this user crashed in it."""
+        session = self.pending[0]  # type: ignore[index]
         contribution = await participate(
-            self, encoded, self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
+            self, self._hand_over(), self.params, deadline=self.horizon_s, ideal=self.ideal, crash=self._crash,
             stage_s=STAGE_WAITS * self.params.stage_timeout_s, session=session, held=self.held,
         )
         self.held = contribution.held
@@ -138,12 +154,14 @@ class PriviRecUser(User):
             if await self.compute_rest() and not await self._sum_pending():
                 return
             if self.phase == "degrees":
-                if not await self._sum(DEGREES_SESSION, local.degree_rows(self.items, self.n_items)):
+                self.pending = (DEGREES_SESSION, self._encoded(local.degree_rows(self.items, self.n_items)))
+                if not await self._sum_pending():
                     return
                 self.degrees = (await self.recv(Degrees, deadline=deadline, sender=self.server)).body.degrees
                 self.phase = "item_item" if self.exact_item_item else "power"
             if self.phase == "item_item":
-                if not await self._sum(ITEM_ITEM_SESSION, local.item_item_rows(self.items, self.n_items, self.alpha)):
+                self.pending = (ITEM_ITEM_SESSION, self._encoded(local.item_item_rows(self.items, self.n_items, self.alpha)))
+                if not await self._sum_pending():
                     return
                 upper = (await self.recv(ItemItem, deadline=deadline, sender=self.server)).body.upper
                 self.item_item = shared_item_item(upper, self.n_items)
@@ -155,7 +173,9 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                self.pending = (basis.iteration, local.power_rows(self.items, self.degrees, basis.basis, self.alpha))  # type: ignore[arg-type]
+                rows = local.power_rows(self.items, self.degrees, basis.basis, self.alpha)  # type: ignore[arg-type]
+                self.pending = (POWER + basis.iteration, self._encoded(rows))
+                del rows  # the reals: only the encoded input stays while the user computes
                 await self.compute()
                 if not await self._sum_pending():
                     return

@@ -102,17 +102,57 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     return TrafficPlan({Role.USER: ctx.train.n_users, Role.SERVER: 1}, tuple(setup), per_round, assumptions)
 
 
+#: E[d_u^2] / E[d_u]^2 over the users' numbers of items d_u, as `memory` assumes it for the item-item sum
+#: (whose inputs hold d_u (d_u + 1) / 2 entries each): MovieLens-1M's is 2.35, MovieLens-100k's 1.9 (80 %
+#: training split), the synthetic generator's at ML-1M's shape 1.7.
+DEGREE_SPREAD = 2.5
+
+#: Cells of a block of users' scores (`evaluation`) and of a reference's dense SVD (`models.gfcf`).
+_SCORE_CELLS, _DENSE_SVD_CELLS = 1 << 22, 1 << 25
+
+
 def memory(ctx: MemoryContext) -> tuple[MemoryItem, ...]:
-    """PriviRec's arrays (`fedrecsim.memory`): every user's masked input of a secure sum -- PriviRec's
-    m(m+1)/2 item-item upper triangle in the set-up, m x p of a power iteration -- encoded and decoded, the
-    server's sums and P~ (m x m), and the broadcast basis each user decodes."""
+    """PriviRec's arrays (`fedrecsim.memory`), upper-leaning:
+
+    - the secure sums' inputs, each user's alive once while a sum runs (`roles.PriviRecUser._sum_pending`):
+      in ideal mode its nonzero rows as the functionality holds them -- n_u x (p + 1) words of a power
+      iteration, and for PriviRec d_u (d_u + 1) / 2 x 2 words of the item-item sum, summed over the users
+      with E[d_u^2] = `DEGREE_SPREAD` E[d_u]^2 -- and in real mode the dense vector, three times (the
+      masked bytes, the message, the server's decoded copy);
+    - the server's P~ (the sum, its decoding, P', P~, the broadcast's triangle encoded and decoded and the
+      receivers' one shared dense P~: about 6 triangles and 3 m x m) and its bases (the L it sent, the
+      broadcast encoded and decoded, the sum, the QR, and the PriviRec-k attack's stacked bases, sums and
+      pseudo-inverse: 3 L + 6 of m x p);
+    - the evaluation's blocks of scores and, with ``baseline``, the references: GF-CF's exact P~ (and the
+      twin's, for PriviRec), a dense SVD of R~ up to 2^25 cells (R~, U and the workspace: 4 copies).
+
+    Measured at ML-1M's shape (6,040 x 3,706, 800,133 training entries, ideal mode, L = 2; peak RSS,
+    which adds about 0.12 GB of interpreter and libraries): PriviRec-k without the references 2.48 GB at
+    k = 256 (estimated 2.0 GiB = 2.15 GB) and 7.39 GB at k = 1024 (6.8 GiB = 7.3 GB); with them, k = 256
+    3.62 GB (2.7 GiB = 2.9 GB) and PriviRec 4.01 GB (3.9 GiB = 4.2 GB). The estimate is within 20 % of a
+    measured peak (`fedrecsim.memory`: meant to catch runs that cannot
+    fit, not to budget tight ones)."""
+    from .protocol import secagg_mode  # the config's helpers; imported here to avoid an import cycle
+
     config = ctx.config
-    m, users, p = float(ctx.items), ctx.users, config.k + config.oversample
-    item_item = m * (m + 1) / 2 if config.variant == "privirec" else 0.0
+    m, users, p = float(ctx.items), float(ctx.users), float(config.k + config.oversample)
+    entries, mean = float(ctx.train_entries), ctx.entries_per_user
+    exact = config.variant == "privirec"
+    triangle = m * (m + 1) / 2
+    if secagg_mode(config, ctx.items) == "real":
+        inputs = 3.0 * users * max(triangle if exact else 0.0, m * p)
+    else:
+        pairs = min(users * (DEGREE_SPREAD * mean * mean + mean) / 2, entries * (m + 1) / 2) if exact else 0.0
+        inputs = max(2.0 * pairs, entries * (p + 1))
+    rounds = float(ctx.scenario.run.rounds)
+    server = (6.0 * triangle + 3.0 * m * m if exact else 0.0) + (3.0 * rounds + 6.0) * m * p
+    evaluation = 4.0 * _SCORE_CELLS
+    if config.baseline:
+        evaluation += (2.0 if exact else 1.0) * m * m + 4.0 * min(users * m, float(_DENSE_SVD_CELLS))
     return (
-        MemoryItem("secure sums' inputs", 3.0 * users * max(item_item, m * p) * 8, ("data.items", "data.users", "protocol.variant", "protocol.k")),
-        MemoryItem("server item-item and basis", (3.0 * item_item * 2 + 4.0 * m * p) * 8, ("data.items", "protocol.k")),
-        MemoryItem("broadcasts", 2.0 * users * m * p * 8, ("data.items", "data.users", "protocol.k")),
+        MemoryItem("secure sums' inputs", inputs * 8, ("data.ratings", "protocol.k", "protocol.variant", "protocol.secagg")),
+        MemoryItem("server item-item and bases", server * 8, ("data.items", "protocol.variant", "protocol.k", "run.rounds")),
+        MemoryItem("evaluation and references", evaluation * 8, ("protocol.baseline", "data.items", "data.users")),
     )
 
 

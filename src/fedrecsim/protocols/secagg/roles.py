@@ -259,8 +259,12 @@ async def participate(
         if crashed(Stage.MASKED_INPUT):
             return outcome("crashed")
         y = backend.mask(x, senders)  # ideal mode: nothing (the functionality holds x), booked as padding
+        # The input lives on in y's bytes (real) or with the functionality (ideal): this frame lets it go, so
+        # a caller that handed it over keeps no copy while the session's last stage runs.
+        del x
         masked = y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()
-        padding = bytes_field_size(x.size * np.dtype(ring.dtype).itemsize) - bytes_field_size(len(masked))
+        del y
+        padding = bytes_field_size(setup.length * np.dtype(ring.dtype).itemsize) - bytes_field_size(len(masked))
         actor.send(server, Masked(session, masked), padding=padding)
         completed.append(Stage.MASKED_INPUT)
 
