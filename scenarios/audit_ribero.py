@@ -6,11 +6,12 @@ Usage::
     python scenarios/audit_ribero.py --quick       # eps = 1, 10,000 at 20 trials per world (the suite)
     python scenarios/audit_ribero.py --trials 1000 --seeds 3 --workers 2
 
-Each audit (`fedrecsim.audit`, docs/audit.md) runs ``ribero_synthetic.toml`` at a small size (40 users x
-40 items over 2 silos, k = 2 prototypes, support s = 10); the target is the whole row of the user with
+Each audit (`fedrecsim.audit`, docs/audit.md) runs ``ribero_synthetic.toml`` at the size where the server's test has
+the most power: 20 users x 30 items in 10 silos of two users, one prototype per silo (every record in
+its one cluster) and no truncation (support s = 30 items); the target is the whole row of the user with
 the most entries, added to or removed from its silo (``one_user``), and the claim is each silo's eps
 (`prototypes.audit`). The server's distinguisher ``prototype_projection`` scores a run by the largest
-projection of a received prototype onto the target's row; ``logistic`` learns from every number received.
+projection of the target's silo's prototype onto the target's row; ``logistic`` learns from every number received.
 
 With ``--seeds N`` each eps is audited N times at different data seeds (mean, least and largest bound).
 The audits go to ``--out`` (default ``results/audit_ribero``), one folder each; running the script again
@@ -29,8 +30,8 @@ from fedrecsim.study import ScriptParser, run_script
 SCENARIO = Path(__file__).resolve().parent / "ribero_synthetic.toml"
 SEED = 7
 FIGURE = "claimed_vs_audited.png"
-SIZE = ["data.users=40", "data.items=40", "data.ratings=800", "data.rank=2", "data.silos=2", "protocol.k=2",
-        "protocol.support=10", "protocol.rank=2", "protocol.baselines=false", "protocol.nmf_iterations=20",
+SIZE = ["data.users=20", "data.items=30", "data.ratings=400", "data.rank=2", "data.silos=10", "protocol.k=1",
+        "protocol.support=30", "protocol.rank=2", "protocol.baselines=false", "protocol.nmf_iterations=20",
         "audit.party='server:0'"]
 
 

@@ -1,16 +1,21 @@
 """What Ribero et al.'s privacy claim protects, for ``fedrecsim audit`` (`fedrecsim.audit`).
 
 The claim (Sec. 3, Algorithm 2 with the budget split of `accounting`): each silo's prototypes are
-eps-differentially private for one user's row within that silo (delta = 0: the mechanism is pure; the
+eps-differentially private for one user's record within that silo, replaced by any other (the silo's
+size is public, `fedrecsim.mechanisms.private_kmeans`) (delta = 0: the mechanism is pure; the
 paper's delta only sizes utility constants); the silos hold disjoint users, so the protocol is eps-DP by
-parallel composition. The relation is ``one_user``: the target user's whole row added or removed (the
-user stays in its silo with no data; the silo's size is public). The server receives every silo's
+parallel composition. The relation is ``one_user``: the target user's whole row present or emptied;
+the user stays in its silo with an all-zero record, so the silo's size is the same in both worlds and
+the pair is a replacement (the row by the zero record), which the claim covers. The server receives every silo's
 prototypes and nothing else; V, which it computes and broadcasts, is post-processing.
 
 The server's distinguisher, ``prototype_projection``: it knows the target's row (both candidate rows,
 the rest of the data) and the mechanism. The row, truncated and clipped as the silo does, adds to one
-cluster's sum before sparse recovery; so it scores the run by the largest projection of a received
-prototype onto the target's row, ``max_r <P_r, x> / ||x||`` over every silo's prototypes. A heuristic test
+cluster's sum before sparse recovery; so it scores the run by the largest projection of one of the
+target's silo's prototypes onto the target's row, ``max_r <P_r, x> / ||x||`` (the silo partition is
+drawn from the run's seed, `fedrecsim.data.silos`, which the threat model does not hide: the silo of the
+target is known). The silo truncates records to ``s`` entries chosen at random; x keeps the ``s``
+largest (clipped) values instead, a choice of the test's. A heuristic test
 (the exact likelihood ratio would need the private clustering's choices): at small eps the Laplace noise
 on each revealed entry (scale ``s * bound / eps_values``, `protocol` docstring) hides a row completely
 and the audited bound is near 0; as eps grows the row's pull on its prototype shows.
@@ -27,7 +32,8 @@ import numpy as np
 from ...audit.distinguishers import Distinguisher, TrialView
 from ...audit.neighbours import one_user
 from ...audit.spec import AuditSpec, Claim
-from ...network.party import Role
+from ...data.silos import silo_assignment
+from ...network.party import Party, Role
 from .messages import Prototypes
 
 
@@ -42,7 +48,7 @@ def claim(scenario: Any) -> Claim:
 
 
 def prototype_projection(view: TrialView) -> np.ndarray:
-    """``[max_r <P_r, x> / ||x||]`` over the received prototypes, x the target's row as the silo keeps it."""
+    """``[max_r <P_r, x> / ||x||]`` over the target's silo's prototypes, x the target's (truncated, clipped) row."""
     config = view.scenario.protocol
     bound = config.value_bound or float(view.known.rating_range[1])
     row = view.target.present
@@ -50,10 +56,11 @@ def prototype_projection(view: TrialView) -> np.ndarray:
     x = np.zeros(view.known.n_items)
     x[np.asarray(row.items, dtype=np.int64)[keep]] = np.clip(np.asarray(row.values)[keep], 0.0, bound)
     x /= max(float(np.linalg.norm(x)), 1e-12)
-    received = [body.prototypes for body in view.bodies(Prototypes.KIND)]
+    silo = int(silo_assignment(view.scenario.data, view.known, view.scenario.run.seed)[view.target.user])
+    received = view.bodies(Prototypes.KIND, Party(Role.SILO, silo))
     if not received:
         return np.array([0.0])
-    return np.array([float(np.max(np.vstack(received) @ x))])
+    return np.array([float(np.max(received[0].prototypes @ x))])
 
 
 AUDIT = AuditSpec(
@@ -63,7 +70,7 @@ AUDIT = AuditSpec(
     distinguishers=(
         Distinguisher(
             "prototype_projection", prototype_projection, roles=(Role.SERVER,),
-            description="the largest projection of a received prototype onto the target user's (truncated, clipped) row",
+            description="the largest projection of a prototype of the target's silo onto the target user's (truncated, clipped) row",
         ),
     ),
 )
