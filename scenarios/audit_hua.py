@@ -2,8 +2,8 @@
 
 Usage::
 
-    python scenarios/audit_hua.py                  # S1 at eps = 1, 2, 4 and S2's recommender, 400 trials per world
-    python scenarios/audit_hua.py --quick          # eps = 1, 4 and the recommender at 20 trials per world (the suite)
+    python scenarios/audit_hua.py                  # S1 at eps = 1, 2, 4, S2's recommender and an observer, 400 trials per world
+    python scenarios/audit_hua.py --quick          # eps = 1, 4, the recommender and an observer at 20 trials per world (the suite)
     python scenarios/audit_hua.py --trials 1000 --seeds 3 --workers 2
 
 Each audit (`fedrecsim.audit`, docs/audit.md) runs ``hua_s1.toml`` at a small size (20 users x 30 items,
@@ -16,6 +16,8 @@ with the most ratings (``one_rating``), and the claim is eps for the whole run (
 * **S2, the recommender** (``server:0``): ``rated_items`` -- the target user's item requests name the
   target item. The paper claims eps against the recommender; ``privacy.known_leaks`` says it does not
   hold, and the audit shows it: its bound is what the trials allow, above any small eps.
+* **S2, an outside observer** (``user:0``, a user other than the target; only its view of the published
+  V is scored: ``published_projection`` and ``item_norm``): the claim is expected to hold for it.
 
 With ``--seeds N`` each row is audited N times at different data seeds (mean, least and largest bound).
 The audits go to ``--out`` (default ``results/audit_hua``), one folder each; running the script again
@@ -49,8 +51,13 @@ class Row:
 
 V_VIEW = ("audit.party='user:0'", "audit.distinguishers=['theorem1_llr', 'published_projection']")
 RECOMMENDER = ("protocol.scenario='S2'", "run.rounds=2", "audit.party='server:0'", "audit.distinguishers=['rated_items']")
-FULL = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 2.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER))
-QUICK = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER))
+OBSERVER = ("protocol.scenario='S2'", "run.rounds=2", "audit.party='user:0'",
+            "audit.distinguishers=['published_projection', 'item_norm']")
+FULL = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 2.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER),
+        Row("S2 observer", 1.0, OBSERVER))
+QUICK = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER),
+         Row("S2 observer", 1.0, OBSERVER))
+COLOURS = {"S1 V": "C0", "S2 recommender": "C3", "S2 observer": "C2"}
 
 
 def draw(out: Path, table: dict[tuple[str, float], list[AuditResult]]) -> str:
@@ -61,7 +68,7 @@ def draw(out: Path, table: dict[tuple[str, float], list[AuditResult]]) -> str:
     figure = Figure(figsize=(5, 4))
     axes = figure.subplots()
     for (label, eps), results in table.items():
-        axes.scatter([eps] * len(results), [r.epsilon_lower for r in results], color="C0" if label == "S1 V" else "C3",
+        axes.scatter([eps] * len(results), [r.epsilon_lower for r in results], color=COLOURS[label],
                      label=label if eps == min(e for lab, e in table if lab == label) else None)
     claimed = sorted({eps for _, eps in table})
     axes.plot(claimed, claimed, "k--", linewidth=1, label="claimed eps (audited = claimed)")
@@ -76,7 +83,7 @@ def draw(out: Path, table: dict[tuple[str, float], list[AuditResult]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(
         "Audit Hua et al.'s eps for the published V and against the recommender", out="results/audit_hua",
-        quick="three audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
+        quick="four audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
     parser.add_argument("--trials", type=int, default=None, help="trials per world (default 400; 20 with --quick)")
     args = parser.parse_args(argv)

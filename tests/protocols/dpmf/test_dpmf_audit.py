@@ -15,9 +15,11 @@ import fedrecsim.protocols.dpmf.recommender as recommender
 from fedrecsim import cli
 from fedrecsim.audit import Audit, Row, Target, TrialView
 from fedrecsim.data.ratings import Ratings
-from fedrecsim.network.party import Party, Role
+from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols import protocol_spec
-from fedrecsim.protocols.dpmf.audit import theorem1_llr
+from fedrecsim.network.wire import Envelope
+from fedrecsim.protocols.dpmf.audit import item_norm, rated_items, theorem1_llr
+from fedrecsim.protocols.dpmf.messages import ItemRequest
 from fedrecsim.scenario import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "hua_s1.toml"
@@ -52,6 +54,20 @@ def test_the_s1_score_is_the_log_likelihood_ratio_of_theorem_1() -> None:
         eta = 2 * (values @ rows - A @ V[2])
         terms.append(-eps * math.sqrt(eta @ eta) / (2 * delta) + math.log(abs(np.linalg.det(A))))
     assert theorem1_llr(view)[0] == pytest.approx(terms[0] - terms[1], rel=1e-9)
+
+
+def test_the_observers_norm_and_the_recommenders_leak_read_the_target_item_only() -> None:
+    scenario = load_scenario(SCENARIO, ["protocol.d=2"])
+    V = np.array([[0.1, 0.2], [3.0, 4.0], [9.0, 9.0]])
+    known = Ratings(np.array([1]), np.array([2]), np.array([3.0]), 2, 3, (1.0, 5.0))
+    target = Target(0, Row((0, 1), (4.0, 5.0)), Row((0,), (4.0,)))
+    user = Party(Role.USER, 0)
+    view = TrialView(Party(Role.USER, 1), (), target, known, scenario, {"item_factors": V})
+    assert item_norm(view)[0] == pytest.approx(5.0)
+    asked = (Envelope(ItemRequest.KIND, user, SERVER, 0.0, ItemRequest(np.array([0, 1], dtype=np.int32))),
+             Envelope(ItemRequest.KIND, Party(Role.USER, 1), SERVER, 0.0, ItemRequest(np.array([2], dtype=np.int32))))
+    assert rated_items(TrialView(SERVER, asked, target, known, scenario))[0] == 1.0
+    assert rated_items(TrialView(SERVER, asked[1:], target, known, scenario))[0] == 0.0
 
 
 @pytest.mark.timeout(300)  # 200 small runs: ~6 s of CPU
@@ -94,3 +110,27 @@ def test_the_command_audits_dpmf(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 0
     assert "claimed: epsilon = 0.1, delta = 0" in shown and "theorem1_llr" in shown and "published_projection" in shown
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["party"] == "user:0"
+
+
+def _script(name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"scenario_script_{name}", SCENARIO.parent / f"{name}.py")
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    return script
+
+
+@pytest.mark.timeout(300)  # four small audits of 40 runs each
+def test_the_study_script_audits_v_and_the_recommender_and_says_what_the_bound_means(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _script("audit_hua", monkeypatch).main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    rows = {(line[:16].strip(), line.split()[-6]): float(line.split()[-5]) for line in shown if line.startswith(("S1", "S2"))}
+    assert set(rows) == {("S1 V", "1"), ("S1 V", "4"), ("S2 recommender", "1"), ("S2 observer", "1")}
+    assert rows[("S1 V", "1")] <= 1 and rows[("S1 V", "4")] <= 4 and rows[("S2 observer", "1")] <= 1
+    assert "not a proof" in shown[-1]
+    assert len(list((tmp_path / "out").glob("*-eps*-seed0"))) == 4

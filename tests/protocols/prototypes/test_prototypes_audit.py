@@ -95,3 +95,22 @@ def test_the_command_audits_prototypes(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0
     assert "claimed: epsilon = 1, delta = 0" in shown and "prototype_projection" in shown
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["party"] == "server:0"
+
+
+@pytest.mark.timeout(300)  # two small audits of 40 runs each
+def test_the_study_script_audits_each_eps_and_says_what_the_bound_means(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("scenario_script_audit_ribero", SCENARIO.parent / "audit_ribero.py")
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    assert script.main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in shown if line.startswith("server")]
+    assert [row[1] for row in rows] == ["1", "10000"]
+    assert float(rows[0][2]) <= 1.0
+    assert "not a proof" in shown[-1]

@@ -135,9 +135,12 @@ def _log_density(eta: np.ndarray, mechanism: str, epsilon: float, delta: float, 
 
 
 def theorem1_llr(view: TrialView) -> np.ndarray:
-    """``[log p(v_t | U, in) - log p(v_t | U, out)]``: S1's refit given U (module docstring)."""
+    """``[log p(v_t | U, in) - log p(v_t | U, out)]``: S1's refit given U (module docstring); ``[0]`` in S2/S3,
+    whose V is not one refit."""
     V, U = view.published["item_factors"], view.published["user_factors"]
     config = view.scenario.protocol
+    if config.scenario != "S1":
+        return np.array([0.0])
     low, high = view.known.rating_range
     v = V[target_item(view)]
     total = 0.0
