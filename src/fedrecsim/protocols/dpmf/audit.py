@@ -47,6 +47,7 @@ machine loaded, 5-9 trials/s):
     S1, V (given U)      2             1.19  (theorem1_llr)           no violation found
     S1, V (given U)      4             1.73  (theorem1_llr)           no violation found
     S2, recommender      1             3.98  (rated_items)            above the claim: the known leak
+    S2, observer of V    1             0     (projection, item_norm)  no violation found
 
 ``published_projection`` (without U) gives 0 at these sizes: the random start of U and V varies V
 far more than one rating does. With eta scaled by 1/4 the Theorem-1 audit exceeds the claim
