@@ -20,8 +20,8 @@ A protocol adds its own through `fedrecsim.audit.AuditSpec.distinguishers`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,8 @@ class TrialView:
         known: the training data with the target user's row empty: the rest of the data set, which the
             strongest adversary of a DP claim knows.
         scenario: the validated scenario the trial ran (its ``run.seed`` is the trial's own).
+        published: what the run released to everyone without a message (`AuditSpec.published`; empty
+            when the protocol declares nothing): every party's view includes it.
     """
 
     party: Party
@@ -54,6 +56,7 @@ class TrialView:
     target: Target
     known: Ratings
     scenario: Any
+    published: Mapping[str, Any] = field(default_factory=dict)
 
     def bodies(self, kind: str, sender: Party | None = None) -> list[Any]:
         """The bodies of the received messages of ``kind`` (from ``sender`` only, if given), in delivery order."""

@@ -152,11 +152,13 @@ class Audit:
 
     def probe(self) -> None:
         """One run of world "in" at the data's seed, here: the audited party must be one of the run that
-        receives messages. ConfigError naming ``audit.party`` otherwise."""
+        receives messages -- or, when the protocol publishes a release (`AuditSpec.published`), which every
+        party sees, one of the run at all. ConfigError naming ``audit.party`` otherwise."""
         train, test = prepare_data(self.scenario.data, self.scenario.run.seed)
         result = run_on_data(self.scenario, with_row(train, self.target.user, self.target.present), test)
         parties = result.result["ledger"]["parties"]
-        if parties.get(str(self.party), {}).get("recv_msgs", 0) == 0:
+        seen = str(self.party) in parties if self.declaration.published else False
+        if not seen and parties.get(str(self.party), {}).get("recv_msgs", 0) == 0:
             same = sorted((name for name in parties if name.startswith(f"{self.party.role.value}:")), key=_party_order)
             shown = f"{same[0]} .. {same[-1]}" if len(same) > 2 else ", ".join(same) or "none"
             raise ConfigError(
@@ -253,7 +255,8 @@ def run_chunk(task: dict[str, Any]) -> dict[str, Any]:
         for seed in task["seeds"]:
             trial = dataclasses.replace(scenario, run=dataclasses.replace(scenario.run, seed=seed))
             result = run_on_data(trial, world, test, record_views=[party])
-            view = TrialView(party, tuple(result.views[party]), target, known, trial)
+            published = declaration.published(result.outcome) if declaration.published else {}
+            view = TrialView(party, tuple(result.views[party]), target, known, trial, published)
             for distinguisher in chosen:
                 values = np.asarray(distinguisher.features(view), dtype=float).ravel()
                 features[distinguisher.name].append([float(v) for v in np.nan_to_num(values, nan=0.0, posinf=1e300, neginf=-1e300)])

@@ -7,7 +7,7 @@ claim covers, and the distinguishers its paper's threat model gives a party besi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,12 +46,16 @@ class AuditSpec:
             party of another role is refused. Empty: any role.
         distinguishers: the protocol's own distinguishers (each names the roles it applies to), beside
             the generic one every audit has.
+        published: ``published(outcome) -> {name: value}``: what the run releases to everyone without a
+            message (e.g. Hua et al.'s published V), from the protocol's `Outcome`; a distinguisher reads
+            it as `TrialView.published`. None: the protocol publishes nothing beyond its messages.
     """
 
     neighbouring: Neighbouring
     claim: Callable[[Any], Claim]
     parties: tuple[Role, ...] = ()
     distinguishers: tuple[Distinguisher, ...] = ()
+    published: Callable[[Any], Mapping[str, Any]] | None = None
 
 
 def audit_spec(spec: Any) -> AuditSpec:

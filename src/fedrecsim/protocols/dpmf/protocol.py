@@ -123,6 +123,7 @@ from ...network.party import SERVER, THIRD_PARTY, Party, Role
 from ...network.tcp import Group
 from ...seeding import Stream
 from ..runtime import Cue, Distributed, Outcome, PaperFigure, ProtocolSpec, RunContext
+from .audit import AUDIT
 from .central import accuracy, error_distribution, refit_items, replay, train_baseline, train_error
 from .claims import (
     FEW_RATINGS,
@@ -966,5 +967,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "dpmf", DPMFConfig, run, "Hua et al. differentially private MF: S1, S2, S3 with the third party", plan=traffic_plan, memory=memory_estimate,
-    distributed=DISTRIBUTED, resumable=True, check=check, metrics=METRICS,
+    distributed=DISTRIBUTED, resumable=True, check=check, metrics=METRICS, audit=AUDIT,
 )

@@ -111,6 +111,7 @@ from ...network.party import SERVER, Party, Role
 from ...seeding import Stream
 from ..runtime import Outcome, PaperFigure, ProtocolSpec, RunContext
 from .accounting import budget_split, privacy_report
+from .audit import AUDIT
 from .pipeline import SiloData, item_factors, projection_dim, silo_data, user_factors
 from .roles import PrototypeServer, PrototypeSilo
 
@@ -633,5 +634,5 @@ METRICS: tuple[MetricInfo, ...] = (
 
 PROTOCOL = ProtocolSpec(
     "prototypes", PrototypesConfig, run, "Ribero et al.: DP prototypes across silos, two rounds", resumable=True,
-    memory=memory_estimate, check=check, metrics=METRICS,
+    memory=memory_estimate, check=check, metrics=METRICS, audit=AUDIT,
 )
