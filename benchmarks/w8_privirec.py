@@ -16,6 +16,10 @@ The line separates what the run does around the protocol from the protocol itsel
   must agree;
 - ``peak_rss_mb``: the benchmark process's peak resident set (its own or a child's, the larger).
 
+On a machine whose cores are shared, OpenBLAS's threads wait for each other: a QR of 4,118 x 256 took 14 s
+there against 0.35 s with ``OPENBLAS_NUM_THREADS=1`` (issue 32), and both sides' seconds are then mostly
+that wait; measure with one BLAS thread there, or on an idle machine.
+
 The standard size is Gowalla's (29,858 users x 40,981 items, 1,027,370 interactions, k = 256): the
 protocol moves every X to every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB in
 the ledger (``full_traffic_tb``). The simulator carries it because ideal mode books each masked input
