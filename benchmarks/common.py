@@ -51,8 +51,9 @@ def timed(function: Callable[[], T]) -> tuple[T, float]:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set size in MiB (Linux reports KiB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """The peak resident set size in MiB of this process or of its largest waited-for child, whichever is
+    larger (Linux reports KiB, macOS bytes)."""
+    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 

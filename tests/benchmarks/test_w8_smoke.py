@@ -6,6 +6,7 @@ import re
 
 from benchmarks import w8_privirec
 from benchmarks.common import Options
+from fedrecsim.network.ledger import Ledger
 
 
 def test_the_shape_is_gowallas() -> None:
@@ -19,10 +20,21 @@ def test_simulated_and_centralized_agree() -> None:
     assert w8_privirec.ours(40, 6)["ndcg"] == w8_privirec.floor(40, 6)["ndcg"]
 
 
+def test_the_message_clock_spans_first_sent_to_last_delivered_and_lets_the_ledger_go() -> None:
+    sent, delivered = Ledger.record_sent, Ledger.record_delivered
+    ours = w8_privirec.ours(40, 6)
+    assert 0.0 < ours["protocol_s"] < ours["run_s"]
+    with w8_privirec.message_clock() as marks:
+        assert marks == []
+    assert (Ledger.record_sent, Ledger.record_delivered) == (sent, delivered)
+
+
 def test_the_quick_line() -> None:
     (line,) = list(w8_privirec.run(Options(quick=True)))
+    seconds = r"\d+\.\d{3}"
     assert re.fullmatch(
-        r"W8 privirec_k sim_s=\d+\.\d{3} floor_s=\d+\.\d{3} ratio=\d+\.\d users=60 items=82 interactions=2065 k=8 "
+        rf"W8 privirec_k protocol_s={seconds} fit_s={seconds} ratio=\d+\.\d data_s={seconds} evaluate_s={seconds} "
+        rf"evaluate_cpu_s={seconds} run_s={seconds} peak_rss_mb=\d+ users=60 items=82 interactions=2065 k=8 "
         r"ndcg@20=\d\.\d{4} user_bytes=\d+ full_traffic_tb=12\.5",
         line,
     )
