@@ -25,6 +25,9 @@ def _means(result: fedrecsim.RunResult) -> dict[str, float]:
 
 def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> None:
     result = fedrecsim.run(_table(variant="privirec", graph="sparse"))
+    # The graph's failure bounds are checked against their formula in tests/protocols/secagg/test_secagg_parameters.py.
+    graph = result.result["privacy"]["secure_aggregation"].pop("graph_failure")
+    assert (graph["users"], graph["degree"], graph["threshold"], graph["sizing"]) == (40, 12, 7, "log2")
     assert result.result["privacy"] == {
         "mechanism": "PriviRec (Nicolas et al.)",
         "secure_aggregation": {"mode": "real", "protocol": "SecAgg+ (Bell et al. 2020)", "ring_bits": 64, "frac_bits": 40,
@@ -52,6 +55,8 @@ def test_privirec_says_its_server_learns_p_tilde_and_what_dropout_exposes() -> N
 def test_privirec_k_says_its_server_learns_p_tilde_once_l_times_p_reaches_m() -> None:
     result = fedrecsim.run(_table(variant="privirec_k", secagg="ideal", graph="complete", threshold=0.25, bits=32,
                                   frac_bits=20))
+    graph = result.result["privacy"]["secure_aggregation"].pop("graph_failure")
+    assert (graph["users"], graph["degree"], graph["threshold"]) == (40, 39, 11)
     assert result.result["privacy"] == {
         "mechanism": "PriviRec-k (Nicolas et al.)",
         "secure_aggregation": {

@@ -59,8 +59,10 @@ def claim(scenario: Any) -> Claim:
 
 def prototype_projection(view: TrialView) -> np.ndarray:
     """``[max_r <P_r, x> / ||x||]`` over the target's silo's prototypes, x the target's (truncated, clipped) row."""
+    from .protocol import public_bounds  # the protocol module imports this one: imported here to avoid a cycle
+
     config = view.scenario.protocol
-    bound = config.value_bound or float(view.known.rating_range[1])
+    bound = public_bounds(config, view.scenario.data, view.known).value
     row = view.target.present
     keep = np.argsort(-np.asarray(row.values), kind="stable")[: config.support]
     x = np.zeros(view.known.n_items)
