@@ -50,16 +50,15 @@ def _ratings(seed: int = 3, n_users: int = 12, n_items: int = 9, d: int = 4) -> 
 
 
 def _minimizer_of_objective_6(U: np.ndarray, V: np.ndarray, ratings: Ratings, eta: np.ndarray, mu: float, normalize: bool) -> np.ndarray:
-    """Per item j: argmin_v sum_i (r_ij - u_i.v)^2 + mu w_j ||v||^2 + eta_j.v, w_j = n_j (normalized) or 1,
-    i.e. (U_j^T U_j + mu w_j I) v = U_j^T r_j - eta_j / 2."""
-    expected = V.copy()
+    """Per item j: argmin_v sum_i (r_ij - u_i.v)^2 + mu w_j ||v||^2 + eta_j.v, w_j = n_j (normalized) or 1
+    (and 1 for an unrated item, whose minimizer is -eta_j / (2 mu)), i.e. (U_j^T U_j + mu w_j I) v = U_j^T r_j -
+    eta_j / 2."""
+    expected = np.empty_like(V)
     d = V.shape[1]
     for j in range(V.shape[0]):
         mine = ratings.items == j
-        if not mine.any():
-            continue
         rows = U[ratings.users[mine]]
-        weight = mine.sum() if normalize else 1.0
+        weight = mine.sum() if normalize and mine.any() else 1.0
         expected[j] = np.linalg.solve(rows.T @ rows + mu * weight * np.eye(d), rows.T @ ratings.values[mine] - eta[j] / 2)
     return expected
 
@@ -72,8 +71,9 @@ def test_refit_items_is_the_exact_minimizer_of_objective_6(normalize: bool) -> N
     refit = refit_items(U, V, ratings, eta, hyper)
     expected = _minimizer_of_objective_6(U, V, ratings, eta, 0.05, normalize)
     np.testing.assert_allclose(refit, expected, rtol=1e-10, atol=1e-12)
-    # Unrated items (4 and the last) keep their data-independent profile; V itself is not changed.
-    np.testing.assert_array_equal(refit[[4, 8]], V[[4, 8]])
+    # Unrated items (4 and the last) are published as -eta_j / (2 mu), not as their starting profile, which
+    # would tell an unrated item from a rated one without noise (the audit's finding, issue 31).
+    np.testing.assert_allclose(refit[[4, 8]], -eta[[4, 8]] / (2 * 0.05), rtol=1e-12)
     assert refit is not V and not np.shares_memory(refit, V)
     # The gradient of (6) vanishes at the refit for every rated item.
     errors = np.einsum("ij,ij->i", U[ratings.users], refit[ratings.items]) - ratings.values
