@@ -12,6 +12,7 @@ import pytest
 from fedrecsim import cli
 from fedrecsim.audit import Audit, AuditSpec, Claim, one_user
 from fedrecsim.errors import ConfigError, OutputError, SimulationError
+from fedrecsim.protocols import built_in_protocols, protocol_spec
 
 HERE = Path(__file__).resolve().parent
 
@@ -212,3 +213,13 @@ def test_the_command_refuses_bad_input_in_one_line(
     error = capsys.readouterr().err
     assert code == 2 and len(error.splitlines()) == 1 and message in error
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", built_in_protocols())
+def test_every_built_in_protocol_declares_what_an_audit_needs(name: str) -> None:
+    """`fedrecsim audit` runs on every built-in protocol (issue 31): each declares its relation, its claim and
+    at least one distinguisher of its own beside the generic one."""
+    spec = protocol_spec(name).audit
+    assert isinstance(spec, AuditSpec)
+    assert spec.neighbouring.unit and spec.neighbouring.description
+    assert spec.distinguishers and all(distinguisher.name != "logistic" for distinguisher in spec.distinguishers)
