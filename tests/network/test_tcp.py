@@ -444,6 +444,19 @@ async def test_a_connection_that_breaks_says_its_peer_is_gone() -> None:
     assert issubclass(PeerGone, ProtocolViolation)
 
 
+async def test_a_send_after_the_writer_stopped_says_the_peer_is_gone() -> None:
+    """A party may send between its connection's writer failing and the cancellation reaching it (seen under
+    load): the send says the peer is gone, not trio's BrokenResourceError of the writer's closed queue."""
+    ours, theirs = trio.socket.socketpair()
+    placement = Placement.default((Role.SERVER, Role.USER), n_users=1)
+    network = TcpNetwork(_links(), Ledger(), placement, 1, {0: trio.SocketStream(ours)})
+    network.attach(ALICE)
+    theirs.close()
+    network._connections[0]._queued.close()  # the writer's end of the queue, as a stopped writer leaves it
+    with pytest.raises(PeerGone, match="the connection to process 0 broke .*: that process is gone"):
+        network.send(ALICE, SERVER, Payload(0, np.ones(10)))
+
+
 async def test_a_connection_reset_by_its_peer_says_the_peer_is_gone_with_the_os_error() -> None:
     listener = (await trio.open_tcp_listeners(0, host=LOOPBACK))[0]
     ours = await trio.open_tcp_stream(LOOPBACK, listener.socket.getsockname()[1])

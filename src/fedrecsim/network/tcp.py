@@ -196,9 +196,10 @@ class _Connection:
                     counts.sent_payload_bytes += len(data)
             await self.stream.send_eof()
         except trio.BrokenResourceError as err:
-            raise self._gone(err) from err
+            raise self.gone(err) from err
 
-    def _gone(self, err: trio.BrokenResourceError) -> PeerGone:
+    def gone(self, err: trio.BrokenResourceError) -> PeerGone:
+        """The error that says this connection broke, with the cause the socket gave."""
         return PeerGone(f"the connection to process {self.peer} broke ({err.__cause__ or err}): that process is gone")
 
     async def read(self, deliver: Callable[[bytes, int], None], max_bytes: int) -> None:
@@ -214,7 +215,7 @@ class _Connection:
             try:
                 chunk = await self.stream.receive_some(_RECEIVE_BYTES)
             except trio.BrokenResourceError as err:
-                raise self._gone(err) from err
+                raise self.gone(err) from err
             if not chunk:
                 if buffer:
                     raise WireError(f"the connection from process {self.peer} ended inside a frame ({len(buffer)} bytes left)")
@@ -314,7 +315,11 @@ class TcpNetwork(Network):
         if padding:
             raise ProtocolViolation(f"{src} sent {kind} to {dst} with {padding} bytes of padding: a socket carries real bytes only")
         self.ledger.record_sent(src, kind, len(data))
-        self._connections[home].outgoing.send_nowait(bytes(data))
+        connection = self._connections[home]
+        try:
+            connection.outgoing.send_nowait(bytes(data))
+        except trio.BrokenResourceError as err:  # its writer has stopped: the socket broke before this send
+            raise connection.gone(err) from err
         return len(data)
 
     def _receive(self, data: bytes, peer: int) -> None:
