@@ -82,11 +82,24 @@ def test_an_audit_of_the_published_v_finds_no_more_than_the_claimed_eps(tmp_path
 def test_an_audit_of_the_published_v_catches_noise_smaller_than_claimed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """eps = 2 claimed, but eta drawn at 1/4 of its scale (the deliberate break: Theorem 1's Gamma radius
     divided by 4, i.e. eta of eps = 8): the lower bound exceeds the claim (measured: 2.23 at 100 trials per world).
-    Halving eta (eps = 4 in truth) is not caught at this size (measured: 1.36, below the claim of 2)."""
+    Halving eta (eps = 4 in truth) is not caught at this size (measured: 1.36, below the claim of 2): the next
+    test catches it with more trials."""
     real = recommender.central_noise
     monkeypatch.setattr(recommender, "central_noise", lambda *args: real(*args) / 4)
     broken = Audit(SCENARIO, [*SMALL, "protocol.epsilon=2"]).run(tmp_path / "broken", workers=1)
     assert broken.epsilon_lower > 2.0
+    assert broken.document["verdict"].startswith("VIOLATION")
+
+
+@pytest.mark.timeout(900)  # 1,400 small runs: ~65 s of CPU
+def test_an_audit_with_more_trials_catches_the_noise_halved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's break: eta halved (eps = 2 in truth) under a claim of eps = 1. At 700 trials per world the
+    lower bound exceeds the claim (measured: 1.85; 0.85 at 300 trials per world, which do not catch it)."""
+    real = recommender.central_noise
+    monkeypatch.setattr(recommender, "central_noise", lambda *args: real(*args) / 2)
+    more = [setting for setting in SMALL if not setting.startswith(("audit.trials", "audit.chunk"))]
+    broken = Audit(SCENARIO, [*more, "audit.trials=700", "audit.chunk=700", "protocol.epsilon=1"]).run(tmp_path / "half", workers=1)
+    assert broken.epsilon_lower > 1.0
     assert broken.document["verdict"].startswith("VIOLATION")
 
 
