@@ -75,9 +75,10 @@ def _train(U: np.ndarray, V: np.ndarray, train, rounds: int) -> tuple[np.ndarray
 
 
 def _minimizer(U: np.ndarray, V: np.ndarray, train, eta: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Objective (6) with U fixed, normalized: per rated item (U_j^T U_j + mu n_j I) v_j = U_j^T r_j - eta_j / 2."""
+    """Objective (6) with U fixed, normalized: per rated item (U_j^T U_j + mu n_j I) v_j = U_j^T r_j - eta_j / 2,
+    per unrated item argmin mu ||v||^2 + eta_j . v = -eta_j / (2 mu)."""
     mu = MFHyper().mu
-    refit = V.copy()
+    refit = -eta / (2 * mu)
     for j in np.unique(train.items):
         mine = train.items == j
         rows = U[train.users[mine]]
@@ -154,14 +155,14 @@ def test_s1_publishes_the_minimizer_of_objective_6_for_the_u_it_trained_and_repo
         "abs_error_test": "this run, test ratings",
     }
 
-    # The privacy report's eta figures, over the items somebody rated (41 nobody did, 20 one rater each).
+    # The privacy report's eta figures, over every item: the 41 nobody rated carry their eta_j too.
     counts = np.bincount(train.items, minlength=train.n_items)
     rated = counts > 0
     assert (~rated).sum() == 41 and not rated[-1] and (counts == 1).sum() == 20
     assert result.result["privacy"]["eta"] == {
-        "items_noised": 79,
-        "abs_mean": pytest.approx(np.abs(eta[rated]).mean(), rel=1e-12),
-        "norm_mean": pytest.approx(np.linalg.norm(eta[rated], axis=1).mean(), rel=1e-12),
+        "items_noised": train.n_items,
+        "abs_mean": pytest.approx(np.abs(eta).mean(), rel=1e-12),
+        "norm_mean": pytest.approx(np.linalg.norm(eta, axis=1).mean(), rel=1e-12),
     }
     assert result.result["privacy"]["epsilon_spent"]["at_round"] == 3
     # Everybody stays online: nobody joins after the start, leaves or crashes.
@@ -203,19 +204,21 @@ def test_s1_baseline_with_fewer_rounds_trains_its_own_u_from_the_initial_profile
     np.testing.assert_allclose(result.outcome.state["user_factors"], U, rtol=1e-9, atol=1e-12)
 
 
-def test_s1_with_nobody_online_noises_no_item_and_reports_zeros() -> None:
+def test_s1_with_nobody_online_publishes_the_noise_alone() -> None:
     scenario = _scenario()
     scenario["availability"] = {"model": "bernoulli", "p_join": 0.0, "p_leave": 0.0, "initial_online": 0.0}
     train, _ = _data(scenario)
     result = fedrecsim.run(scenario)
-    assert result.result["privacy"]["eta"] == {"items_noised": 0, "abs_mean": 0.0, "norm_mean": 0.0}
     assert [row["participants"] for row in result.rounds] == [0, 0, 0]
     assert result.metrics["participants"] == 0.0
-    # Nothing trained: the model is the initial one and the error its error.
-    U0, V0 = _initial_factors(train.n_items, train.n_users)
-    np.testing.assert_array_equal(result.outcome.state["item_factors"], V0)
-    assert result.metrics["err_mean"] == pytest.approx(_abs_errors(U0, V0, train).mean(), rel=1e-12)
-    assert result.metrics["err_increase"] == 0.0
+    # No rating held: every item is published as the minimizer of mu ||v||^2 + eta_j . v, the noise alone.
+    U0, _ = _initial_factors(train.n_items, train.n_users)
+    eta = result.outcome.state["eta"]
+    assert result.result["privacy"]["eta"]["items_noised"] == train.n_items
+    np.testing.assert_allclose(result.outcome.state["item_factors"], -eta / (2 * MFHyper().mu), rtol=1e-12)
+    noisy = _abs_errors(U0, -eta / (2 * MFHyper().mu), train).mean()
+    assert result.metrics["err_mean"] == pytest.approx(noisy, rel=1e-9)
+    assert result.metrics["err_increase"] == pytest.approx(noisy - np.abs(train.values).mean(), rel=1e-9)
 
 
 def _innermost(error: BaseException) -> BaseException:

@@ -382,12 +382,12 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     trivial = _with_references(final, ctx, config, public, recommender.user_factors, published)
     rounds[-1].update(final)
     privacy = _privacy(config, public, ctx.rounds)
-    eta = recommender.eta if recommender.eta is not None else np.zeros(0)
-    rated = np.bincount(held_ratings.items, minlength=public.n_items) > 0
+    # Every published item carries its eta_j, rated or not (`central.refit_items`).
+    eta = recommender.eta if recommender.eta is not None else np.zeros((0, public.hyper.d))
     privacy["eta"] = {
-        "items_noised": int(rated.sum()),
-        "abs_mean": float(np.abs(eta[rated]).mean()) if rated.any() else 0.0,
-        "norm_mean": float(np.linalg.norm(eta[rated], axis=1).mean()) if rated.any() else 0.0,
+        "items_noised": int(eta.shape[0]),
+        "abs_mean": float(np.abs(eta).mean()) if eta.size else 0.0,
+        "norm_mean": float(np.linalg.norm(eta, axis=1).mean()) if eta.size else 0.0,
     }
     state = {
         "item_factors": published,
