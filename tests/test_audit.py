@@ -103,6 +103,36 @@ def test_an_interrupted_audit_resumes_where_it_stopped(tmp_path: Path, monkeypat
     assert resumed.document["distinguishers"] == whole.document["distinguishers"]
 
 
+@pytest.mark.timeout(300)
+def test_a_killed_audit_command_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """``fedrecsim audit`` killed (SIGKILL) once some chunks are written: the same command again runs only
+    the trials that are missing."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE)])}
+    command = [sys.executable, "-c", "import sys; from fedrecsim import cli; sys.exit(cli.main())", "audit",
+               str(_scenario_file(tmp_path)), "--party", "server:0", "--trials", "60", "--workers", "1",
+               "--out", str(tmp_path / "out"), "--quiet"]
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 200
+        while len(list((tmp_path / "out" / "trials").glob("*.json"))) < 3 and time.monotonic() < deadline:
+            assert process.poll() is None, "the audit ended before it was killed"
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    kept = len(list((tmp_path / "out" / "trials").glob("*.json")))
+    assert 3 <= kept < 60
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=True)
+    assert "trials/s" in done.stdout
+    document = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert document["trials_run"] == 120 - 2 * kept
+
+
 def test_more_trials_reuse_the_ones_done(tmp_path: Path) -> None:
     Audit(tables(trials=4)).run(tmp_path / "a", workers=1)
     again = Audit(tables(trials=6)).run(tmp_path / "a", workers=1)

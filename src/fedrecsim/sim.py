@@ -30,6 +30,9 @@ internal. A protocol is four small pieces (``docs/writing-a-protocol.md`` builds
    Optionally ``metrics=``: a `MetricInfo` per metric the protocol reports (meaning, unit, support,
    which way is better), which ``fedrecsim metrics PROTOCOL`` prints; an `Outcome`'s ``trivial`` pairs a
    metric with its trivial predictor's and ``trivial_reason`` says why the model may do worse.
+   Optionally ``audit=``: a `fedrecsim.audit.AuditSpec` -- what the privacy claim protects (a neighbouring
+   relation), the claim for a scenario, and distinguishers of the protocol's own -- so that
+   ``fedrecsim audit`` can bound its epsilon from a party's view (docs/audit.md).
 
 Determinism: draw randomness only from an actor's ``rng``, ``ctx.rng(Stream.PROTOCOL, ...)`` or
 ``generator(seed, stream, *ids)`` -- never from ``random`` or the global ``np.random`` -- and aggregate

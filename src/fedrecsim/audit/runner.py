@@ -39,7 +39,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -49,11 +48,12 @@ import numpy as np
 from .. import __version__
 from ..config import build
 from ..data import prepare_data
-from ..errors import ConfigError, OutputError
+from ..errors import ConfigError, OutputError, SimulationError
 from ..network.party import Party, Role
 from ..protocols import protocol_spec
 from ..runner import run_on_data
 from ..scenario import Scenario, apply_overrides, parse_scenario, read_tables
+from ..sweep import PlannedRun, dask_cluster, local_pool
 from .bounds import Bound, audit_scores, roc
 from .distinguishers import Distinguisher, TrialView, applicable
 from .neighbours import Target, with_row, without_user
@@ -269,9 +269,6 @@ def _run_tasks(
     tasks: list[dict[str, Any]], folder: Path, workers: int | None, dask: str | None, protocol: str, stream: TextIO | None,
 ) -> float:
     """Run the tasks on the chosen engine, writing each chunk's file as it completes; the CPU seconds."""
-    from ..errors import SimulationError
-    from ..sweep import PlannedRun, dask_cluster, local_pool
-
     cpu = 0.0
     done = 0
 

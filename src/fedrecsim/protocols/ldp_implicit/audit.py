@@ -32,6 +32,12 @@ test fires on a quarter of the runs (the reports that land where the two rows' e
 opposite signs), and the Clopper--Pearson intervals of so few events are wide. Each audit is 2,000 runs,
 66-78 s of CPU (33-39 ms a run); on a machine loaded by other jobs (load 14 on 2 cores) 5-6 minutes of
 wall time (5.5-7 trials/s).
+
+What the audit can catch at these sizes: users reporting at 5 eps0 (flip probability 0.27 -> 0.0067 at
+eps0 = 1) give a bound of 1.56 > 1 at 150 trials per world (tests/protocols/ldp_implicit/test_ldp_audit.py);
+the flip probability halved (0.27 -> 0.13, an effective 1.86) gives 0.80 at 1,000 trials per world -- below
+the claim, so not caught: at a ratio of about one half, a violation shows only once the true epsilon is
+about twice the claim, or with more trials.
 """
 
 from __future__ import annotations
