@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 import struct
 import sys
 import types
@@ -121,17 +120,8 @@ def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
         code = _DTYPE_CODES.get(array.dtype.newbyteorder("<"))
     if code is None:
         raise WireError(f"cannot encode an array of dtype {array.dtype}; supported: {sorted(_DTYPE_BY_NAME)}")
-    ndim = array.ndim
-    if ndim >= len(_SHAPE_STRUCTS):
-        raise WireError(f"cannot encode an array of {ndim} dimensions (at most {len(_SHAPE_STRUCTS) - 1})")
-    shape = array.shape
-    header = _ARRAY_HEADERS.get((code, shape))
-    if header is None:
-        size = _HEADER.size + 4 * ndim + array.dtype.itemsize * math.prod(shape)
-        header = _ext_header(size) + _HEADER.pack(code, ndim) + _SHAPE_STRUCTS[ndim].pack(*shape)
-        if len(_ARRAY_HEADERS) < _HEADER_CACHE_LIMIT:
-            _ARRAY_HEADERS[(code, shape)] = header
-    chunks.append(header)
+    key = (code, array.shape)
+    chunks.append(_ARRAY_HEADERS.get(key) or _array_ext_header(code, array, _ARRAY_HEADERS, key))
     if array.nbytes <= _SMALL_ARRAY_BYTES and array.dtype is _NATIVE_LE[code]:
         # One small copy (any memory layout) costs less than the call that checks the layout.
         chunks.append(array.tobytes())
@@ -139,7 +129,22 @@ def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
         chunks.append(np.ascontiguousarray(array, dtype=_DTYPES[code]))
 
 
-# Packed ext headers by (dtype code, shape): a run sends the same few shapes millions of times.
+def _array_ext_header(code: int, array: np.ndarray, cache: dict[Any, bytes], key: Any) -> bytes:
+    """The ext header and payload header of ``array`` as dtype ``code``, kept as ``cache[key]`` while the
+    cache has room."""
+    ndim = array.ndim
+    if ndim >= len(_SHAPE_STRUCTS):
+        raise WireError(f"cannot encode an array of {ndim} dimensions (at most {len(_SHAPE_STRUCTS) - 1})")
+    shape = array.shape
+    size = _HEADER.size + 4 * ndim + _DTYPES[code].itemsize * math.prod(shape)
+    header = _ext_header(size) + _HEADER.pack(code, ndim) + _SHAPE_STRUCTS[ndim].pack(*shape)
+    if len(cache) < _HEADER_CACHE_LIMIT:
+        cache[key] = header
+    return header
+
+
+# Packed ext headers by (dtype code, shape): a run sends the same few shapes millions of times. (A compiled
+# encoder keeps one such cache per array field, by shape alone.)
 _ARRAY_HEADERS: dict[tuple[int, tuple[int, ...]], bytes] = {}
 _HEADER_CACHE_LIMIT = 1 << 16
 # Arrays up to this size are copied out with ``tobytes`` (then joined: two small copies); larger ones are
@@ -207,16 +212,116 @@ def _ext_hook(code: int, payload: bytes) -> Any:
 
 
 def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
-    """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, without the checks."""
+    """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, read-only, unchecked.
+
+    The array is a view of a bytes object holding just its elements (sliced off the payload, whose elements
+    sit 2 + 4 ndim bytes in, never aligned for wider elements): aligned, since a bytes object's buffer is
+    (`_BYTES_ALIGNED`), and read-only, since a bytes object is immutable. One small copy, three calls.
+    """
     dtype_code, ndim = payload[0], payload[1]
     native = _NATIVE_LE[dtype_code]
-    if native is None:
-        return _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
+    if native is None or not _BYTES_ALIGNED:
+        array = _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
+        array.setflags(write=False)
+        return array
     if ndim == 1:
-        return np.frombuffer(payload, native, -1, 6).copy()
-    # What `_copied_array` does, inline.
-    shape = _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size)
-    return np.frombuffer(payload, native, -1, _HEADER.size + 4 * ndim).reshape(shape).copy()
+        return _frombuffer(payload[6:], native)
+    return _ndarray(_SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size), native, payload[_HEADER.size + 4 * ndim:])
+
+
+_frombuffer = np.frombuffer
+_ndarray = np.ndarray
+_unpackb = msgpack.unpackb
+# CPython allocates objects 16-byte aligned and a bytes object's elements start 32 bytes into it: an array
+# over a whole bytes object is aligned for every dtype here. Checked once, in case an interpreter differs.
+_BYTES_ALIGNED = all(np.frombuffer(bytes(8 * size)[8:], np.float64).flags.aligned for size in (2, 64, 1 << 12, 1 << 17))
+
+
+# --------------------------------------------------------------------------- trusted in-place reading
+#
+# A large message is read by `_read` instead of msgpack: msgpack copies every ext payload out into a bytes
+# object of its own, which the array must then copy again to be aligned. `_read` makes each array a
+# read-only view of the message's own buffer where the elements happen to be aligned there, and one
+# aligned copy where they are not. It reads only what this module's encoder writes (no maps, no other ext
+# types) and checks nothing: it is for bytes `encode` produced in this process.
+
+#: Messages (and shared bodies) of at least this many bytes are read in place by `_read`.
+IN_PLACE_BYTES = 1 << 16
+
+
+def _read(data: Any, pos: int) -> tuple[Any, int]:
+    """The value msgpack-encoded at ``data[pos:]`` and the position just after it."""
+    marker = data[pos]
+    if marker < 0x80:
+        return marker, pos + 1
+    if marker >= 0xE0:
+        return marker - 0x100, pos + 1
+    if 0x90 <= marker <= 0x9F:
+        return _read_list(data, pos + 1, marker & 0x0F)
+    if 0xA0 <= marker <= 0xBF:
+        end = pos + 1 + (marker & 0x1F)
+        return str(data[pos + 1:end], "utf-8"), end
+    if marker in _FIXED_READS:
+        value_struct = _FIXED_READS[marker]
+        return value_struct.unpack_from(data, pos + 1)[0], pos + 1 + value_struct.size
+    if marker in _CONSTANTS:
+        return _CONSTANTS[marker], pos + 1
+    if marker in _FIXEXT_SIZES:
+        start = pos + 2
+        return _array_in_place(data, start, start + _FIXEXT_SIZES[marker]), start + _FIXEXT_SIZES[marker]
+    if marker not in _SIZED_READS:
+        raise WireError(f"no value this encoder writes starts with byte 0x{marker:02x} (at {pos})")
+    family, length_struct = _SIZED_READS[marker]
+    length = length_struct.unpack_from(data, pos + 1)[0]
+    start = pos + 1 + length_struct.size
+    if family == "array":
+        return _read_list(data, start, length)
+    if family == "ext":
+        start += 1  # the ext type byte: always _NDARRAY_EXT
+        return _array_in_place(data, start, start + length), start + length
+    if family == "str":
+        return str(data[start:start + length], "utf-8"), start + length
+    return bytes(data[start:start + length]), start + length
+
+
+def _read_list(data: Any, pos: int, length: int) -> tuple[list[Any], int]:
+    values = []
+    for _ in range(length):
+        value, pos = _read(data, pos)
+        values.append(value)
+    return values, pos
+
+
+def _array_in_place(data: Any, start: int, end: int) -> np.ndarray:
+    """The array whose ext payload is ``data[start:end]``: a read-only view of ``data`` where aligned, else
+    one read-only aligned copy."""
+    code, ndim = data[start], data[start + 1]
+    shape = _SHAPE_STRUCTS[ndim].unpack_from(data, start + _HEADER.size)
+    native = _NATIVE_LE[code]
+    if native is None:
+        array = _copied_array(bytes(data[start:end]), code, ndim, shape)
+    else:
+        array = _ndarray(shape, native, data, start + _HEADER.size + 4 * ndim)
+        if not array.flags.aligned:
+            array = array.copy()
+    array.setflags(write=False)
+    return array
+
+
+_U8, _U16, _U32, _U64 = (struct.Struct(f">{code}") for code in "BHIQ")
+_FIXED_READS = {
+    0xCA: struct.Struct(">f"), 0xCB: struct.Struct(">d"),
+    0xCC: _U8, 0xCD: _U16, 0xCE: _U32, 0xCF: _U64,
+    0xD0: struct.Struct(">b"), 0xD1: struct.Struct(">h"), 0xD2: struct.Struct(">i"), 0xD3: struct.Struct(">q"),
+}
+_CONSTANTS = {0xC0: None, 0xC2: False, 0xC3: True}
+_FIXEXT_SIZES = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+_SIZED_READS = {
+    0xC4: ("bin", _U8), 0xC5: ("bin", _U16), 0xC6: ("bin", _U32),
+    0xC7: ("ext", _U8), 0xC8: ("ext", _U16), 0xC9: ("ext", _U32),
+    0xD9: ("str", _U8), 0xDA: ("str", _U16), 0xDB: ("str", _U32),
+    0xDC: ("array", _U16), 0xDD: ("array", _U32),
+}
 
 
 # --------------------------------------------------------------------------- field codecs
@@ -229,6 +334,8 @@ class _Field:
     buffers; their concatenation is what ``msgpack.packb`` gives for the value); ``unpack`` validates a
     freshly decoded value and returns the Python value, raising `WireError` with a message naming
     ``where``; ``convert`` (None = identity) rebuilds the Python value from bytes this process packed.
+    ``inline`` (None = a call of ``emit``) writes source lines doing what ``emit`` does, fast path first,
+    for a message's compiled encoder (`_compile_emitter`).
     """
 
     def __init__(
@@ -237,11 +344,31 @@ class _Field:
         emit: Callable[[Any, list[Any]], None],
         unpack: Callable[[Any, str], Any],
         convert: Callable[[Any], Any] | None = None,
+        inline: Callable[[str, _Bindings], list[str]] | None = None,
     ) -> None:
         self.describe = describe
         self.emit = emit
         self.unpack = unpack
         self.convert = convert
+        self.inline = inline
+
+    def source(self, var: str, bindings: _Bindings) -> list[str]:
+        """Lines appending the encoding of the value in ``var`` to ``out`` (through ``append``)."""
+        if self.inline is not None:
+            return self.inline(var, bindings)
+        return [f"{bindings.name(self.emit)}({var}, out)"]
+
+
+class _Bindings:
+    """The objects a compiled encoder's source refers to, each under a generated name."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, Any] = {}
+
+    def name(self, obj: Any) -> str:
+        name = f"_b{len(self.objects)}"
+        self.objects[name] = obj
+        return name
 
 
 def _packing(pack: Callable[[Any], Any]) -> Callable[[Any, list[Any]], None]:
@@ -282,7 +409,7 @@ def _scalar_field(kind: type) -> _Field:
         return value
 
     if kind is int:
-        return _Field("int", _emit_int, unpack)
+        return _Field("int", _emit_int, unpack, inline=_inline_int)
     return _Field(kind.__name__, _packing(pack), unpack)
 
 
@@ -294,6 +421,17 @@ def _emit_int(value: Any, chunks: list[Any]) -> None:
         if type(value) is int and -(1 << 15) <= value < 1 << 20 and len(_PACKED_INTS) < _INT_CACHE_LIMIT:
             _PACKED_INTS[value] = packed
     chunks.append(packed)
+
+
+def _inline_int(var: str, bindings: _Bindings) -> list[str]:
+    """`_emit_int`, its cache hit inline."""
+    return [
+        f"packed = _PACKED_INTS.get({var}) if type({var}) is int else None",
+        "if packed is None:",
+        f"    _emit_int({var}, out)",
+        "else:",
+        "    append(packed)",
+    ]
 
 
 # Only exact ints are looked up (True == 1 and 1.0 == 1 must never hit an int's bytes).
@@ -425,7 +563,30 @@ def _array_field(spec: ArraySpec) -> _Field:
         check(value, where)
         return value
 
-    return _Field(f"ndarray[{spec.dtype}]", emit, unpack)
+    code = _DTYPE_CODES[expected]
+    checks_more = check_finite or (spec.shape is not None and any(length is not None for length in spec.shape))
+
+    def inline(var: str, bindings: _Bindings) -> list[str]:
+        """``emit`` for an ndarray of exactly the native little-endian dtype (and the declared ndim) inline:
+        the fields' dtype is known, so is its code; anything else goes through ``emit``."""
+        native = _NATIVE_LE[code]
+        if native is None:
+            return [f"{bindings.name(emit)}({var}, out)"]
+        condition = f"type({var}) is {bindings.name(np.ndarray)} and {var}.dtype is {bindings.name(native)}"
+        if spec.ndim is not None:
+            condition += f" and {var}.ndim == {spec.ndim}"
+        headers = bindings.name({})
+        return [
+            f"if {condition}:",
+            *([f"    {bindings.name(check)}({var}, 'encode')"] if checks_more else []),
+            f"    append({headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape))",
+            f"    append({var}.tobytes() if {var}.nbytes <= _SMALL_ARRAY_BYTES"
+            f" else {bindings.name(np.ascontiguousarray)}({var}))",
+            "else:",
+            f"    {bindings.name(emit)}({var}, out)",
+        ]
+
+    return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline)
 
 
 def _tuple_field(item: _Field) -> _Field:
@@ -460,7 +621,15 @@ def _optional_field(item: _Field) -> _Field:
     def convert(value: Any) -> Any:
         return value if value is None or item.convert is None else item.convert(value)
 
-    return _Field(f"{item.describe} | None", emit, unpack, None if item.convert is None else convert)
+    def inline(var: str, bindings: _Bindings) -> list[str]:
+        return [
+            f"if {var} is None:",
+            "    append(_NIL)",
+            "else:",
+            *(f"    {line}" for line in item.source(var, bindings)),
+        ]
+
+    return _Field(f"{item.describe} | None", emit, unpack, None if item.convert is None else convert, inline)
 
 
 def _field_for(annotation: Any, where: str) -> _Field:
@@ -493,8 +662,9 @@ def _field_for(annotation: Any, where: str) -> _Field:
 class _Codec:
     """How one message kind is encoded; ``head`` is the packed envelope array header and kind tag.
 
-    ``values`` reads every field of a message in order (one call); ``build`` makes a message of the kind
-    from its field values in order (`_builder`).
+    ``emit`` validates a message's fields and appends their encoding to a list of chunks, then runs the
+    message's ``validate`` (`_compile_emitter`); ``build`` makes a message of the kind from its field
+    values in order (`_builder`).
     """
 
     kind: str
@@ -504,26 +674,59 @@ class _Codec:
     converters: tuple[tuple[int, Callable[[Any], Any]], ...]
     validates: bool
     head: bytes
-    values: Callable[[Any], tuple[Any, ...]]
+    emit: Callable[[Any, list[Any]], None]
     build: Callable[[list[Any]], Any]
 
 
-def _values_getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    if len(names) > 1:
-        return operator.attrgetter(*names)
+def _compile_emitter(
+    kind: str, names: tuple[str, ...], fields: tuple[_Field, ...], validates: bool
+) -> Callable[[Any, list[Any]], None]:
+    """One function encoding every field of a message kind, as `_Field.emit` would one by one.
+
+    The source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
+    field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
+    naming its field, then the message's ``validate``. It refers to the module's caches by their global
+    names, so it always sees the module's current caches.
+    """
+    bindings = _Bindings()
+    lines = ["def emitter(body, out):", "    append = out.append"]
     if names:
-        name = names[0]
-        return lambda body: (getattr(body, name),)
-    return lambda body: ()
+        lines.append("    try:")
+        for position, (name, field) in enumerate(zip(names, fields)):
+            lines.append(f"        v{position} = body.{name}")
+            lines.extend(f"        {line}" for line in field.source(f"v{position}", bindings))
+        lines += [
+            "    except WireError:",
+            f"        _raise_naming_the_field({bindings.name(kind)}, {bindings.name(names)}, {bindings.name(fields)}, body)",
+            "        raise",
+        ]
+    if validates:
+        lines += [
+            "    try:",
+            "        body.validate()",
+            "    except ValueError as exc:",
+            f"        raise WireError(f'{{{bindings.name(kind)}}}: {{exc}}') from exc",
+        ]
+    return _compiled(lines, bindings)
+
+
+def _compiled(lines: list[str], bindings: _Bindings) -> Any:
+    """The function whose source is ``lines`` (a ``def``), its free names bound to ``bindings``' objects
+    and its global names the module's."""
+    factory = f"def make({', '.join(bindings.objects)}):\n" + "".join(f"    {line}\n" for line in lines)
+    factory += f"    return {lines[0][len('def '):lines[0].index('(')]}\n"
+    namespace: dict[str, Any] = {}
+    exec(factory, globals(), namespace)  # noqa: S102 -- source built from message field declarations only
+    return namespace["make"](**bindings.objects)
 
 
 def _builder(cls: type, names: tuple[str, ...]) -> Callable[[list[Any]], Any]:
     """How `decode_trusted` rebuilds a message from field values its own encoder validated.
 
     A plain frozen dataclass (a ``__dict__``, every field an ``__init__`` argument, no ``__post_init__``)
-    gets its fields set in one step, as its ``__init__`` would set them: ``__init__`` of a frozen
-    dataclass sets each field through ``object.__setattr__``, which is most of what a small message costs
-    to rebuild. Any other class is called as usual.
+    gets its fields stored straight into its ``__dict__`` by a compiled function, as its ``__init__``
+    would set them: ``__init__`` of a frozen dataclass sets each field through ``object.__setattr__``,
+    which is most of what a small message costs to rebuild. Any other class is called as usual.
     """
     plain = (
         "__slots__" not in cls.__dict__
@@ -532,14 +735,11 @@ def _builder(cls: type, names: tuple[str, ...]) -> Callable[[list[Any]], Any]:
     )
     if not plain:
         return lambda values: cls(*values)
-    new = object.__new__
-
-    def build(values: list[Any]) -> Any:
-        body = new(cls)
-        body.__dict__.update(zip(names, values))
-        return body
-
-    return build
+    bindings = _Bindings()
+    lines = ["def build(values):", f"    body = {bindings.name(object.__new__)}({bindings.name(cls)})"]
+    if names:
+        lines += ["    fields = body.__dict__", "    " + ", ".join(f"fields[{name!r}]" for name in names) + ", = values"]
+    return _compiled([*lines, "    return body"], bindings)
 
 
 _BY_KIND: dict[str, _Codec] = {}
@@ -576,9 +776,10 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
             (position, field.convert) for position, field in enumerate(fields) if field.convert is not None
         )
         head = _array_header(_ENVELOPE_HEADER_LEN + len(fields)) + msgpack.packb(kind, use_bin_type=True)
+        validates = callable(getattr(cls, "validate", None))
         codec = _Codec(
-            kind, cls, names, fields, converters, callable(getattr(cls, "validate", None)), head,
-            _values_getter(names), _builder(cls, names),
+            kind, cls, names, fields, converters, validates, head,
+            _compile_emitter(kind, names, fields, validates), _builder(cls, names),
         )
         if existing is not None:
             _BY_CLASS.pop(existing.cls, None)
@@ -624,28 +825,18 @@ class Envelope:
 def _body_chunks(codec: _Codec, body: Any) -> list[Any]:
     """The msgpack encoding of ``body``'s fields in order, as byte chunks; validates every field first."""
     chunks: list[Any] = []
-    try:
-        for field, value in zip(codec.fields, codec.values(body)):
-            field.emit(value, chunks)
-    except WireError:
-        _raise_naming_the_field(codec, body)
-        raise
-    if codec.validates:
-        try:
-            body.validate()
-        except ValueError as exc:
-            raise WireError(f"{codec.kind}: {exc}") from exc
+    codec.emit(body, chunks)
     return chunks
 
 
-def _raise_naming_the_field(codec: _Codec, body: Any) -> None:
-    """Encode ``body``'s fields one by one again and raise the first field's error, naming the field (the
-    fast loop of `_body_chunks` does not track which field it is at)."""
-    for name, field in zip(codec.names, codec.fields):
+def _raise_naming_the_field(kind: str, names: tuple[str, ...], fields: tuple[_Field, ...], body: Any) -> None:
+    """Encode ``body``'s fields one by one again and raise the first field's error, naming the field (a
+    compiled encoder does not track which field it is at)."""
+    for name, field in zip(names, fields):
         try:
             field.emit(getattr(body, name), [])
         except WireError as exc:
-            raise WireError(f"{codec.kind}.{name}: {exc}") from None
+            raise WireError(f"{kind}.{name}: {exc}") from None
 
 
 def _codec_of(body: Any) -> _Codec:
@@ -662,10 +853,17 @@ def _check_size(kind: str, size: int, max_bytes: int) -> None:
 
 def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
     """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
-    codec = _codec_of(body)
-    chunks = _body_chunks(codec, body)
-    data = b"".join((codec.head, _party_bytes(src), _party_bytes(dst), _FLOAT.pack(0xCB, float(sent_at)), *chunks))
-    _check_size(codec.kind, len(data), max_bytes)
+    codec = _BY_CLASS.get(type(body)) or _codec_of(body)
+    chunks = [
+        codec.head,
+        _PARTY_BYTES.get(src) or _party_bytes(src),
+        _PARTY_BYTES.get(dst) or _party_bytes(dst),
+        _FLOAT.pack(0xCB, float(sent_at)),
+    ]
+    codec.emit(body, chunks)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        _check_size(codec.kind, len(data), max_bytes)
     return data
 
 
@@ -719,28 +917,15 @@ class SharedBody:
     def decoded(self) -> tuple[float, Any]:
         """``(sent_at, body)``, the same objects for every caller."""
         if self._decoded is None:
-            unpacker = msgpack.Unpacker(raw=False, use_list=True, ext_hook=_trusted_ext_hook, max_buffer_size=len(self.data))
-            unpacker.feed(self.data)
-            sent_at, *values = unpacker
+            sent_at, *values = _read_list(self.data, 0, 1 + len(self._codec.fields))[0]
             for position, convert in self._codec.converters:
                 values[position] = convert(values[position])
-            for value in values:
-                _freeze(value)
             self._decoded = (sent_at, self._codec.build(values))
         return self._decoded
 
 
 def _shared_body(kind: str, data: bytes) -> SharedBody:
     return SharedBody(_BY_KIND[kind], data)
-
-
-def _freeze(value: Any) -> None:
-    """Make the arrays of a decoded field value read-only."""
-    if isinstance(value, np.ndarray):
-        value.setflags(write=False)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            _freeze(item)
 
 
 class Broadcast:
@@ -821,10 +1006,15 @@ def decode_trusted(data: bytes) -> Envelope:
     """Decode bytes that `encode` produced in this process, without validating them a second time.
 
     `encode` has already checked every field (types, dtypes, shapes, NaN, ``validate``), so the network
-    uses this on delivery: the receiver still gets a fresh copy rebuilt from the bytes, but the checks run
-    once per message instead of twice. Bytes of unknown origin must go through `decode`.
+    uses this on delivery: the receiver gets a message rebuilt from the bytes, but the checks run once per
+    message instead of twice. Its arrays are read-only: views of the bytes where aligned, else copies
+    (`_trusted_ext_hook`; `_read` for messages of `IN_PLACE_BYTES` or more). Bytes of unknown origin must
+    go through `decode`.
     """
-    frame = msgpack.unpackb(data, raw=False, use_list=True, ext_hook=_trusted_ext_hook)
+    if len(data) < IN_PLACE_BYTES:
+        frame = _unpackb(data, raw=False, use_list=True, ext_hook=_trusted_ext_hook)
+    else:
+        frame = _read(data, 0)[0]
     codec = _BY_KIND[frame[0]]
     values = frame[_ENVELOPE_HEADER_LEN:]
     for position, convert in codec.converters:
