@@ -19,8 +19,9 @@ from fedrecsim.errors import WireError
 from fedrecsim.network import wire
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.network.wire import Array, decode, decode_trusted, encode, encode_many, message
+from wire_reference import DTYPES
+from wire_reference import reference as _reference
 
-DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
 USER = Party(Role.USER, 7)
 
 
@@ -80,24 +81,6 @@ def _register() -> dict[str, type]:
         holder.__module__ = __name__
         classes[dtype] = message(f"test.bytes_{dtype}")(holder)
     return classes
-
-
-def _packable(value: object) -> object:
-    if isinstance(value, np.ndarray):
-        little = value.astype(value.dtype.newbyteorder("<"))
-        header = bytes((DTYPES.index(value.dtype.name), value.ndim)) + np.asarray(value.shape, "<u4").tobytes()
-        return msgpack.ExtType(1, header + little.tobytes())
-    if isinstance(value, Party):
-        return [value.role.code, value.index]
-    if isinstance(value, tuple):
-        return [_packable(element) for element in value]
-    return value
-
-
-def _reference(src: Party, dst: Party, sent_at: float, body: object) -> bytes:
-    fields = [_packable(getattr(body, field.name)) for field in dataclasses.fields(body)]
-    return msgpack.packb([body.KIND, src.role.code, src.index, dst.role.code, dst.index, float(sent_at), *fields],
-                         use_bin_type=True)
 
 
 def _exactly(text: str) -> str:

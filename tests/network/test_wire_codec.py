@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import struct
 import typing
 from typing import Annotated, Any
 
-import msgpack
 import numpy as np
 import pytest
 
 from fedrecsim.network import wire
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.network.wire import ArraySpec, SharedBody, decode, decode_trusted, encode, encode_many
+from wire_reference import reference as _reference
 
 MESSAGE_MODULES = [
     "fedrecsim.actors.membership",
     *(f"fedrecsim.protocols.{name}.messages"
       for name in ("dpmf", "fcf", "fedvae", "ldp_implicit", "privirec", "prototypes", "secagg")),
 ]
-DTYPE_CODES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64", "bool"]
 USER = Party(Role.USER, 300)
 
 
@@ -79,25 +77,6 @@ def _make(cls: type, variant: str, seed: int = 0) -> Any:
     for field in dataclasses.fields(cls):
         object.__setattr__(body, field.name, _value(hints[field.name], rng, variant))
     return body
-
-
-def _packable(value: Any) -> Any:
-    """The logical msgpack structure of a field value, arrays as the documented ext type 1 payload."""
-    if isinstance(value, np.ndarray):
-        code = DTYPE_CODES.index(value.dtype.name)
-        header = struct.pack(f"<BB{value.ndim}I", code, value.ndim, *value.shape)
-        return msgpack.ExtType(1, header + np.ascontiguousarray(value, value.dtype.newbyteorder("<")).tobytes())
-    if isinstance(value, Party):
-        return [value.role.code, value.index]
-    if isinstance(value, tuple):
-        return [_packable(item) for item in value]
-    return value
-
-
-def _reference(src: Party, dst: Party, sent_at: float, body: Any) -> bytes:
-    fields = [_packable(getattr(body, field.name)) for field in dataclasses.fields(body)]
-    return msgpack.packb([body.KIND, src.role.code, src.index, dst.role.code, dst.index, sent_at, *fields],
-                         use_bin_type=True)
 
 
 def _assert_same(got: Any, want: Any) -> None:

@@ -13,11 +13,17 @@ Fields travel positionally in declaration order. An ndarray travels as msgpack e
 is a fixed header -- ``uint8`` dtype code, ``uint8`` ndim, ``ndim`` x ``uint32`` shape, all little-endian
 -- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed. The encoder
 writes the msgpack headers itself and joins them with the arrays' own buffers, so each element is copied
-once; the bytes are exactly those msgpack's packer gives for the same array of values.
+once; the bytes are exactly those msgpack's packer gives for the same array of values. Each message kind
+gets its own encoder, compiled when it is registered (`_compile_emitter`): every field's checks and
+encoding in one function.
 
 Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
 The byte count of a message is ``len(encode(...))``: the ledger counts exactly what this module emits.
+
+`decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
+the received bytes where those are aligned, else one aligned copy -- so that no receiver can change what
+another party holds; `decode` gives arrays the receiver owns.
 
 Broadcasts. `encode_many` gives each destination its own bytes, except when the encoded body (``sent_at``
 and the fields) is `SHARED_BODY_BYTES` or more: then each destination's message is a `Broadcast`, its own
@@ -685,8 +691,8 @@ def _compile_emitter(
 
     The source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
     field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
-    naming its field, then the message's ``validate``. It refers to the module's caches by their global
-    names, so it always sees the module's current caches.
+    naming its field, then the message's ``validate``. It finds the packed ints' cache by its global name
+    (so it sees the module's current one); each array field keeps a header cache of its own, by shape.
     """
     bindings = _Bindings()
     lines = ["def emitter(body, out):", "    append = out.append"]
