@@ -15,6 +15,7 @@ import importlib
 import typing
 from typing import Annotated, Any
 
+import msgpack
 import numpy as np
 import pytest
 
@@ -173,3 +174,16 @@ def test_a_field_of_the_wrong_dtype_or_ndim_goes_through_the_checking_path() -> 
         encode(USER, SERVER, 0.0, ItemRequest(np.arange(3, dtype=np.int32)[None]))
     big_endian = np.arange(3, dtype=">i4")
     assert encode(USER, SERVER, 0.0, ItemRequest(big_endian)) == encode(USER, SERVER, 0.0, ItemRequest(np.arange(3, dtype=np.int32)))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**64 - 1, -1, -32, -33, -128, -129, -32768, -32769,
+     -(2**31), -(2**31) - 1, -(2**63), 0.5, -1e300, True, False, None, "", "k" * 31, "k" * 32, "é" * 300, "k" * 70_000,
+     b"", b"\x00" * 255, b"\x01" * 256, b"\x02" * 70_000, list(range(15)), list(range(16)), list(range(70_000))],
+    ids=lambda value: f"{type(value).__name__}{len(value) if isinstance(value, (str, bytes, list)) else value}",
+)
+def test_the_in_place_reader_reads_every_msgpack_form_the_encoder_writes_as_msgpack_does(value: Any) -> None:
+    data = b"\xc0" + msgpack.packb(value, use_bin_type=True) + b"\xc0"
+    got, end = wire._read(data, 1)
+    assert got == value and type(got) is type(value) and end == len(data) - 1
