@@ -79,14 +79,11 @@ HASH_NAME = "xxh3_128"
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 _HASH_PREFIX = struct.Struct("<dQ")
 # One delivery's row in the structure fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src
-# index, dst role code, dst index, length, the kind's length)`` then the kind: `record_delivered` queues it
-# in parts -- the time and the length out of the hash's prefix, each party's `_party_row`, `_kind_row`.
-#: `record_delivered` queues messages of at most this many bytes to be hashed in one call with others
-#: (`Ledger._hash_pending`), and feeds the hashers once it queued more than `_PENDING_CHUNKS` chunks.
-_PENDING_MESSAGE_BYTES = 4096
-_PENDING_CHUNKS = 1024
-#: What `Ledger.checkpoint_state` leaves out: the running hashers and their (then empty) queues.
-_UNSAVED = frozenset(("_hash", "_structure", "_pending", "_pending_structure"))
+# index, dst role code, dst index, length, the kind's length)`` then the kind: `record_delivered` hashes it
+# joined from parts -- the time and the length out of the hash's prefix, each party's `_party_row`,
+# the kind's `_kind_row`.
+#: `record_delivered` hashes a message of at most this many bytes joined to its prefix, in one call.
+_JOINED_MESSAGE_BYTES = 4096
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
@@ -166,7 +163,6 @@ class Ledger:
         self._folded_at = b""
         self._structure = xxhash.xxh3_128()
         self._structure_folded_at = b""
-        self._start_pending()
         self.round = 0
         self._round_counters = self._rounds[0] = [0, 0]
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
@@ -185,28 +181,8 @@ class Ledger:
         self._round_counters = self._rounds.setdefault(round_index, [0, 0])
         self._round_roles = self._by_round.setdefault(round_index, {})
 
-    def _start_pending(self) -> None:
-        """Empty the chunks not yet fed to the two hashers (`_hash_pending`)."""
-        self._pending: list[bytes] = []
-        self._pending_structure: list[bytes] = []
-
-    def _hash_pending(self) -> None:
-        """Feed the hashers the chunks `record_delivered` queued, in order, one call each.
-
-        XXH3 streams: hashing the concatenation of the chunks gives the digest that hashing them one by one
-        does, so queueing small chunks and feeding them joined (here, before every read of a digest and
-        every `_PENDING_CHUNKS` chunks) changes no hash; it saves the hashers' per-call cost per message.
-        """
-        if self._pending:
-            self._hash.update(b"".join(self._pending))
-            self._pending.clear()
-        if self._pending_structure:
-            self._structure.update(b"".join(self._pending_structure))
-            self._pending_structure.clear()
-
     def fold(self) -> None:
         """Restart the transcript hash from its digest so far (a resumable protocol's round end)."""
-        self._hash_pending()
         digest = self._hash.digest()
         self._hash = xxhash.xxh3_128(digest)
         self._folded_at = digest
@@ -219,16 +195,14 @@ class Ledger:
         Raises:
             RuntimeError: a message was delivered since the last fold, so the hash's state is not saveable.
         """
-        self._hash_pending()
         if self._hash.digest() != xxhash.xxh3_128(self._folded_at).digest():
             raise RuntimeError("a ledger is saved only right after fold(): messages were hashed since")
-        return {name: value for name, value in vars(self).items() if name not in _UNSAVED}
+        return {name: value for name, value in vars(self).items() if name not in ("_hash", "_structure")}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Become the ledger `checkpoint_state` saved (pickled whole: the current round's counters stay the
         entry of the rounds' table they were)."""
         vars(self).update(state)
-        self._start_pending()
         self._hash = xxhash.xxh3_128(self._folded_at)
         self._structure = xxhash.xxh3_128(self._structure_folded_at)
 
@@ -286,26 +260,22 @@ class Ledger:
                 setup[_RECV_MSGS] += 1
         else:
             self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
-        # The encoded envelope already names src, dst and kind; the prefix adds time and length. Small
-        # chunks wait in `_pending` to be hashed together (`_hash_pending`); a large message is hashed at
-        # once, after them, rather than copied into a join.
+        # The encoded envelope already names src, dst and kind; the prefix adds time and length. A small
+        # message goes to the hasher joined to its prefix (one call; XXH3 streams, so the digest is the
+        # same), a large one after it rather than copied.
         prefix = _HASH_PREFIX.pack(time, nbytes)
-        pending = self._pending
         if type(data) is Broadcast:
-            pending += (prefix, data.head, data.shared.digest())
-        elif len(data) <= _PENDING_MESSAGE_BYTES:
-            pending += (prefix, data)
+            self._hash.update(b"".join((prefix, data.head, data.shared.digest())))
+        elif len(data) <= _JOINED_MESSAGE_BYTES:
+            self._hash.update(prefix + data)
         else:
-            pending.append(prefix)
-            self._hash_pending()
+            self._hash.update(prefix)
             self._hash.update(data)
         rows = _PARTY_ROWS
-        self._pending_structure += (
+        self._structure.update(b"".join((
             prefix[:8], rows.get(src) or _party_row(src), rows.get(dst) or _party_row(dst), prefix[8:],
             _KIND_ROWS.get(kind) or _kind_row(kind),
-        )
-        if len(pending) > _PENDING_CHUNKS:
-            self._hash_pending()
+        )))
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
 
@@ -400,10 +370,6 @@ class Ledger:
 
     # ------------------------------------------------------------------ across processes
 
-    def _digest(self) -> bytes:
-        self._hash_pending()
-        return self._hash.digest()
-
     def export(self) -> dict[str, Any]:
         """The counters as plain, picklable values, and the transcript's digest so far (`combined`)."""
         return {
@@ -416,7 +382,7 @@ class Ledger:
             "rejections": list(self.rejections),
             "duplicated": self.duplicated,
             "withheld": {party: dict(counts) for party, counts in self._withheld.items()},
-            "digest": self._digest(),
+            "digest": self._hash.digest(),
             "structure_digest": self._structure.digest(),
         }
 
@@ -457,13 +423,11 @@ class Ledger:
     @property
     def transcript_xxh3_128(self) -> str:
         """The transcript hash so far, as 32 hex digits."""
-        self._hash_pending()
         return self._hash.hexdigest()
 
     # ------------------------------------------------------------------ the structure fingerprint
 
     def _fold_structure(self) -> None:
-        self._hash_pending()
         digest = self._structure.digest()
         self._structure = xxhash.xxh3_128(digest)
         self._structure_folded_at = digest
@@ -471,7 +435,6 @@ class Ledger:
     @property
     def structure_xxh3_128(self) -> str:
         """The structure fingerprint so far, as 32 hex digits (module docstring)."""
-        self._hash_pending()
         return self._structure.hexdigest()
 
     def party(self, party: Party) -> dict[str, int]:

@@ -1,8 +1,9 @@
-"""The ledger's per-message path (issue 32): small deliveries wait in a queue and are hashed together, large
-ones at once, a shared-body copy as its head and the body's digest -- and the two fingerprints are still the
-documented XXH3-128 of every delivery's row in delivery order, recomputed here from the definition, however
-the reads of the digests fall between the deliveries. The counters the inlined path keeps (per party, per
-round and role, the set-up's per party) are checked against counts made by hand."""
+"""The ledger's per-message path (issue 32): a small delivery is hashed joined to its prefix, a large one
+after it, a shared-body copy as its head and the body's digest, the structure row from cached per-party and
+per-kind parts -- and the two fingerprints are still the documented XXH3-128 of every delivery's row in
+delivery order, recomputed here from the definition, wherever the reads of the digests fall. The counters
+the inlined path keeps (per party, per round and role, the set-up's per party) are checked against counts
+made by hand."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def test_a_ledger_read_only_at_the_end_gives_the_hashes_of_one_read_at_every_del
     assert read_once.export()["structure_digest"] == read_always.export()["structure_digest"]
 
 
-def test_a_fold_hashes_the_queued_rows_before_it_restarts() -> None:
+def test_a_fold_restarts_from_the_digest_of_every_row_before_it() -> None:
     ledger = Ledger()
     deliveries = _deliveries()[:10]
     for time, src, dst, kind, data in deliveries:
