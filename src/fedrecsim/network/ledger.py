@@ -78,9 +78,12 @@ HASH_NAME = "xxh3_128"
 
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 _HASH_PREFIX = struct.Struct("<dQ")
-#: One delivery in the structure fingerprint: time, src and dst as (role code, index), length, the kind's
-#: length, then the kind.
-_STRUCTURE_ROW = struct.Struct("<dBQBQQH")
+# One delivery's row in the structure fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src
+# index, dst role code, dst index, length, the kind's length)`` then the kind: `record_delivered` hashes it
+# joined from parts -- the time and the length out of the hash's prefix, each party's `_party_row`,
+# the kind's `_kind_row`.
+#: `record_delivered` hashes a message of at most this many bytes joined to its prefix, in one call.
+_JOINED_MESSAGE_BYTES = 4096
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
@@ -204,7 +207,10 @@ class Ledger:
         self._structure = xxhash.xxh3_128(self._structure_folded_at)
 
     def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
-        counters = self._counters(src)
+        # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round).
+        counters = self._parties.get(src)
+        if counters is None:
+            counters = self._parties[src] = [0, 0, 0, 0, 0]
         counters[_SENT_BYTES] += nbytes
         counters[_SENT_MSGS] += 1
         per_kind = self._kinds.get(kind)
@@ -215,7 +221,17 @@ class Ledger:
         per_round = self._round_counters
         per_round[0] += nbytes
         per_round[1] += 1
-        self._count_in_round(self.round, src, _SENT_BYTES, nbytes, _SENT_MSGS)
+        per_role = self._round_roles.get(src.role)
+        if per_role is None:
+            per_role = self._round_roles[src.role] = [0, 0, 0, 0, 0]
+        per_role[_SENT_BYTES] += nbytes
+        per_role[_SENT_MSGS] += 1
+        if not self.round:
+            setup = self._setup_parties.get(src)
+            if setup is None:
+                setup = self._setup_parties[src] = [0, 0, 0, 0, 0]
+            setup[_SENT_BYTES] += nbytes
+            setup[_SENT_MSGS] += 1
 
     def record_delivered(
         self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0,
@@ -224,19 +240,42 @@ class Ledger:
         """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`).
         ``sent_round``: the round it was sent in (default: the current round)."""
         nbytes = len(data) + padding
-        counters = self._counters(dst)
+        counters = self._parties.get(dst)
+        if counters is None:
+            counters = self._parties[dst] = [0, 0, 0, 0, 0]
         counters[_RECV_BYTES] += nbytes
         counters[_RECV_MSGS] += 1
         round_index = self.round if sent_round is None else sent_round
-        self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
-        # The encoded envelope already names src, dst and kind; the prefix adds time and length.
-        self._hash.update(_HASH_PREFIX.pack(time, nbytes))
-        if type(data) is Broadcast:
-            self._hash.update(data.head)
-            self._hash.update(data.shared.digest())
+        if round_index == self.round:
+            per_role = self._round_roles.get(dst.role)
+            if per_role is None:
+                per_role = self._round_roles[dst.role] = [0, 0, 0, 0, 0]
+            per_role[_RECV_BYTES] += nbytes
+            per_role[_RECV_MSGS] += 1
+            if not round_index:
+                setup = self._setup_parties.get(dst)
+                if setup is None:
+                    setup = self._setup_parties[dst] = [0, 0, 0, 0, 0]
+                setup[_RECV_BYTES] += nbytes
+                setup[_RECV_MSGS] += 1
         else:
+            self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
+        # The encoded envelope already names src, dst and kind; the prefix adds time and length. A small
+        # message goes to the hasher joined to its prefix (one call; XXH3 streams, so the digest is the
+        # same), a large one after it rather than copied.
+        prefix = _HASH_PREFIX.pack(time, nbytes)
+        if type(data) is Broadcast:
+            self._hash.update(b"".join((prefix, data.head, data.shared.digest())))
+        elif len(data) <= _JOINED_MESSAGE_BYTES:
+            self._hash.update(prefix + data)
+        else:
+            self._hash.update(prefix)
             self._hash.update(data)
-        self._add_structure(time, src, dst, kind, nbytes)
+        rows = _PARTY_ROWS
+        self._structure.update(b"".join((
+            prefix[:8], rows.get(src) or _party_row(src), rows.get(dst) or _party_row(dst), prefix[8:],
+            _KIND_ROWS.get(kind) or _kind_row(kind),
+        )))
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
 
@@ -388,11 +427,6 @@ class Ledger:
 
     # ------------------------------------------------------------------ the structure fingerprint
 
-    def _add_structure(self, time: float, src: Party, dst: Party, kind: str, nbytes: int) -> None:
-        """One delivery's row of the structure fingerprint (module docstring): its time, parties, length, kind."""
-        name = kind.encode()
-        self._structure.update(_STRUCTURE_ROW.pack(time, src.role.code, src.index, dst.role.code, dst.index, nbytes, len(name)) + name)
-
     def _fold_structure(self) -> None:
         digest = self._structure.digest()
         self._structure = xxhash.xxh3_128(digest)
@@ -489,6 +523,33 @@ class Ledger:
             writer.writerow(("time_s", "src", "dst", "kind", "bytes", "status", "round"))
             for row in sorted(self.transcript, key=_time_and_link):
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status, row.round))
+
+
+def _party_row(party: Party) -> bytes:
+    """A party's part of a structure row: role code and index, packed once per party."""
+    row = _PARTY_ROWS.get(party)
+    if row is None:
+        row = _PARTY_ROW.pack(party.role.code, party.index)
+        if len(_PARTY_ROWS) < _ROW_CACHE_LIMIT:
+            _PARTY_ROWS[party] = row
+    return row
+
+
+def _kind_row(kind: str) -> bytes:
+    """A kind's part of a structure row: the name's length, then the name."""
+    row = _KIND_ROWS.get(kind)
+    if row is None:
+        name = kind.encode()
+        row = _KIND_ROWS[kind] = _KIND_LENGTH.pack(len(name)) + name
+    return row
+
+
+_PARTY_ROW = struct.Struct("<BQ")
+_KIND_LENGTH = struct.Struct("<H")
+_PARTY_ROWS: dict[Party, bytes] = {}
+_KIND_ROWS: dict[str, bytes] = {}
+#: The parties whose rows are kept packed (W1's scale, 100,000 users, and some).
+_ROW_CACHE_LIMIT = 1 << 20
 
 
 def _time_and_link(row: TranscriptRow) -> tuple[float, Party, Party]:

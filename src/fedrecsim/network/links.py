@@ -433,6 +433,7 @@ class Partition:
 LATENCY_DRAW, LOSS_DRAW, REORDER_DRAW, DUPLICATE_DRAW, COPY_LATENCY_DRAW = 0, 1, 2, 3, 4
 _LINK_KEY = struct.Struct("<6Q")
 _COUNTER = struct.Struct("<2Q")
+_pack_counter = _COUNTER.pack
 _hash128 = xxhash.xxh3_128_intdigest
 
 
@@ -564,9 +565,7 @@ class Links:
         Returns:
             The arrival time in seconds, or ``None`` if the message is lost.
         """
-        link = self._links.get((src, dst))
-        if link is None:
-            link = self._open(src, dst)
+        link = self._links.get((src, dst)) or self._open(src, dst)
         message = link.count
         link.count = message + 1
         sent = now  # when the last bit has left the sender
@@ -575,12 +574,13 @@ class Links:
             sent = link.busy_until = start + nbytes * link.seconds_per_byte
         if link.down and _is_down(link.down, now):
             return None
-        if link.loss and (_hash128(link.key + _COUNTER.pack(message, LOSS_DRAW)) >> 75) * _ULP < link.loss:
+        if link.loss and (_hash128(link.key + _pack_counter(message, LOSS_DRAW)) >> 75) * _ULP < link.loss:
             return None
-        if link.delay is None:
+        delay = link.delay
+        if delay is None:
             arrival = sent + link.fixed_latency
         else:
-            arrival = sent + link.delay(_hash128(link.key + _COUNTER.pack(message, LATENCY_DRAW)))
+            arrival = sent + delay(_hash128(link.key + _pack_counter(message, LATENCY_DRAW)))
         if link.faulty:
             arrival = self._faults(link, message, sent, arrival)
         return arrival

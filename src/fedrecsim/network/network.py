@@ -70,6 +70,14 @@ from .links import Links
 from .party import Party
 from .wire import DEFAULT_MAX_MESSAGE_BYTES, Broadcast, Envelope, decode, decode_broadcast, decode_trusted, encode, encode_many
 
+# The functions called once or more per message, looked up once.
+_ceil = math.ceil
+_heappush = heapq.heappush
+_reschedule = trio.lowlevel.reschedule
+_current_task = trio.lowlevel.current_task
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
+_Value = outcome.Value
+
 
 class Mailbox:
     """The delivered, not yet taken messages of one party, queued per kind in delivery order.
@@ -107,7 +115,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            trio.lowlevel.reschedule(waiter, outcome.Value(True))
+            _reschedule(waiter, _Value(True))
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
         """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
@@ -151,11 +159,11 @@ class Mailbox:
         # A deadline already past needs no special case: its timer is due at once. Waits that repeat the
         # deadline already on the heap (a user waiting for its next request until the run's horizon)
         # reuse that entry instead of pushing another.
-        self._waiter = trio.lowlevel.current_task()
+        self._waiter = _current_task()
         if self._timer_at != deadline:
             self._timer_at = deadline
             self._timers.add(deadline, self)
-        return await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+        return await _wait_task_rescheduled(self._abort_wait)
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
@@ -169,7 +177,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            trio.lowlevel.reschedule(waiter, outcome.Value(False))
+            _reschedule(waiter, _Value(False))
 
 
 class _Timers:
@@ -214,13 +222,13 @@ class _Alarm:
 
     def __init__(self, deadline: float) -> None:
         self._timer_at: float | None = deadline
-        self._task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        self._task: trio.lowlevel.Task | None = _current_task()
 
     def _expire(self, deadline: float) -> None:
         task = self._task
         if task is not None and deadline == self._timer_at:
             self._task = self._timer_at = None
-            trio.lowlevel.reschedule(task, outcome.Value(None))
+            _reschedule(task, _Value(None))
 
     def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
@@ -293,6 +301,9 @@ class Network:
         self.started_at = float(started_at)
         # Event time: the instant the delay line last served.
         self._served = self.started_at
+        # Loop time: the loop's clock -- while open, that clock's own `current_time`, which is what
+        # `trio.current_time` returns after two more calls.
+        self._loop_time: Callable[[], float] = trio.current_time
 
     # ------------------------------------------------------------------ membership
 
@@ -364,7 +375,7 @@ class Network:
         and compute their deadlines from it."""
         if self.event_time:
             return self._served
-        return trio.current_time() - self.origin
+        return self._loop_time() - self.origin
 
     # ------------------------------------------------------------------ sending and delivery
 
@@ -376,9 +387,9 @@ class Network:
         ideal functionality's payload (`fedrecsim.protocols.secagg.ideal`). The ledger, the size limit and
         the links' bandwidth count them as if carried; the transcript hashes the size with the bytes.
         """
-        if not self._may_send(src, body):
+        if (src not in self._attached or self._crash_rules) and not self._may_send(src, body):
             return 0
-        now = self.now
+        now = self._served if self.event_time else self._loop_time() - self.origin
         data = encode(src, dst, now, body, self.max_message_bytes)
         if padding:
             if padding < 0:
@@ -396,13 +407,17 @@ class Network:
         Equivalent to calling `send` for each destination in order -- the same bytes, the same ledger
         entries, the same link draws -- but the body is validated and packed once (`wire.encode_many`).
         """
-        if not self._may_send(src, body):
+        if (src not in self._attached or self._crash_rules) and not self._may_send(src, body):
             return 0
-        now = self.now
+        now = self._served if self.event_time else self._loop_time() - self.origin
         dsts = list(dsts)
         encoded = encode_many(src, dsts, now, body, self.max_message_bytes)
         kind = body.KIND
-        return sum(self._transmit(src, dst, kind, data, now) for dst, data in zip(dsts, encoded))
+        transmit = self._transmit
+        total = 0
+        for dst, data in zip(dsts, encoded):
+            total += transmit(src, dst, kind, data, now)
+        return total
 
     def _may_send(self, src: Party, body: Any) -> bool:
         """False when ``src`` is crashed, or crashes now (a `Crash` rule fires): its message goes nowhere.
@@ -422,10 +437,11 @@ class Network:
         return True
 
     def _transmit(self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0) -> int:
-        forgery = self.faults.forge(src, kind, data) if self._forging else None
-        if forgery is not None:
-            data = forgery
-        forged = forgery is not None
+        forged = False
+        if self._forging:
+            forgery = self.faults.forge(src, kind, data)
+            if forgery is not None:
+                data, forged = forgery, True
         nbytes = len(data) + padding
         self.ledger.record_sent(src, kind, nbytes)
         links = self.links
@@ -447,24 +463,23 @@ class Network:
         forged: bool,
     ) -> None:
         """File one delivery of ``data`` under ``arrival`` rounded up to the resolution (never at ``now``)."""
-        if self.resolution_s > 0:
-            arrival = math.ceil(arrival / self.resolution_s - 1e-9) * self.resolution_s
+        resolution = self.resolution_s
+        if resolution > 0:
+            arrival = _ceil(arrival / resolution - 1e-9) * resolution
             if arrival <= now:
-                arrival += self.resolution_s
+                arrival += resolution
         elif arrival <= now:
             arrival = math.nextafter(now, math.inf)
         self._seq = seq = self._seq + 1
         self._in_flight += 1
         if forged:
             self._forged.add(seq)
-        delivery = (src, dst, seq, kind, data, padding, self.ledger.round)
         bucket = self._buckets.get(arrival)
         if bucket is None:
-            self._buckets[arrival] = [delivery]
-            heapq.heappush(self._arrivals, arrival)
+            bucket = self._buckets[arrival] = []
+            _heappush(self._arrivals, arrival)
             self._wake_by(arrival)
-        else:
-            bucket.append(delivery)
+        bucket.append((src, dst, seq, kind, data, padding, self.ledger.round))
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -476,7 +491,7 @@ class Network:
             raise ProtocolViolation("sleep_until outside `async with network.open()`: no deadline could fire")
         alarm = _Alarm(deadline)
         self._timers.add(deadline, alarm)
-        await trio.lowlevel.wait_task_rescheduled(alarm._abort)
+        await _wait_task_rescheduled(alarm._abort)
 
     async def sleep(self, seconds: float) -> None:
         """`sleep_until` ``seconds`` from now."""
@@ -491,7 +506,7 @@ class Network:
     def _deliver_due(self, now: float) -> None:
         """Deliver every message due by ``now`` (run time), then end the waits and sleeps due by then."""
         arrivals = self._arrivals
-        ledger = self.ledger
+        record_delivered = self.ledger.record_delivered
         attached = self._attached
         mailboxes = self._mailboxes
         forged = self._forged
@@ -505,17 +520,24 @@ class Network:
                 if strict:
                     forged.discard(seq)
                 if dst not in attached:
-                    ledger.record_dropped(arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round)
+                    self.ledger.record_dropped(
+                        arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round
+                    )
                     continue
-                ledger.record_delivered(arrival, src, dst, kind, data, padding, sent_round)
+                record_delivered(arrival, src, dst, kind, data, padding, sent_round)
+                mailbox = mailboxes[dst]
                 if strict:
                     envelope = self._decode_forged(arrival, src, dst, kind, data)
-                elif type(data) is Broadcast:
-                    envelope = decode_broadcast(kind, src, dst, data)
+                    if envelope is not None:
+                        self._accept(arrival, src, dst, mailbox, envelope)
+                    continue
+                # Trusted bytes: they decode (`wire.decode_trusted`) to a message of ``kind``.
+                envelope = decode_trusted(data) if type(data) is not Broadcast else decode_broadcast(kind, src, dst, data)
+                receives = mailbox.receives
+                if receives is None or kind in receives:
+                    mailbox.put(envelope)
                 else:
-                    envelope = decode_trusted(data)
-                if envelope is not None:
-                    self._accept(arrival, src, dst, mailboxes[dst], envelope)
+                    self._accept(arrival, src, dst, mailbox, envelope)
         self._timers.expire_due(now)
 
     def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
@@ -668,6 +690,7 @@ class Network:
         self._open = True
         self._timers.running = True
         self._served = self.started_at
+        self._loop_time = trio.lowlevel.current_clock().current_time
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._delay_line)
@@ -678,6 +701,7 @@ class Network:
         finally:
             self._open = False
             self._timers.running = False
+            self._loop_time = trio.current_time
             self._sleep = None
             now = self.now
             for arrival in sorted(self._buckets):
