@@ -8,6 +8,8 @@ min(K, |test items|) hits, identical to `fedrecsim.data.metrics.ndcg_at_k`.
 
 The scores come as a function of a block of user indices, so no n x m matrix is ever held: a user's
 scores depend only on its own row and the broadcast filters, and blocks of users are scored together.
+The function returns a new array each call, which `recommend` then owns: it marks the training cells in
+it instead of copying 128 MiB a block.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ def top_k(scores: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], k: int) -
     the bound can hold such a cell; only their cells are compared with it, and only the cells at or above it
     are ordered by (score descending, item ascending).
     """
-    block = np.array(scores, dtype=np.float64)
+    return _top_k_overwriting(np.array(scores, dtype=np.float64), excluded, k)
+
+
+def _top_k_overwriting(block: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
+    """`top_k` of the float64 ``block``, which it overwrites (-inf at the excluded cells and NaNs)."""
     block[excluded] = -np.inf
     b, m = block.shape
     depth = min(k, m)
@@ -96,7 +102,8 @@ def _cells_reaching(
 
 
 def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int) -> np.ndarray:
-    """The top-k lists (len(users) x k) of ``users``, scored block by block."""
+    """The top-k lists (len(users) x k) of ``users``, scored block by block; each block's scores are
+    overwritten (module docstring), a read-only or non-float64 block copied first."""
     index = train.by_user()
     result = np.empty((users.size, k), dtype=np.int64)
     rows = max(1, _CELLS_PER_BLOCK // max(train.n_items, 1))
@@ -104,7 +111,8 @@ def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int
         batch = users[start : start + rows]
         lengths = index.indptr[batch + 1] - index.indptr[batch]
         excluded = (np.repeat(np.arange(batch.size), lengths), index.items[index.positions(batch)])
-        result[start : start + batch.size] = top_k(score_block(batch), excluded, k)
+        block = np.require(score_block(batch), np.float64, ["W"])
+        result[start : start + batch.size] = _top_k_overwriting(block, excluded, k)
     return result
 
 
