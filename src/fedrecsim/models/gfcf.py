@@ -29,8 +29,15 @@ PriviRec-k (Approximation 3.3): P~ ~ S_k Diag(t) S_k^T with t the first k entrie
 
 Turbo-CF: S = R f(P-bar) with P-bar = P~ raised element-wise to ``power`` and f a polynomial with no
 constant term; the paper's three filters are ``1``: P-bar, ``2``: 2 P-bar - P-bar^2, ``3``: P-bar + 0.01
-(-P-bar^3 + 10 P-bar^2 - 29 P-bar). Scores are computed row block by row block as sums of r P-bar^j, so
-no power of P-bar is ever formed.
+(-P-bar^3 + 10 P-bar^2 - 29 P-bar). With the exact P~, scores are computed row block by row block as sums
+of r P-bar^j, so no power of P-bar is ever formed; PriviRec-k's P~ ~ S_k Diag(t) S_k^T has orthonormal S_k,
+so f of it is S_k Diag(f(t)) S_k^T.
+
+Scoring a block of users (`GraphFilters`): the block's rows stay sparse until they meet an m x k factor,
+and the filters' item-side factors are stacked so that the block meets them in one dense product: of rank
+k + k' for PriviRec-k's GF-CF (k' the ideal filter's columns), of rank k for its Turbo-CF, and one sparse
+product with P~ plus one of rank k' for the exact form. At alpha < 1 the two halves of GF-CF's filter have
+different item-side factors (S_k and V^{1-alpha} S_k'), so rank k + k' is the least one product can have.
 """
 
 from __future__ import annotations
@@ -167,6 +174,10 @@ class GraphFilters:
         spectrum: PriviRec-k's t (k), or None.
         ideal_rank: the leading columns of S_k in F_IDL (0: all; at most k).
         alpha: the normalization's exponent (F_IDL = V^{alpha-1} S_k S_k^T V^{1-alpha}).
+
+    The scores' item-side factors (V^{alpha-1} S_k', V^{1-alpha} S_k', [S_k, V^{1-alpha} S_k']: m (k + k')
+    floats each at most) are derived from the fields on first use and kept with the filters, which never
+    change.
     """
 
     degrees: np.ndarray
