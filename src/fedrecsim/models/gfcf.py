@@ -29,14 +29,22 @@ PriviRec-k (Approximation 3.3): P~ ~ S_k Diag(t) S_k^T with t the first k entrie
 
 Turbo-CF: S = R f(P-bar) with P-bar = P~ raised element-wise to ``power`` and f a polynomial with no
 constant term; the paper's three filters are ``1``: P-bar, ``2``: 2 P-bar - P-bar^2, ``3``: P-bar + 0.01
-(-P-bar^3 + 10 P-bar^2 - 29 P-bar). Scores are computed row block by row block as sums of r P-bar^j, so
-no power of P-bar is ever formed.
+(-P-bar^3 + 10 P-bar^2 - 29 P-bar). With the exact P~, scores are computed row block by row block as sums
+of r P-bar^j, so no power of P-bar is ever formed; PriviRec-k's P~ ~ S_k Diag(t) S_k^T has orthonormal S_k,
+so f of it is S_k Diag(f(t)) S_k^T.
+
+Scoring a block of users (`GraphFilters`): the block's rows stay sparse until they meet an m x k factor,
+and the filters' item-side factors are stacked so that the block meets them in one dense product: of rank
+k + k' for PriviRec-k's GF-CF (k' the ideal filter's columns), of rank k for its Turbo-CF, and one sparse
+product with P~ plus one of rank k' for the exact form. At alpha < 1 the two halves of GF-CF's filter have
+different item-side factors (S_k and V^{1-alpha} S_k'), so rank k + k' is the least one product can have.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -166,6 +174,10 @@ class GraphFilters:
         spectrum: PriviRec-k's t (k), or None.
         ideal_rank: the leading columns of S_k in F_IDL (0: all; at most k).
         alpha: the normalization's exponent (F_IDL = V^{alpha-1} S_k S_k^T V^{1-alpha}).
+
+    The scores' item-side factors (V^{alpha-1} S_k', V^{1-alpha} S_k', [S_k, V^{1-alpha} S_k']: m (k + k')
+    floats each at most) are derived from the fields on first use and kept with the filters, which never
+    change.
     """
 
     degrees: np.ndarray
@@ -179,48 +191,84 @@ class GraphFilters:
         if (self.item_item is None) == (self.spectrum is None):
             raise ValueError("give exactly one of item_item (PriviRec) and spectrum (PriviRec-k)")
 
-    def _rows(self, rows: np.ndarray | sp.spmatrix) -> np.ndarray:
-        dense = rows.toarray() if sp.issparse(rows) else np.asarray(rows, dtype=np.float64)
-        return np.atleast_2d(dense)
+    @cached_property
+    def _ideal_rows(self) -> np.ndarray:
+        """V^{alpha-1} S_k' (m x k', S_k' the ideal filter's columns): what a row meets first in F_IDL."""
+        return self._ideal_basis * degree_power(self.degrees, self.alpha - 1.0)[:, None]
 
-    def item_item_apply(self, rows: np.ndarray) -> np.ndarray:
+    @cached_property
+    def _ideal_items(self) -> np.ndarray:
+        """V^{1-alpha} S_k' (m x k'): F_IDL = `_ideal_rows` `_ideal_items`^T."""
+        return self._ideal_basis * degree_power(self.degrees, 1.0 - self.alpha)[:, None]
+
+    @cached_property
+    def _low_rank_items(self) -> np.ndarray:
+        """[S_k, V^{1-alpha} S_k'] (m x (k + k')): PriviRec-k's GF-CF filter is ``[rows S_k Diag(t),
+        gamma rows V^{alpha-1} S_k'] @ this^T``, one dense product of rank k + k'."""
+        return np.hstack([self.basis, self._ideal_items])
+
+    @property
+    def _ideal_basis(self) -> np.ndarray:
+        return self.basis[:, : self.ideal_rank] if self.ideal_rank else self.basis
+
+    def item_item_apply(self, rows: np.ndarray | sp.spmatrix) -> np.ndarray:
         """rows P~ (or rows S_k Diag(t) S_k^T)."""
+        rows = _user_rows(rows)
         if self.item_item is not None:
-            return rows @ self.item_item
+            return np.asarray(rows @ self.item_item)
         return ((rows @ self.basis) * self.spectrum) @ self.basis.T
 
-    def ideal_apply(self, rows: np.ndarray) -> np.ndarray:
-        """rows F_IDL = ((rows V^{alpha-1}) S_k) (S_k^T V^{1-alpha})."""
-        basis = self.basis[:, : self.ideal_rank] if self.ideal_rank else self.basis
-        return ((rows * degree_power(self.degrees, self.alpha - 1.0)) @ basis) @ (basis.T * degree_power(self.degrees, 1.0 - self.alpha))
+    def ideal_apply(self, rows: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """rows F_IDL = (rows V^{alpha-1} S_k') (V^{1-alpha} S_k')^T."""
+        return (_user_rows(rows) @ self._ideal_rows) @ self._ideal_items.T
 
     def gfcf_scores(self, rows: np.ndarray | sp.spmatrix, gamma: float = 0.3) -> np.ndarray:
-        """GF-CF's scores of the interaction rows ``rows`` (b x m): rows (P~ + gamma F_IDL)."""
-        dense = self._rows(rows)
-        return self.item_item_apply(dense) + gamma * self.ideal_apply(dense)
+        """GF-CF's scores of the interaction rows ``rows`` (b x m): rows (P~ + gamma F_IDL).
+
+        A sparse block stays sparse until its product with an m x k factor, so the only dense products of
+        the block's width are one with P~ (exact form) or, for PriviRec-k, one of rank k + k' with
+        `_low_rank_items` -- instead of four of a densified block with the m x k bases.
+        """
+        rows = _user_rows(rows)
+        ideal = gamma * (rows @ self._ideal_rows)
+        if self.item_item is None:
+            return np.hstack([(rows @ self.basis) * self.spectrum, ideal]) @ self._low_rank_items.T
+        return np.asarray(rows @ self.item_item) + ideal @ self._ideal_items.T
 
     def turbo_scores(self, rows: np.ndarray | sp.spmatrix, filter: int = 2, power: float = 1.0) -> np.ndarray:  # noqa: A002
         """Turbo-CF's scores: rows f(P~ ^{o power}) for the paper's filter 1, 2 or 3.
+
+        PriviRec-k's S_k has orthonormal columns (a QR's Q), so (S_k Diag(t) S_k^T)^j = S_k Diag(t^j) S_k^T
+        and f of it is S_k Diag(f(t)) S_k^T: one dense product. The exact P~ is applied power by power.
 
         Raises:
             ValueError: an unknown filter, or an element-wise power other than 1 of the low-rank P~.
         """
         if filter not in TURBO_FILTERS:
             raise ValueError(f"Turbo-CF's filter is 1, 2 or 3, got {filter!r}")
-        dense = self._rows(rows)
-        if power == 1.0:
-            step = self.item_item_apply
-        elif self.item_item is not None:
-            bar = np.power(self.item_item, power)
-            step = lambda block: block @ bar  # noqa: E731
-        else:
-            raise ValueError("the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1")
-        total = np.zeros_like(dense)
-        block = dense
-        for coefficient in TURBO_FILTERS[filter]:
-            block = step(block)
+        rows = _user_rows(rows)
+        coefficients = TURBO_FILTERS[filter]
+        if self.item_item is None:
+            if power != 1.0:
+                raise ValueError("the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1")
+            spectrum = self.spectrum
+            response = sum(c * spectrum ** (j + 1) for j, c in enumerate(coefficients))
+            return ((rows @ self.basis) * response) @ self.basis.T
+        bar = self.item_item if power == 1.0 else np.power(self.item_item, power)
+        block = np.asarray(rows @ bar)
+        total = coefficients[0] * block
+        for coefficient in coefficients[1:]:
+            block = block @ bar
             total += coefficient * block
         return total
+
+
+def _user_rows(rows: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+    """A block of interaction rows as float64: a sparse block stays sparse (CSR), anything else becomes a
+    2-D array (one row for a vector)."""
+    if sp.issparse(rows):
+        return sp.csr_matrix(rows, dtype=np.float64)
+    return np.atleast_2d(np.asarray(rows, dtype=np.float64))
 
 
 def fit_gfcf(R: sp.spmatrix | Ratings, hyper: GFCFHyper, rng: np.random.Generator) -> GraphFilters:

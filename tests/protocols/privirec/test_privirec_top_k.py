@@ -48,11 +48,29 @@ def test_top_k_is_the_whole_sort(case: tuple[np.ndarray, tuple[np.ndarray, np.nd
     np.testing.assert_array_equal(scores, before)  # the caller's scores are left as they were
 
 
+@st.composite
+def wide_cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray], int]:
+    """Rows of up to 700 cells and k <= 3: chunks of up to 43 cells, few of which reach the bound."""
+    b, m, k = draw(st.integers(1, 4)), draw(st.integers(1, 700)), draw(st.integers(1, 3))
+    elements = st.one_of(st.sampled_from([0.0, 0.5, 1.0, 2.0]), st.sampled_from([np.inf, -np.inf, np.nan]))
+    scores = draw(hnp.arrays(np.float64, (b, m), elements=st.sampled_from([0.0, 0.5]) if draw(st.booleans()) else elements))
+    mask = draw(hnp.arrays(np.bool_, (b, m), elements=st.booleans() if draw(st.booleans()) else st.just(False)))
+    return scores, tuple(np.nonzero(mask)), k
+
+
+@settings(max_examples=200, deadline=None)
+@given(wide_cases())
+def test_top_k_of_wide_rows_is_the_whole_sort(case: tuple[np.ndarray, tuple[np.ndarray, np.ndarray], int]) -> None:
+    scores, excluded, k = case
+    assert top_k(scores, excluded, k).tolist() == reference(scores, excluded, k).tolist()
+
+
 def test_a_wide_row_with_its_best_cells_in_one_chunk_and_a_tie_at_the_cut() -> None:
-    m, k = 1000, 20
+    m, k = 3840, 20
     scores = np.zeros((2, m))
-    scores[0, 500:519] = np.arange(19, 0, -1)  # 19 cells in one chunk of width 12: the bound comes from others
-    scores[0, [3, 700, 999]] = 0.5  # the 20th place is a three-way tie, won by the lowest item
+    scores[0, 504:516] = np.arange(19, 7, -1)  # 12 of the 19 best cells fill one chunk of width 12
+    scores[0, 516:523] = np.arange(7, 0, -1)
+    scores[0, [3, 700, 3839]] = 0.5  # the 20th place is a three-way tie, won by the lowest item
     scores[1] = np.linspace(1.0, 0.0, m)
     excluded = (np.array([1, 1]), np.array([0, 2]))
     assert top_k(scores, excluded, k).tolist() == reference(scores, excluded, k).tolist()

@@ -105,3 +105,13 @@ def test_recommend_scores_in_blocks() -> None:
 
     assert recommend(block, train, np.array([0, 1, 2]), 2).tolist() == [[1, 2], [0, 2], [0, 1]]
     assert calls == [[0, 1, 2]]
+
+
+def test_recommend_copies_a_read_only_or_integer_block_and_leaves_it_as_it_was() -> None:
+    train = _ratings([(0, 0), (1, 1)], 2, 4)
+    frozen = np.array([[4.0, 3.0, 2.0, 1.0]] * 2)
+    frozen.flags.writeable = False
+    assert recommend(lambda users: frozen[: users.size], train, np.array([0, 1]), 2).tolist() == [[1, 2], [0, 2]]
+    integers = np.array([[4, 3, 2, 1]] * 2)
+    assert recommend(lambda users: integers, train, np.array([0, 1]), 2).tolist() == [[1, 2], [0, 2]]
+    assert integers.tolist() == [[4, 3, 2, 1]] * 2
