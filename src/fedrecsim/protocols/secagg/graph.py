@@ -47,18 +47,22 @@ def harary(users: Sequence[Party], degree: int, rng: np.random.Generator) -> dic
         raise ValueError(f"the degree must be >= 1, got {degree}")
     if degree >= n - 1:
         return complete(ordered)
-    ring = [ordered[position] for position in rng.permutation(n)]
-    neighbours: dict[Party, set[Party]] = {party: set() for party in ordered}
-    for place, party in enumerate(ring):
-        for step in range(1, degree // 2 + 1):
-            other = ring[(place + step) % n]
-            neighbours[party].add(other)
-            neighbours[other].add(party)
-        if degree % 2:
-            other = ring[(place + n // 2) % n]
-            neighbours[party].add(other)
-            neighbours[other].add(party)
-    return {party: tuple(sorted(found)) for party, found in neighbours.items()}
+    ring = rng.permutation(n)  # ring[place]: the position in ``ordered`` of the user placed there
+    places = np.arange(n)
+    steps = [*range(1, degree // 2 + 1), *range(-(degree // 2), 0)]
+    if degree % 2:
+        steps += [n // 2, -(n // 2)]  # the user opposite, joined from either side (one user when n is even)
+    place_of = np.empty(n, dtype=np.int64)
+    place_of[ring] = places
+    around = ring[(place_of[:, None] + np.array(steps)[None, :]) % n]  # row i: the users joined to ordered[i]
+    around.sort(axis=1)
+    return {
+        party: tuple(ordered[position] for position in _distinct(row)) for party, row in zip(ordered, around.tolist())
+    }
 
+
+def _distinct(row: list[int]) -> list[int]:
+    """A sorted list without its repeats."""
+    return [value for place, value in enumerate(row) if place == 0 or value != row[place - 1]]
 
 __all__ = ["complete", "default_degree", "harary"]
