@@ -38,6 +38,7 @@ a user excluded by the server (e.g. too slow) waits for the next message until t
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -283,21 +284,21 @@ async def participate(
 
 
 class _Graph:
-    """A session's graph by positions in the sorted users: each user's neighbours as a slice of one
-    array (sorted, as `graphs` gives them), so that the server's per-stage questions -- which neighbours
-    are still in, how many -- are array operations, not loops over parties."""
+    """A session's graph (``graph``, and ``places``: the same by positions in the sorted users,
+    `graphs.harary_places`): each user's neighbours as a slice of one array (ascending), so that the
+    server's per-stage questions -- which neighbours are still in, how many -- are array operations, not
+    loops over parties."""
 
-    def __init__(self, everyone: Sequence[Party], graph: Mapping[Party, tuple[Party, ...]]) -> None:
+    def __init__(
+        self, everyone: Sequence[Party], graph: Mapping[Party, tuple[Party, ...]], places: Sequence[Sequence[int]]
+    ) -> None:
         self.everyone = everyone
         self.graph = graph
         self.position = {party: place for place, party in enumerate(everyone)}
-        sizes = np.fromiter((len(graph[party]) for party in everyone), dtype=np.int64, count=len(everyone))
+        sizes = np.fromiter(map(len, places), dtype=np.int64, count=len(everyone))
         self.starts = np.zeros(len(everyone) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.starts[1:])
-        position = self.position
-        self.columns = np.fromiter(
-            (position[peer] for party in everyone for peer in graph[party]), dtype=np.int64, count=int(self.starts[-1])
-        )
+        self.columns = np.fromiter(itertools.chain.from_iterable(places), dtype=np.int64, count=int(self.starts[-1]))
         self.rows = np.repeat(np.arange(len(everyone)), sizes)
         self.index = np.fromiter((party.index for party in everyone), dtype=np.int32, count=len(everyone))
 
@@ -418,8 +419,9 @@ async def aggregate(
     n = len(everyone)
     degree = params.degree(n)
     t = params.threshold_for(n)
-    graph = graphs.complete(everyone) if params.graph == "complete" else graphs.harary(everyone, degree, server.rng)
-    net = _Graph(everyone, graph)
+    places = graphs.complete_places(n) if params.graph == "complete" else graphs.harary_places(n, degree, server.rng)
+    graph = graphs.by_party(everyone, places)
+    net = _Graph(everyone, graph, places)
     index = net.index
     for party in everyone:
         server.send(party, Setup(session, ring.bits, length, t, index[net.around(party)]))
