@@ -29,11 +29,22 @@ def test_the_message_clock_spans_first_sent_to_last_delivered_and_lets_the_ledge
     assert (Ledger.record_sent, Ledger.record_delivered) == (sent, delivered)
 
 
+def test_carrying_alone_sends_the_runs_messages_and_bytes() -> None:
+    """The floor carries what the run carries: the same messages (but the users' joins) and, to the few bytes
+    their setups' and degrees' integers differ by, the same bytes."""
+    run = w8_privirec.ours(60, 8)
+    carried = w8_privirec.carry_only(60, 8)
+    assert carried["messages"] == run["messages"] - 60
+    assert abs(carried["bytes"] - run["bytes"]) < 0.01 * run["bytes"]
+
+
 def test_the_quick_line() -> None:
     (line,) = list(w8_privirec.run(Options(quick=True)))
     seconds = r"\d+\.\d{3}"
     assert re.fullmatch(
-        rf"W8 privirec_k protocol_s={seconds} fit_s={seconds} ratio=\d+\.\d data_s={seconds} evaluate_s={seconds} "
+        rf"W8 privirec_k protocol_s={seconds} fit_s={seconds} ratio=\d+\.\d protocol_cpu_s={seconds} "
+        rf"fit_cpu_s={seconds} ratio_cpu=\d+\.\d carry_cpu_s={seconds} msgs=1680 us_per_msg=\d+\.\d "
+        rf"floor_ratio_cpu=\d+\.\d floor_ratio_at_15us=\d+\.\d data_s={seconds} evaluate_s={seconds} "
         rf"evaluate_cpu_s={seconds} run_s={seconds} peak_rss_mb=\d+ users=60 items=82 interactions=2065 k=8 "
         r"ndcg@20=\d\.\d{4} user_bytes=\d+ full_traffic_tb=12\.5",
         line,

@@ -3,13 +3,15 @@
 Measured with tracemalloc (the bytes numpy allocates: deterministic for a code path, unlike RSS), traced
 from the start of a session to the moment its last user deposits its input with the ideal functionality
 -- every other user has deposited and waits for the server's next message: the session's peak -- counting
-what is still alive of what was allocated under `roles.py` (the users' code): each user's encoded block as
+what is still alive of what was allocated on the users' code path (`roles.PriviRecUser`; the server's
+session state, its graph as arrays, is not the users' inputs): each user's encoded block as
 the functionality holds it, n_u x width ring words and n_u row indices, and nothing else. With the user's
 reals and its encoding still alive beside the deposit (before issue 30's fix) it was 2.5 to 3 times that.
 """
 
 from __future__ import annotations
 
+import inspect
 import tracemalloc
 
 import numpy as np
@@ -29,6 +31,18 @@ FRAMES = 8
 USERS, ITEMS = 30, 80
 
 
+_USER_LINES = inspect.getsourcelines(roles.PriviRecUser)
+_FIRST_LINE, _LAST_LINE = _USER_LINES[1], _USER_LINES[1] + len(_USER_LINES[0])
+
+
+def _by_a_user(trace: tracemalloc.Trace) -> bool:
+    """Whether ``trace`` was allocated on a user's code path (a frame in `roles.PriviRecUser`), not by the
+    server (whose session state -- its graph, as arrays -- is not the users' inputs)."""
+    return any(
+        frame.filename == roles.__file__ and _FIRST_LINE <= frame.lineno < _LAST_LINE for frame in trace.traceback
+    )
+
+
 def _held(monkeypatch: pytest.MonkeyPatch, variant: str, k: int, session: int) -> tuple[int, np.ndarray, int]:
     """The numpy bytes allocated under `roles` from the start of ``session`` and still alive when its last
     user deposits its input (every other user has deposited and waits for the server's next message); the
@@ -42,8 +56,7 @@ def _held(monkeypatch: pytest.MonkeyPatch, variant: str, k: int, session: int) -
             deposited.append(index)
             if len(deposited) == USERS:
                 arrays = tracemalloc.take_snapshot().filter_traces([tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
-                users = arrays.filter_traces([tracemalloc.Filter(True, roles.__file__, all_frames=True)])
-                held.append(sum(stat.size for stat in users.statistics("filename")))
+                held.append(sum(trace.size for trace in arrays.traces if _by_a_user(trace)))
                 tracemalloc.stop()
         return deposit(self, at, index, x)
 

@@ -11,7 +11,7 @@ from fedrecsim.mechanisms.ring import Ring
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.network.wire import WireError, decode, encode
 from fedrecsim.protocols.secagg import IdealSum, SecAggParams, graph
-from fedrecsim.protocols.secagg.ideal import IdealServer, IdealUser
+from fedrecsim.protocols.secagg.ideal import IdealUser
 from fedrecsim.protocols.secagg.crypto import CIPHERTEXT_BYTES, KEY_BYTES
 from fedrecsim.protocols.secagg.messages import Ciphertexts, Keys, Reveal, Shares
 from fedrecsim.protocols.secagg.protocol import SecAggConfig, _params
@@ -76,8 +76,7 @@ def test_the_ideal_server_gets_the_sum_over_the_revealed_users_then_the_session_
         y = IdealUser(index, ideal, 9, ring).mask(np.array([value, 1], dtype=ring.dtype), [])
         assert y.size == 0 and y.dtype == ring.dtype  # nothing travels: the bytes are booked as padding
     ideal.deposit(10, 0, np.array([1, 1], dtype=ring.dtype))  # another session, untouched
-    server = IdealServer(ideal, 9, ring)
-    total = server.unmask(np.zeros(2, dtype=ring.dtype), {}, {0: {}, 2: {}}, {}, {}, 2)
+    total = ideal.release(9, [0, 2], ring, 2)
     assert total.tolist() == [8, 2]  # users 0 and 2: user 1 revealed nothing, it is not in U3
     with pytest.raises(ProtocolViolation, match="session 9"):
         ideal.total(9, [0], ring, 2)

@@ -28,8 +28,17 @@ def default_degree(n: int) -> int:
 
 def complete(users: Sequence[Party]) -> dict[Party, tuple[Party, ...]]:
     """Every user's neighbours are all the other users (Bonawitz et al. 2017)."""
-    ordered = sorted(users)
-    return {party: tuple(other for other in ordered if other != party) for party in ordered}
+    return by_party(sorted(users), complete_places(len(users)))
+
+
+def complete_places(n: int) -> list[list[int]]:
+    """`complete`'s graph by places (`harary_places`)."""
+    return [[other for other in range(n) if other != place] for place in range(n)]
+
+
+def by_party(ordered: Sequence[Party], places: Sequence[Sequence[int]]) -> dict[Party, tuple[Party, ...]]:
+    """The graph of ``places`` (`harary_places`) over the sorted users ``ordered``: each user's neighbours."""
+    return {party: tuple(ordered[place] for place in row) for party, row in zip(ordered, places)}
 
 
 def harary(users: Sequence[Party], degree: int, rng: np.random.Generator) -> dict[Party, tuple[Party, ...]]:
@@ -42,23 +51,30 @@ def harary(users: Sequence[Party], degree: int, rng: np.random.Generator) -> dic
         rng: the server's generator (the placement on the ring).
     """
     ordered = sorted(users)
-    n = len(ordered)
+    return by_party(ordered, harary_places(len(ordered), degree, rng))
+
+
+def harary_places(n: int, degree: int, rng: np.random.Generator) -> list[list[int]]:
+    """`harary`'s graph by places: row i lists, ascending, the places (in the sorted users) of the i-th
+    user's neighbours. The same draw from ``rng`` as `harary`'s."""
     if degree < 1:
         raise ValueError(f"the degree must be >= 1, got {degree}")
     if degree >= n - 1:
-        return complete(ordered)
-    ring = [ordered[position] for position in rng.permutation(n)]
-    neighbours: dict[Party, set[Party]] = {party: set() for party in ordered}
-    for place, party in enumerate(ring):
-        for step in range(1, degree // 2 + 1):
-            other = ring[(place + step) % n]
-            neighbours[party].add(other)
-            neighbours[other].add(party)
-        if degree % 2:
-            other = ring[(place + n // 2) % n]
-            neighbours[party].add(other)
-            neighbours[other].add(party)
-    return {party: tuple(sorted(found)) for party, found in neighbours.items()}
+        return complete_places(n)
+    ring = rng.permutation(n)  # ring[spot]: the place of the user put at that spot of the ring
+    steps = [*range(1, degree // 2 + 1), *range(-(degree // 2), 0)]
+    if degree % 2:
+        steps += [n // 2, -(n // 2)]  # the user opposite, joined from either side (one user when n is even)
+    spot = np.empty(n, dtype=np.int64)
+    spot[ring] = np.arange(n)
+    around = ring[(spot[:, None] + np.array(steps)[None, :]) % n]  # row i: the users joined to the i-th
+    around.sort(axis=1)
+    return [_distinct(row) for row in around.tolist()]
 
 
-__all__ = ["complete", "default_degree", "harary"]
+def _distinct(row: list[int]) -> list[int]:
+    """A sorted list without its repeats."""
+    return [value for place, value in enumerate(row) if place == 0 or value != row[place - 1]]
+
+
+__all__ = ["by_party", "complete", "complete_places", "default_degree", "harary", "harary_places"]

@@ -92,6 +92,13 @@ class IdealSum:
                 total = ring.add(total, x)
         return total
 
+    def release(self, session: int, indices: Sequence[int], ring: Ring, length: int) -> np.ndarray:
+        """What the server gets at the end of ``session``: `total` over ``indices`` (U3); then the session
+        is forgotten."""
+        result = self.total(session, indices, ring, length)
+        self.forget(session)
+        return result
+
     def forget(self, session: int) -> None:
         """Drop what ``session`` holds (the server calls it when the session ends)."""
         for key in [key for key in self._inputs if key[0] == session]:
@@ -99,7 +106,8 @@ class IdealSum:
 
 
 class IdealUser:
-    """A user's side in ideal mode: the real interface (`real.RealUser`), zero payloads of real sizes."""
+    """A user's side in ideal mode: `real.RealUser`'s interface to `roles.participate`, zero payloads of
+    real sizes, built as arrays at once."""
 
     def __init__(self, index: int, functionality: IdealSum, session: int, ring: Ring) -> None:
         self.index = index
@@ -110,10 +118,11 @@ class IdealUser:
     def advertise(self) -> tuple[bytes, bytes]:
         return bytes(crypto.KEY_BYTES), bytes(crypto.KEY_BYTES)
 
-    def share(self, peers: Mapping[int, tuple[bytes, bytes]], threshold: int) -> dict[int, bytes]:
-        return {peer: bytes(crypto.CIPHERTEXT_BYTES) for peer in sorted(peers)}
+    def share_rows(self, peers: Mapping[int, object], threshold: int) -> tuple[list[int], np.ndarray]:
+        recipients = sorted(peers)
+        return recipients, np.zeros((len(recipients), crypto.CIPHERTEXT_BYTES), dtype=np.uint8)
 
-    def receive(self, sealed: Mapping[int, bytes]) -> None:
+    def receive_rows(self, senders: Sequence[int], ciphertexts: np.ndarray) -> None:
         """Nothing to open."""
 
     def mask(self, x: np.ndarray | RowBlock, partners: Sequence[int]) -> np.ndarray:
@@ -121,32 +130,9 @@ class IdealUser:
         self.functionality.deposit(self.session, self.index, x)
         return np.zeros(0, dtype=self.ring.dtype)
 
-    def reveal(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[list[bytes], list[bytes]]:
-        zero = bytes(shamir.SHARE_BYTES)
-        return [zero] * len(b_owners), [zero] * len(sk_owners)
+    def reveal_rows(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        return (np.zeros((len(b_owners), shamir.SHARE_BYTES), dtype=np.uint8),
+                np.zeros((len(sk_owners), shamir.SHARE_BYTES), dtype=np.uint8))
 
 
-class IdealServer:
-    """The server's side in ideal mode: the sum over U3 straight from the functionality."""
-
-    def __init__(self, functionality: IdealSum, session: int, ring: Ring) -> None:
-        self.functionality = functionality
-        self.session = session
-        self.ring = ring
-
-    def unmask(
-        self,
-        total: np.ndarray,
-        s_publics: Mapping[int, bytes],
-        b_shares: Mapping[int, Mapping[int, bytes]],
-        sk_shares: Mapping[int, Mapping[int, bytes]],
-        partners: Mapping[int, Sequence[int]],
-        threshold: int,
-    ) -> np.ndarray:
-        """The sum of the inputs of the users whose b-shares were revealed, i.e. of U3."""
-        result = self.functionality.total(self.session, list(b_shares), self.ring, total.size)
-        self.functionality.forget(self.session)
-        return result
-
-
-__all__ = ["IdealServer", "IdealSum", "IdealUser", "RowBlock"]
+__all__ = ["IdealSum", "IdealUser", "RowBlock"]

@@ -24,10 +24,14 @@ session uses them (a session of k + 1 users or fewer is complete, with t capped 
 from __future__ import annotations
 
 import enum
+import functools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from ...errors import ConfigError
 from ...mechanisms.ring import Ring
@@ -197,28 +201,23 @@ class SecAggParams:
         Harary graph's extra neighbour), which must be the nominal degree of a session of
         `session_floor` users or more (and at most `population`), and t must be that degree's threshold.
         """
-        listed = [int(index) for index in neighbours]
-        if any(later <= earlier for earlier, later in zip(listed, listed[1:])):
+        listed = neighbours.tolist() if isinstance(neighbours, np.ndarray) else [int(index) for index in neighbours]
+        if not all(map(operator.lt, listed, listed[1:])):
             return f"neighbours in ascending order, each once, received {listed}"
         if me in listed:
             return f"neighbours other than user:{me} itself, received {listed}"
-        strangers = [index for index in listed if index < 0 or (self.population and index >= self.population)]
-        if strangers:
+        if listed and (listed[0] < 0 or (self.population and listed[-1] >= self.population)):  # ascending: the ends
+            strangers = [index for index in listed if index < 0 or (self.population and index >= self.population)]
             return f"neighbours among users 0 to {self.population - 1}, received {strangers}" if self.population else (
                 f"neighbours with indices >= 0, received {strangers}"
             )
-        degree = len(listed)
-        fixed = self._fixed_degree()
-        if self.graph == "sparse" and fixed % 2 and degree == fixed + 1:
-            degree = self.neighbours  # odd k, odd n: the user opposite on the ring as well
-        sessions = self.sessions_of_degree(degree)
-        floor = self.session_floor()
-        if sessions is None:
-            size = f"{floor} to {self.population}" if self.population else f"at least {floor}"
-            return f"the neighbours of a user in a session of {size} users, received {len(listed)} neighbours"
-        if t != self.threshold_of_degree(degree):
-            return f"t = {self.threshold_of_degree(degree)} for {len(listed)} neighbours, received t = {t}"
-        return None
+        return self._degree_problem(len(listed), t)
+
+    def _degree_problem(self, count: int, t: int) -> str | None:
+        """`setup_problem`'s verdict on a setup of ``count`` neighbours and threshold ``t``: a function of
+        the parameters and these two numbers alone, so worked out once per triple (`_degree_verdict`):
+        every user of a session asks the same."""
+        return _degree_verdict(self, count, t)
 
     def security(self, n: int, k: int, t: int) -> GraphSecurity:
         """`parameters.security_level` of a session of ``n`` users, degree ``k``, threshold ``t``, at the
@@ -239,6 +238,24 @@ class SecAggParams:
         except ValueError as error:
             return {"users": n, "degree": k, "threshold": t, **targets, "note": str(error)}
         return {**level.report(), **targets, "meets_targets": level.meets(self.security_bits, self.correctness_bits)}
+
+
+
+@functools.lru_cache(maxsize=64)
+def _degree_verdict(params: SecAggParams, count: int, t: int) -> str | None:
+    """What the parameters say of a user's setup of ``count`` neighbours and threshold ``t`` (None: allowed)."""
+    degree = count
+    fixed = params._fixed_degree()
+    if params.graph == "sparse" and fixed % 2 and degree == fixed + 1:
+        degree = params.neighbours  # odd k, odd n: the user opposite on the ring as well
+    sessions = params.sessions_of_degree(degree)
+    floor = params.session_floor()
+    if sessions is None:
+        size = f"{floor} to {params.population}" if params.population else f"at least {floor}"
+        return f"the neighbours of a user in a session of {size} users, received {count} neighbours"
+    if t != params.threshold_of_degree(degree):
+        return f"t = {params.threshold_of_degree(degree)} for {count} neighbours, received t = {t}"
+    return None
 
 
 __all__ = ["SecAggParams", "Stage"]

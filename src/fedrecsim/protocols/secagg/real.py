@@ -25,6 +25,11 @@ from ...mechanisms.ring import Ring
 from . import crypto, prg, shamir
 
 
+def rows_of(blobs: Sequence[bytes], width: int) -> np.ndarray:
+    """``blobs`` of ``width`` bytes each as the rows of a uint8 matrix (a message's fixed-width rows)."""
+    return np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), width)
+
+
 def x_of(index: int) -> int:
     """The Shamir x-coordinate of the user with party index ``index``."""
     return index + 1
@@ -91,6 +96,23 @@ class RealUser:
             [shamir.to_bytes(self.held[owner][1]) for owner in sk_owners],
         )
 
+    # What `roles.participate` calls: the messages' rows (`ideal.IdealUser` has the same three).
+
+    def share_rows(self, peers: Mapping[int, tuple[bytes, bytes]], threshold: int) -> tuple[list[int], np.ndarray]:
+        """`share` as the recipients, ascending, and their sealed pairs, one row each."""
+        sealed = self.share(peers, threshold)
+        recipients = sorted(sealed)
+        return recipients, rows_of([sealed[peer] for peer in recipients], crypto.CIPHERTEXT_BYTES)
+
+    def receive_rows(self, senders: Sequence[int], ciphertexts: np.ndarray) -> None:
+        """`receive` of one row of ``ciphertexts`` per sender."""
+        self.receive({sender: bytes(row) for sender, row in zip(senders, ciphertexts)})
+
+    def reveal_rows(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """`reveal` as rows of wire bytes."""
+        b_shares, sk_shares = self.reveal(b_owners, sk_owners)
+        return rows_of(b_shares, shamir.SHARE_BYTES), rows_of(sk_shares, shamir.SHARE_BYTES)
+
     def _key(self, peer: int, c_public: bytes) -> bytes:
         key = self._encryption.get(peer)
         if key is None:
@@ -144,4 +166,4 @@ class RealServer:
         return total
 
 
-__all__ = ["RealServer", "RealUser", "pairwise_mask", "x_of"]
+__all__ = ["RealServer", "RealUser", "pairwise_mask", "rows_of", "x_of"]

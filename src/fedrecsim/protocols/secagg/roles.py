@@ -38,6 +38,7 @@ a user excluded by the server (e.g. too slow) waits for the next message until t
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,15 +48,14 @@ import numpy as np
 from ...actors.actor import Actor
 from ...errors import PartyTimeout, ProtocolViolation, SecAggAborted
 from ...network.ledger import RejectReason
-from ...network.party import SERVER, Party, Role
+from ...network.party import SERVER, Party
 from ...network.wire import bytes_field_size
 from . import graph as graphs
-from .crypto import CIPHERTEXT_BYTES, KEY_BYTES, public_key_problem
-from .ideal import IdealServer, IdealSum, IdealUser, RowBlock
+from .crypto import KEY_BYTES, public_key_problem
+from .ideal import IdealSum, IdealUser, RowBlock
 from .messages import Advertise, Ciphertexts, Keys, Masked, Reveal, Setup, Shares, Unmask
 from .params import SecAggParams, Stage
-from .real import RealServer, RealUser, x_of
-from .shamir import SHARE_BYTES
+from .real import RealServer, RealUser, rows_of, x_of
 
 
 @dataclass(frozen=True)
@@ -105,18 +105,6 @@ class Aggregate:
     def survivors(self) -> tuple[Party, ...]:
         """U3: the users whose inputs are in `total`."""
         return self.stages[Stage.MASKED_INPUT]
-
-
-def _user(index: int) -> Party:
-    return Party(Role.USER, index)
-
-
-def _indices(parties: Sequence[Party]) -> np.ndarray:
-    return np.array([party.index for party in parties], dtype=np.int32)
-
-
-def _rows(blobs: Sequence[bytes], width: int) -> np.ndarray:
-    return np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), width)
 
 
 # --------------------------------------------------------------------------------------------- user
@@ -212,14 +200,14 @@ async def participate(
     def outcome(result: str) -> Contribution:
         return Contribution(session, tuple(completed), result, later)
 
-    problem = params.setup_problem(me, setup.neighbours.tolist(), setup.threshold)
+    problem = params.setup_problem(me, setup.neighbours, setup.threshold)
     if problem is not None:
         actor.network.ledger.record_rejected(
             actor.now, server, actor.party, Setup.KIND, RejectReason.INVALID,  # type: ignore[attr-defined]
             f"{actor.party} expected a valid {Setup.KIND} from {server}: {problem}",  # type: ignore[attr-defined]
         )
         return outcome("refused")
-    neighbours = {int(index) for index in setup.neighbours}
+    neighbours = set(setup.neighbours.tolist())
     t = setup.threshold
     backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
     if ideal is None and isinstance(x, RowBlock):
@@ -232,28 +220,31 @@ async def participate(
         completed.append(Stage.ADVERTISE_KEYS)
 
         keys: Keys = await _next(actor, Keys, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
-        owners = [int(index) for index in keys.owners]
-        if not set(owners) <= neighbours or me in owners:
+        owners = keys.owners.tolist()
+        if not neighbours.issuperset(owners) or me in owners:
             raise ProtocolViolation(f"{actor.party} received keys of non-neighbours in session {session}")
         if len(owners) + 1 < t:
             return outcome("refused")
-        peers = {owner: (bytes(c), bytes(s)) for owner, c, s in zip(owners, keys.c_publics, keys.s_publics)}
-        for owner, pair in peers.items() if ideal is None else ():
-            problem = next(filter(None, map(public_key_problem, pair)), None)
-            if problem is not None:
-                raise ProtocolViolation(f"{actor.party} received user:{owner}'s keys in session {session}: {problem}")
+        if ideal is None:
+            peers = {owner: (bytes(c), bytes(s)) for owner, c, s in zip(owners, keys.c_publics, keys.s_publics)}
+            for owner, pair in peers.items():
+                problem = next(filter(None, map(public_key_problem, pair)), None)
+                if problem is not None:
+                    raise ProtocolViolation(f"{actor.party} received user:{owner}'s keys in session {session}: {problem}")
+        else:
+            peers = dict.fromkeys(owners)  # ideal mode's keys are zeros: nothing agrees on them
         if crashed(Stage.SHARE_KEYS):
             return outcome("crashed")
-        sealed = backend.share(peers, t)
-        recipients = sorted(sealed)
-        actor.send(server, Shares(session, np.array(recipients, dtype=np.int32), _rows([sealed[r] for r in recipients], CIPHERTEXT_BYTES)))
+        recipients, sealed = backend.share_rows(peers, t)
+        actor.send(server, Shares(session, np.array(recipients, dtype=np.int32), sealed))
+        del sealed
         completed.append(Stage.SHARE_KEYS)
 
         received: Ciphertexts = await _next(actor, Ciphertexts, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
-        senders = [int(index) for index in received.senders]
-        if not set(senders) <= set(peers):
+        senders = received.senders.tolist()
+        if not peers.keys() >= set(senders):
             raise ProtocolViolation(f"{actor.party} received shares from users it gave no keys to in session {session}")
-        backend.receive({sender: bytes(row) for sender, row in zip(senders, received.ciphertexts)})
+        backend.receive_rows(senders, received.ciphertexts)
         if len(senders) + 1 < t:
             return outcome("refused")
         if crashed(Stage.MASKED_INPUT):
@@ -269,8 +260,8 @@ async def participate(
         completed.append(Stage.MASKED_INPUT)
 
         unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
-        survivors = {int(index) for index in unmask.survivors}
-        if not survivors <= set(senders):
+        survivors = set(unmask.survivors.tolist())
+        if not survivors.issubset(senders):
             raise ProtocolViolation(f"{actor.party} was told of survivors that sent it no shares in session {session}")
         if len(survivors) + 1 < t:
             return outcome("refused")
@@ -278,11 +269,10 @@ async def participate(
             return outcome("crashed")
         b_owners = sorted(survivors | {me})
         sk_owners = sorted(set(senders) - survivors)
-        b_shares, sk_shares = backend.reveal(b_owners, sk_owners)
+        b_shares, sk_shares = backend.reveal_rows(b_owners, sk_owners)
         actor.send(
             server,
-            Reveal(session, np.array(b_owners, dtype=np.int32), _rows(b_shares, SHARE_BYTES),
-                   np.array(sk_owners, dtype=np.int32), _rows(sk_shares, SHARE_BYTES)),
+            Reveal(session, np.array(b_owners, dtype=np.int32), b_shares, np.array(sk_owners, dtype=np.int32), sk_shares),
         )
         completed.append(Stage.UNMASKING)
         return outcome("done")
@@ -293,17 +283,58 @@ async def participate(
 # --------------------------------------------------------------------------------------------- server
 
 
-def _check(stage: Stage, alive: Sequence[Party], graph: Mapping[Party, tuple[Party, ...]], t: int) -> None:
-    """Abort unless at least t users remain and every remaining user's neighbourhood holds t of them."""
-    if len(alive) < t:
-        raise SecAggAborted(stage.value, f"{len(alive)} users remain, the threshold is t = {t}")
-    remaining = set(alive)
-    for party in alive:
-        live = 1 + sum(neighbour in remaining for neighbour in graph[party])
-        if live < t:
+class _Graph:
+    """A session's graph (``graph``, and ``places``: the same by positions in the sorted users,
+    `graphs.harary_places`): each user's neighbours as a slice of one array (ascending), so that the
+    server's per-stage questions -- which neighbours are still in, how many -- are array operations, not
+    loops over parties."""
+
+    def __init__(
+        self, everyone: Sequence[Party], graph: Mapping[Party, tuple[Party, ...]], places: Sequence[Sequence[int]]
+    ) -> None:
+        self.everyone = everyone
+        self.graph = graph
+        self.position = {party: place for place, party in enumerate(everyone)}
+        sizes = np.fromiter(map(len, places), dtype=np.int64, count=len(everyone))
+        self.starts = np.zeros(len(everyone) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self.starts[1:])
+        self.columns = np.fromiter(itertools.chain.from_iterable(places), dtype=np.int64, count=int(self.starts[-1]))
+        self.rows = np.repeat(np.arange(len(everyone)), sizes)
+        self.index = np.fromiter((party.index for party in everyone), dtype=np.int32, count=len(everyone))
+
+    def mask(self, parties: Sequence[Party]) -> np.ndarray:
+        """The positions of ``parties`` as a boolean mask."""
+        mask = np.zeros(len(self.everyone), dtype=bool)
+        mask[[self.position[party] for party in parties]] = True
+        return mask
+
+    def around(self, party: Party) -> np.ndarray:
+        """The positions of ``party``'s neighbours, ascending."""
+        place = self.position[party]
+        return self.columns[self.starts[place] : self.starts[place + 1]]
+
+    def neighbours_in(self, party: Party, mask: np.ndarray) -> np.ndarray:
+        """The positions of ``party``'s neighbours in ``mask``, ascending."""
+        around = self.around(party)
+        return around[mask[around]]
+
+    def live(self, mask: np.ndarray) -> np.ndarray:
+        """For each user, the users of its neighbourhood (itself included) in ``mask``."""
+        return 1 + np.bincount(self.rows, weights=mask[self.columns], minlength=len(self.everyone)).astype(np.int64)
+
+    def check(self, stage: Stage, alive: Sequence[Party], t: int) -> None:
+        """Abort unless at least t users remain and every remaining user's neighbourhood holds t of them."""
+        if len(alive) < t:
+            raise SecAggAborted(stage.value, f"{len(alive)} users remain, the threshold is t = {t}")
+        mask = self.mask(alive)
+        live = self.live(mask)
+        short = np.flatnonzero(mask & (live < t))
+        if short.size:
+            party = self.everyone[int(short[0])]  # the first of ``alive`` (sorted) that falls short
             raise SecAggAborted(
                 stage.value,
-                f"{live} of the {len(graph[party]) + 1} users of {party}'s neighbourhood remain, the threshold is t = {t}",
+                f"{live[short[0]]} of the {len(self.graph[party]) + 1} users of {party}'s neighbourhood remain, the "
+                f"threshold is t = {t}",
             )
 
 
@@ -330,6 +361,28 @@ class _Session:
         )
         self.rejected[stage] = tuple(replies.rejected)
         return dict(replies)
+
+
+def _route(
+    graph: _Graph, u2: Sequence[Party], recipients_of: Mapping[Party, np.ndarray], shared: Mapping[Party, Shares]
+) -> dict[Party, tuple[np.ndarray, np.ndarray]]:
+    """Each user of ``u2``'s sealed pairs from the others of ``u2``: (senders ascending, one row each).
+
+    ``shared[u]`` holds one row per position of ``recipients_of[u]`` (u's neighbours that advertised,
+    ascending: the server checked it); the rows addressed to users outside U2 stay with the server."""
+    if not u2:
+        return {}
+    recipients = np.concatenate([recipients_of[party] for party in u2])
+    origin = np.repeat(graph.index[[graph.position[party] for party in u2]], [recipients_of[party].size for party in u2])
+    rows = np.concatenate([shared[party].ciphertexts for party in u2])
+    keep = graph.mask(u2)[recipients]
+    recipients, origin, rows = recipients[keep], origin[keep], rows[keep]
+    order = np.argsort(recipients, kind="stable")  # u2 is sorted: senders stay ascending within each recipient
+    recipients, origin, rows = recipients[order], origin[order], rows[order]
+    places = [graph.position[party] for party in u2]
+    starts = np.searchsorted(recipients, places, side="left").tolist()
+    stops = np.searchsorted(recipients, places, side="right").tolist()
+    return {party: (origin[start:stop], rows[start:stop]) for party, start, stop in zip(u2, starts, stops)}
 
 
 async def aggregate(
@@ -366,9 +419,12 @@ async def aggregate(
     n = len(everyone)
     degree = params.degree(n)
     t = params.threshold_for(n)
-    graph = graphs.complete(everyone) if params.graph == "complete" else graphs.harary(everyone, degree, server.rng)
+    places = graphs.complete_places(n) if params.graph == "complete" else graphs.harary_places(n, degree, server.rng)
+    graph = graphs.by_party(everyone, places)
+    net = _Graph(everyone, graph, places)
+    index = net.index
     for party in everyone:
-        server.send(party, Setup(session, ring.bits, length, t, _indices(graph[party])))
+        server.send(party, Setup(session, ring.bits, length, t, index[net.around(party)]))
 
     # AdvertiseKeys
     def keys_problem(party: Party, body: Advertise) -> str | None:
@@ -382,39 +438,34 @@ async def aggregate(
     advertised: dict[Party, Advertise] = await state.collect(Stage.ADVERTISE_KEYS, Advertise, everyone, keys_problem)  # type: ignore[assignment]
     u1 = tuple(sorted(advertised))
     state.stages[Stage.ADVERTISE_KEYS] = u1
-    _check(Stage.ADVERTISE_KEYS, u1, graph, t)
+    net.check(Stage.ADVERTISE_KEYS, u1, t)
+    in_u1 = net.mask(u1)
+    c_publics = np.zeros((n, KEY_BYTES), dtype=np.uint8)
+    s_publics = np.zeros((n, KEY_BYTES), dtype=np.uint8)
+    if u1:
+        places = [net.position[party] for party in u1]
+        c_publics[places] = rows_of([advertised[party].c_public for party in u1], KEY_BYTES)
+        s_publics[places] = rows_of([advertised[party].s_public for party in u1], KEY_BYTES)
+    recipients_of: dict[Party, np.ndarray] = {}  # each user's neighbours that advertised (positions)
     for party in u1:
-        owners = [peer for peer in graph[party] if peer in advertised]
-        server.send(party, Keys(
-            session, _indices(owners),
-            _rows([advertised[peer].c_public for peer in owners], 32),
-            _rows([advertised[peer].s_public for peer in owners], 32),
-        ))
+        owners = recipients_of[party] = net.neighbours_in(party, in_u1)
+        server.send(party, Keys(session, index[owners], c_publics[owners], s_publics[owners]))
 
     # ShareKeys
-    def recipients_of(party: Party) -> list[int]:
-        return [peer.index for peer in graph[party] if peer in advertised]
-
     def shares_problem(party: Party, body: Shares) -> str | None:
-        expected = recipients_of(party)
-        received = body.recipients.tolist()
-        return None if received == expected else f"shares for users {expected}, received them for {received}"
+        expected = index[recipients_of[party]]
+        if np.array_equal(body.recipients, expected):
+            return None
+        return f"shares for users {expected.tolist()}, received them for {body.recipients.tolist()}"
 
     shared: dict[Party, Shares] = await state.collect(Stage.SHARE_KEYS, Shares, u1, shares_problem)  # type: ignore[assignment]
     u2 = tuple(sorted(shared))
     state.stages[Stage.SHARE_KEYS] = u2
-    _check(Stage.SHARE_KEYS, u2, graph, t)
-    inbox: dict[Party, list[tuple[int, np.ndarray]]] = {party: [] for party in u2}
-    for sender in u2:
-        for recipient, row in zip(recipients_of(sender), shared[sender].ciphertexts):
-            if _user(recipient) in inbox:
-                inbox[_user(recipient)].append((sender.index, row))
+    net.check(Stage.SHARE_KEYS, u2, t)
+    routed = _route(net, u2, recipients_of, shared)
     for party in u2:
-        rows = inbox[party]  # in sorted sender order: u2 is sorted
-        server.send(party, Ciphertexts(
-            session, np.array([sender for sender, _ in rows], dtype=np.int32),
-            np.stack([row for _, row in rows]) if rows else np.zeros((0, CIPHERTEXT_BYTES), dtype=np.uint8),
-        ))
+        server.send(party, Ciphertexts(session, *routed.pop(party)))  # views of every sealed pair: none stays
+    del shared, recipients_of
 
     # MaskedInputCollection
     word = np.dtype(ring.dtype).newbyteorder("<")
@@ -428,56 +479,74 @@ async def aggregate(
     masked: dict[Party, Masked] = await state.collect(Stage.MASKED_INPUT, Masked, u2, masked_problem)  # type: ignore[assignment]
     u3 = tuple(sorted(masked))
     state.stages[Stage.MASKED_INPUT] = u3
-    _check(Stage.MASKED_INPUT, u3, graph, t)
+    net.check(Stage.MASKED_INPUT, u3, t)
     total = np.zeros(length, dtype=ring.dtype)
     for party in u3 if ideal is None else ():
         total = ring.add(total, np.frombuffer(masked[party].masked, dtype=word).astype(ring.dtype))
-    in_u2, in_u3 = set(u2), set(u3)
+    del masked
+    in_u2, in_u3 = net.mask(u2), net.mask(u3)
     for party in u3:
-        server.send(party, Unmask(session, _indices([peer for peer in graph[party] if peer in in_u3])))
+        server.send(party, Unmask(session, index[net.neighbours_in(party, in_u3)]))
 
     # Unmasking
-    def wanted(holder: Party) -> tuple[list[int], list[int]]:
-        """The owners whose shares of b, and of s^SK, the server asks ``holder`` for."""
-        want_b = sorted({peer.index for peer in graph[holder] if peer in in_u3} | {holder.index})
-        want_sk = [peer.index for peer in graph[holder] if peer in in_u2 and peer not in in_u3]
-        return want_b, want_sk
+    dropped = in_u2 & ~in_u3
+
+    def wanted(holder: Party) -> tuple[np.ndarray, np.ndarray]:
+        """The owners (positions, ascending) whose shares of b, and of s^SK, the server asks ``holder`` for."""
+        around = net.around(holder)
+        want_b = np.sort(np.append(around[in_u3[around]], net.position[holder]))
+        return want_b, around[dropped[around]]
 
     def reveal_problem(holder: Party, body: Reveal) -> str | None:
-        want_b, want_sk = wanted(holder)
-        received = (body.b_owners.tolist(), body.sk_owners.tolist())
-        if received == (want_b, want_sk):
+        want_b, want_sk = (index[places] for places in wanted(holder))
+        if np.array_equal(body.b_owners, want_b) and np.array_equal(body.sk_owners, want_sk):
             return None
-        return f"shares of b of {want_b} and of s^SK of {want_sk}, received them of {received[0]} and {received[1]}"
+        return (f"shares of b of {want_b.tolist()} and of s^SK of {want_sk.tolist()}, received them of "
+                f"{body.b_owners.tolist()} and {body.sk_owners.tolist()}")
 
     revealed: dict[Party, Reveal] = await state.collect(Stage.UNMASKING, Reveal, u3, reveal_problem)  # type: ignore[assignment]
     u5 = tuple(sorted(revealed))
     state.stages[Stage.UNMASKING] = u5
     if len(u5) < t:
         raise SecAggAborted(Stage.UNMASKING.value, f"{len(u5)} users revealed shares, the threshold is t = {t}")
-    dropped = sorted(in_u2 - in_u3)
-    partners = {v.index: [u.index for u in graph[v] if u in in_u3] for v in dropped}
-    b_shares: dict[int, dict[int, bytes]] = {party.index: {} for party in u3}
-    sk_shares: dict[int, dict[int, bytes]] = {v: {} for v, survivors in partners.items() if survivors}
-    for holder in u5:
-        message = revealed[holder]
-        want_b, want_sk = wanted(holder)
-        for owner, row in zip(want_b, message.b_shares):
+    asked = {holder: wanted(holder) for holder in u5}
+    none = np.zeros(0, dtype=np.int64)
+    b_count = np.bincount(np.concatenate([none, *(b for b, _ in asked.values())]), minlength=n)
+    sk_count = np.bincount(np.concatenate([none, *(sk for _, sk in asked.values())]), minlength=n)
+    # The secrets to rebuild: b of each user in U3; s^SK of each user in U2 \ U3 with a neighbour in U3.
+    partnered = np.flatnonzero(dropped & (net.live(in_u3) > 1))
+    for what, owners, count in (("b", np.flatnonzero(in_u3), b_count), ("s^SK", partnered, sk_count)):
+        short = owners[count[owners] < t]
+        if short.size:
+            raise SecAggAborted(
+                Stage.UNMASKING.value,
+                f"{count[short[0]]} shares of {what} of user:{index[short[0]]} were revealed, the threshold is t = {t}",
+            )
+    if ideal is not None:
+        total = ideal.release(session, index[in_u3].tolist(), ring, length)
+    else:
+        total = _unmask_real(session, ring, total, net, advertised, revealed, asked, partnered, in_u3, t)
+    return Aggregate(session, total, t, degree, graph, dict(state.stages), dict(state.rejected))
+
+
+def _unmask_real(  # type: ignore[no-untyped-def]
+    session: int, ring, total: np.ndarray, net: _Graph, advertised, revealed, asked, partnered: np.ndarray,
+    in_u3: np.ndarray, t: int,
+) -> np.ndarray:
+    """Real mode: the revealed shares by secret (x-coordinate -> share) and `RealServer.unmask`."""
+    index = net.index
+    b_shares: dict[int, dict[int, bytes]] = {int(owner): {} for owner in index[in_u3]}
+    partners = {int(index[place]): index[net.neighbours_in(net.everyone[place], in_u3)].tolist() for place in partnered}
+    sk_shares: dict[int, dict[int, bytes]] = {owner: {} for owner in partners}
+    for holder, message in revealed.items():
+        want_b, want_sk = asked[holder]
+        for owner, row in zip(index[want_b].tolist(), message.b_shares):
             b_shares[owner][x_of(holder.index)] = bytes(row)
-        for owner, row in zip(want_sk, message.sk_shares):
+        for owner, row in zip(index[want_sk].tolist(), message.sk_shares):
             if owner in sk_shares:
                 sk_shares[owner][x_of(holder.index)] = bytes(row)
-    for what, shares in (("b", b_shares), ("s^SK", sk_shares)):
-        for owner, held in sorted(shares.items()):
-            if len(held) < t:
-                raise SecAggAborted(
-                    Stage.UNMASKING.value,
-                    f"{len(held)} shares of {what} of user:{owner} were revealed, the threshold is t = {t}",
-                )
-    backend = IdealServer(ideal, session, ring) if ideal is not None else RealServer(session, ring)
-    s_publics = {party.index: advertised[party].s_public for party in u1}
-    total = backend.unmask(total, s_publics, b_shares, sk_shares, partners, t)
-    return Aggregate(session, total, t, degree, graph, dict(state.stages), dict(state.rejected))
+    s_publics = {party.index: advertised[party].s_public for party in advertised}
+    return RealServer(session, ring).unmask(total, s_publics, b_shares, sk_shares, partners, t)
 
 
 __all__ = ["Aggregate", "Contribution", "aggregate", "participate"]
