@@ -100,6 +100,7 @@ def test_the_ordered_sum_is_the_mean_in_party_order_whatever_the_arrival_order()
     for seed in range(30):
         arrival = np.random.default_rng(seed).permutation(sorted(answering))
         copies = values.copy()
+        copies.setflags(write=False)  # as a zero-copy decoded message's array is
         ordered = OrderedSum(parties, group=2, block=16)
         for position in arrival:
             if answering[int(position)] == "add":

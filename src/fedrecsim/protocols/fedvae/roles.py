@@ -12,10 +12,12 @@ them if fewer), sends each ω (encoded once), waits for their gradients until th
 validates every one as it arrives (`validation`; a rejected one is recorded in the ledger and its
 sender's reply is spent), and runs GlobalUpdate on the accepted ones in sorted party order
 (`aggregation`): without SecureFilter it sums each accepted gradient as it comes, in party order
-(`OrderedSum`: the same float32 sum as adding them up after the deadline), and lets it go; Krum scores
-every gradient against every other, so with Krum they are kept until the deadline. ω and Adam's moments
-are the server's own arrays, stepped in place (ω is encoded into the round's requests before it moves). It receives only its run's gradient kind and membership messages; any other kind is
-rejected by the network. It never learns which users are attackers.
+(`OrderedSum`: the same float32 sum as adding them up after the deadline), and keeps no list of them
+(`Actor.gather` itself still holds each reply until the deadline); Krum scores every gradient against
+every other, so with Krum they are kept until the deadline. ω and Adam's moments are the server's own
+arrays, stepped in place: ω is encoded into the round's requests (bytes of their own) before it moves.
+It receives only its run's gradient kind and membership messages; any other kind is rejected by the
+network. It never learns which users are attackers.
 """
 
 from __future__ import annotations
