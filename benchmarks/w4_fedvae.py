@@ -4,40 +4,39 @@ The standard size is Polato's ml-1m setting (Table II): synthetic interactions o
 items (575,259 of them, 400 users held out), R = 250, Mult-VAE 3,520 -> 600 -> 200 in float32 (ω and
 every gradient are 4,589,120 entries, 18.4 MB).
 
-``sim_s``: `fedrecsim.run` of that scenario for three rounds with zero latency, the second round timed
-(from the progress callback): the server encodes ω once, 250 users each decode it, run one
-forward/backward pass and encode their gradient, the server decodes and validates the 250 gradients,
-averages them and takes one Adam step. Round 1 is left out because it also allocates what later rounds
-reuse; round 3 is followed by the held-out users' evaluation. SecureFilter is off (plain averaging) in
-this line, because the floor aggregates nothing either.
+Every figure of the headline is CPU time (`time.process_time`, every thread of the process) measured in
+ONE process (`measure`), sides one after the other: a shared machine's load inflates wall times unevenly
+between sides run apart (wall ratios once put the round below its "bound"), while the CPU a side spends
+is its own. Run it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not spin.
+
+``sim_s``: `fedrecsim.run` of the scenario for three rounds with zero latency, the CPU of the second
+round (from the progress callback): the server encodes ω once, 250 users each decode it, run one
+forward/backward pass and encode their gradient, the network hashes every byte into the transcript and
+delivers, the server validates each gradient and sums it in party order as it comes (`OrderedSum`),
+and takes one Adam step in place. Round 1 is left out because it also allocates what later rounds
+reuse; round 3 is followed by the held-out users' evaluation. SecureFilter is off (plain averaging),
+because the floor aggregates nothing either. The process keeps freed memory mapped, as the ``fedrecsim``
+command does (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident
+memory right after the run (the run comes first, so it is the run's), beside ``messages_mb``, the
+gradients' bytes of one round.
 
 ``floor_s``: the same 250 users' gradients -- each user's own gradient, not their sum -- computed in one
 batched numpy pass without actors, messages or validation (`fedrecsim.models.multvae.
-dense_user_gradients` over a 250-user batch into a preallocated ``[250, P]`` array), timed on the second
-of two passes so that the array's pages are already mapped. ``ratio = sim_s / floor_s``; the target is
-<= 2.
+dense_user_gradients` over a 250-user batch into a preallocated ``[250, P]`` array), the second of two
+passes so that the array's pages are already mapped. ``ratio = sim_s / floor_s``.
 
-``sim_s`` runs as the ``fedrecsim`` command runs a scenario: glibc keeps the memory the process frees
-mapped (`fedrecsim.allocator.keep_freed_memory`), as the floor's preallocated array is.
-``sim_default_allocator_s`` is the same round with glibc's defaults, as `fedrecsim.run` runs in a
-program of one's own that did not make the call: each round allocates 9.2 GB the previous round gave
-back -- the 250 encoded gradients in flight (the network holds every message until it is delivered) and
-the 250 decoded ones the server holds until it aggregates -- and glibc returns freed heap to the
-kernel, so the next round faults every page in again (on a loaded 2-core VM, about 15 of 19 s, nearly
-all of it kernel time). What ``sim_s`` spends beyond the floor is real work, each a pass over 18 MB per
-user: one copy of each gradient into its message, msgpack's copy of it out and ours into an aligned
-array, the ledger's hash over it, the server's validation pass and the average.
-
-``message_passes_s`` is what carrying the gradients as messages costs at the least, with nothing else
-around it (`message_passes`): one copy of each into bytes and one back, the transcript's hash, the
-server's check and its average. ``ratio_bound = (floor_s + message_passes_s) / floor_s`` is the lowest
-ratio a simulator that really encodes, hashes, checks and averages each message can reach (as measured on
-the same machine, so it shares the machine's noise); the target of 2 lies below it at this size.
+``bound``: what a simulator that really carries each gradient as bytes must add to the floor at least,
+each term measured on the floor's 250 gradients in the same process: ``hash_s``, one XXH3-128 pass over
+their bytes (the transcript hashes every byte); ``check_sum_s``, one fused pass that, block by block,
+checks a gradient (the finiteness and norm dot product of `validation`) and adds it to one running
+sum, 16 gradients at a time so that the sum's block stays in cache (`fused_check_and_sum`); ``adam_s``, the round's Adam step in place (`aggregation.descend`). ``bound = (floor_s + hash_s +
+check_sum_s + adam_s) / floor_s``. ``server_sum_s`` is the server's own validation and ordered sum
+(`validated_gradient`, `OrderedSum`) on the same gradients, beside the fused pass it is bounded by.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
-own cost on the floor's 250 gradients (the 250 x 250 distances and the choice): Krum is O(R^2 P) by
-definition, so it is reported beside the line, not hidden in it. Every side runs in a fresh interpreter
-(`run_isolated`), which also reports its peak resident memory.
+own cost on the floor's 250 gradients (the 250 x 250 distances and the choice), both CPU: Krum is
+O(R^2 P) by definition, so it is reported beside the line, not hidden in it; its round runs in a process
+of its own (`run_isolated`), since Krum needs every gradient at once.
 """
 
 from __future__ import annotations
@@ -54,15 +53,23 @@ import fedrecsim
 from fedrecsim.allocator import keep_freed_memory
 from fedrecsim.data import prepare_data
 from fedrecsim.errors import SimulationError
+from fedrecsim.mechanisms.adam import adam_init
 from fedrecsim.mechanisms.krum import krum_select, pairwise_squared_distances
 from fedrecsim.models.multvae import Batch, Layout, dense_user_gradients, draw_noise, init_params
-from fedrecsim.protocols.fedvae.aggregation import average
+from fedrecsim.network.party import Party, Role
+from fedrecsim.protocols.fedvae.aggregation import OrderedSum, descend, unfiltered
+from fedrecsim.protocols.fedvae.messages import Gradient
+from fedrecsim.protocols.fedvae.validation import MAX_NORM, validated_gradient
 from fedrecsim.scenario import parse_scenario
 
-from .common import Options, run_isolated
+from .common import Options, peak_rss_mb, run_isolated
 
 STANDARD = {"users": 6034, "items": 3520, "ratings": 575_259, "users_per_round": 250, "hidden": 600, "latent": 200}
 QUICK = {"users": 300, "items": 300, "ratings": 9_000, "users_per_round": 50, "hidden": 64, "latent": 16}
+# Coordinates per block of the fused check-and-sum pass: 256 KB of float32, a core's L2 share.
+_BLOCK = 1 << 16
+# Rows the fused pass sums at a time: the sum's block is read and written once per group.
+_GROUP = 16
 
 
 def tables(size: dict[str, int], secure_filter: str = "none") -> dict[str, Any]:
@@ -82,20 +89,18 @@ def tables(size: dict[str, int], secure_filter: str = "none") -> dict[str, Any]:
     }
 
 
-def sim(size: dict[str, int], secure_filter: str = "none", keep_memory: bool = True) -> dict[str, float]:
-    """Wall seconds of round 2 of the W4 scenario (module docstring); ``keep_memory``: as the command runs it."""
-    if keep_memory:
-        keep_freed_memory()
+def sim(size: dict[str, int], secure_filter: str = "none") -> dict[str, float]:
+    """CPU seconds of round 2 of the W4 scenario (module docstring)."""
     marks: list[float] = []
-    result = fedrecsim.run(tables(size, secure_filter), progress=lambda completed, total: marks.append(time.perf_counter()))
+    result = fedrecsim.run(tables(size, secure_filter), progress=lambda completed, total: marks.append(time.process_time()))
     second = result.rounds[1]
     if second["gradients"] != size["users_per_round"] or not second["updated"]:
         raise SimulationError(f"W4 round 2 did not aggregate {size['users_per_round']} gradients: {second}")
     return {"seconds": marks[1] - marks[0]}
 
 
-def floor(size: dict[str, int], krum: bool = False) -> dict[str, float]:
-    """Wall seconds of the batched pass (second of two), and of Krum on its gradients if ``krum``."""
+def floor_gradients(size: dict[str, int]) -> tuple[np.ndarray, np.ndarray, float]:
+    """The floor (module docstring): ``(gradients [R, P], ω, CPU seconds of the second pass)``."""
     scenario = parse_scenario(tables(size))
     train, test = prepare_data(scenario.data, scenario.run.seed)
     hyper = scenario.protocol.hyper()
@@ -109,71 +114,117 @@ def floor(size: dict[str, int], krum: bool = False) -> dict[str, float]:
     seconds = math.inf
     for _ in range(2):
         noise = draw_noise(rng, batch, hyper)
-        start = time.perf_counter()
+        start = time.process_time()
         dense_user_gradients(omega, layout, batch, noise, hyper, out=out)
-        seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "params": float(layout.size)}
-    if krum:
-        start = time.perf_counter()
-        krum_select(pairwise_squared_distances(out), math.floor(0.1 * users.size), 1)
-        result["krum_seconds"] = time.perf_counter() - start
-    return result
+        seconds = time.process_time() - start
+    return out, omega, seconds
 
 
-def message_passes(size: dict[str, int]) -> dict[str, float]:
-    """Wall seconds of the passes over the users' gradients that carrying them as messages cannot avoid,
-    with no protocol, network or actor around them (second of two rounds, memory kept as the command
-    keeps it): each gradient copied once into bytes and once back into an aligned array (plain memory
-    copies), the transcript's hash over the bytes, and the server's own check (one dot product per
-    gradient: `fedrecsim.protocols.fedvae.validation`) and average (`aggregation.average`). Any simulator
-    that really encodes, hashes, checks and averages each message makes at least these passes."""
+def fused_check_and_sum(gradients: np.ndarray, block: int = _BLOCK, group: int = _GROUP) -> np.ndarray:
+    """The sum of ``gradients`` (rows, added in row order), checking each on the way, in one pass over
+    each: ``group`` rows at a time, block by block, each row's block has its squared norm added to the
+    row's (NaN or Inf if any entry is) and is added to the sum's block, which stays in cache meanwhile;
+    a row whose squared norm is not finite or above `MAX_NORM` squared fails. The least a server that
+    validates and sums every gradient reads (the bound's check-and-sum term)."""
+    total = np.empty_like(gradients[0])
+    limit = MAX_NORM * MAX_NORM
+    for first in range(0, len(gradients), group):
+        rows = gradients[first : first + group]
+        squared = [0.0] * len(rows)
+        for start in range(0, total.size, block):
+            part = total[start : start + block]
+            for row, gradient in enumerate(rows):
+                piece = gradient[start : start + block]
+                squared[row] += float(piece @ piece)
+                if first or row:
+                    part += piece
+                else:
+                    part[...] = piece
+        for row, value in enumerate(squared):
+            if not value <= limit:
+                raise SimulationError(
+                    f"W4's floor gradient {first + row} is not finite, or its norm exceeds {MAX_NORM:.0e}"
+                )
+    return total
+
+
+def _server_sum(gradients: np.ndarray, layout: Layout) -> np.ndarray | None:
+    """The server's validation and ordered sum (`OrderedSum`) of ``gradients``, as its round runs them."""
+    parties = [Party(Role.USER, index) for index in range(len(gradients))]
+    total = OrderedSum(parties)
+    for party, gradient in zip(parties, gradients):
+        total.add(party, validated_gradient(party, 2, Gradient(2, gradient), layout))
+    return total.mean()
+
+
+def _cpu(function: Any, *args: Any) -> tuple[Any, float]:
+    start = time.process_time()
+    result = function(*args)
+    return result, time.process_time() - start
+
+
+def measure(size: dict[str, int]) -> dict[str, float]:
+    """Every side of the headline in this one process, in CPU seconds (module docstring): the run first
+    (so that the peak resident memory read after it is the run's), then the floor and the bound's terms."""
     keep_freed_memory()
-    scenario = parse_scenario(tables(size))
-    train, _ = prepare_data(scenario.data, scenario.run.seed)
-    params = Layout.of(train.n_items, scenario.protocol.hyper()).size
-    rng = np.random.default_rng(4)
-    gradients = [rng.standard_normal(params, dtype=np.float32) for _ in range(size["users_per_round"])]
-    seconds = math.inf
-    for _ in range(2):
-        start = time.perf_counter()
-        encoded = [gradient.tobytes() for gradient in gradients]
+    sim_s = sim(size)["seconds"]
+    sim_peak = peak_rss_mb()
+    gradients, omega, floor_s = floor_gradients(size)
+    layout = Layout.of(size["items"], parse_scenario(tables(size)).protocol.hyper())
+
+    def hash_all() -> bytes:
         digest = xxhash.xxh3_128()
-        for data in encoded:
-            digest.update(data)
-        decoded = [np.frombuffer(data, dtype=np.float32).copy() for data in encoded]
-        if not all(math.isfinite(float(gradient @ gradient)) for gradient in decoded):
-            raise SimulationError("W4's drawn gradients are finite")
-        average(decoded, np.arange(len(decoded)))
-        seconds = time.perf_counter() - start
-        del encoded, decoded
-    return {"seconds": seconds}
+        for gradient in gradients:
+            digest.update(memoryview(gradient).cast("B"))
+        return digest.digest()
+
+    _, hash_s = _cpu(hash_all)
+    total, check_sum_s = _cpu(fused_check_and_sum, gradients)
+    mean, server_sum_s = _cpu(_server_sum, gradients, layout)
+    if mean is None or not np.array_equal(mean, total / np.float32(len(gradients))):
+        raise SimulationError("the server's ordered sum and the fused pass disagree on W4's floor gradients")
+    config = parse_scenario(tables(size)).protocol
+    _, adam_s = _cpu(descend, omega, mean, adam_init(omega), config.adam(), unfiltered(len(gradients)), 0.0)
+    return {
+        "sim_s": sim_s, "floor_s": floor_s, "hash_s": hash_s, "check_sum_s": check_sum_s, "adam_s": adam_s,
+        "server_sum_s": server_sum_s, "params": float(layout.size), "sim_peak_mb": sim_peak,
+        "messages_mb": gradients.nbytes / 2**20,
+    }
+
+
+def krum(size: dict[str, int]) -> dict[str, float]:
+    """CPU seconds of round 2 with Krum, and of Krum on the floor's gradients (a process of its own)."""
+    keep_freed_memory()
+    round_s = sim(size, secure_filter="krum")["seconds"]
+    gradients, _, _ = floor_gradients(size)
+    _, filter_s = _cpu(lambda: krum_select(pairwise_squared_distances(gradients), math.floor(0.1 * len(gradients)), 1))
+    return {"round_s": round_s, "filter_s": filter_s}
 
 
 def run(options: Options) -> Iterator[str]:
-    """``W4 fedvae sim_s=... floor_s=... ratio=...`` and, beside it, the round with glibc's default
-    allocator and Krum's round and filter."""
+    """``W4 fedvae sim_s=... floor_s=... ratio=... bound=...``, the bound's terms, peak memory and Krum's
+    round and filter beside it."""
     size = QUICK if options.quick else STANDARD
     repeats = options.repeats or 1
-    sims = [run_isolated(__name__, "sim", size=size) for _ in range(repeats)]
-    defaults = [run_isolated(__name__, "sim", size=size, keep_memory=False) for _ in range(repeats)]
-    floors = [run_isolated(__name__, "floor", size=size, krum=True) for _ in range(repeats)]
-    krums = [run_isolated(__name__, "sim", size=size, secure_filter="krum") for _ in range(repeats)]
-    passes = [run_isolated(__name__, "message_passes", size=size) for _ in range(repeats)]
-    sim_s = min(result["seconds"] for result in sims)
-    passes_s = min(result["seconds"] for result in passes)
-    default_s = min(result["seconds"] for result in defaults)
-    floor_s = min(result["seconds"] for result in floors)
-    krum_round_s = min(result["seconds"] for result in krums)
-    krum_filter_s = min(result["krum_seconds"] for result in floors)
+    runs = [run_isolated(__name__, "measure", size=size) for _ in range(repeats)]
+    krums = [run_isolated(__name__, "krum", size=size) for _ in range(repeats)]
+
+    def best(name: str) -> float:
+        return min(result[name] for result in runs)
+
+    sim_s, floor_s = best("sim_s"), best("floor_s")
+    terms = ("hash_s", "check_sum_s", "adam_s")
+    bound = (floor_s + sum(best(term) for term in terms)) / floor_s
     yield (
-        f"W4 fedvae sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.2f} "
-        f"sim_default_allocator_s={default_s:.3f} ratio_default_allocator={default_s / floor_s:.2f} "
-        f"message_passes_s={passes_s:.3f} ratio_bound={(floor_s + passes_s) / floor_s:.2f} "
-        f"krum_round_s={krum_round_s:.3f} krum_filter_s={krum_filter_s:.3f} users_per_round={size['users_per_round']} "
-        f"items={size['items']} params={int(floors[0]['params'])} "
-        f"sim_peak_mb={max(result['peak_rss_mb'] for result in sims):.0f} "
-        f"floor_peak_mb={max(result['peak_rss_mb'] for result in floors):.0f}"
+        f"W4 fedvae sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.2f} bound={bound:.2f} "
+        + " ".join(f"{term}={best(term):.3f}" for term in terms)
+        + f" server_sum_s={best('server_sum_s'):.3f} cpu=process_time "
+        f"krum_round_s={min(result['round_s'] for result in krums):.3f} "
+        f"krum_filter_s={min(result['filter_s'] for result in krums):.3f} users_per_round={size['users_per_round']} "
+        f"items={size['items']} params={int(runs[0]['params'])} "
+        f"sim_peak_mb={max(result['sim_peak_mb'] for result in runs):.0f} "
+        f"messages_mb={runs[0]['messages_mb']:.0f} krum_peak_mb={max(result['peak_rss_mb'] for result in krums):.0f}"
     )
 
 
-__all__ = ["QUICK", "STANDARD", "floor", "message_passes", "run", "sim", "tables"]
+__all__ = ["QUICK", "STANDARD", "floor_gradients", "fused_check_and_sum", "krum", "measure", "run", "sim", "tables"]

@@ -1,11 +1,15 @@
-"""W4 at its quick size: both sides run, the line has its fields; nothing here looks at how long they took."""
+"""W4 at its quick size: every side runs, the line has its fields; nothing here looks at how long they took."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
+import pytest
+
 from benchmarks import w4_fedvae, workloads
 from benchmarks.common import Options
+from fedrecsim.errors import SimulationError
 from fedrecsim.models.multvae import Layout, MultVAEHyper
 
 
@@ -18,50 +22,52 @@ def test_w4_is_discovered_at_the_papers_ml1m_size() -> None:
 
 
 def test_the_simulated_round_aggregates_every_sampled_users_gradient() -> None:
-    assert w4_fedvae.sim(w4_fedvae.QUICK, keep_memory=False)["seconds"] > 0
-    assert w4_fedvae.sim(w4_fedvae.QUICK, secure_filter="krum", keep_memory=False)["seconds"] > 0
+    assert w4_fedvae.sim(w4_fedvae.QUICK)["seconds"] > 0
+    assert w4_fedvae.sim(w4_fedvae.QUICK, secure_filter="krum")["seconds"] > 0
 
 
-def test_the_floor_computes_the_users_gradients_and_krums_choice() -> None:
-    result = w4_fedvae.floor(w4_fedvae.QUICK, krum=True)
-    assert set(result) == {"seconds", "params", "krum_seconds"}
-    assert result["params"] == Layout.of(300, MultVAEHyper(hidden=64, latent=16)).size
+def test_the_floor_computes_each_users_gradient() -> None:
+    gradients, omega, seconds = w4_fedvae.floor_gradients(w4_fedvae.QUICK)
+    size = Layout.of(300, MultVAEHyper(hidden=64, latent=16)).size
+    assert gradients.shape == (50, size) and omega.shape == (size,) and seconds > 0
+    assert len({row.tobytes() for row in gradients}) == 50  # fifty users, fifty different gradients
+
+
+def test_the_fused_pass_sums_in_row_order_and_checks_every_block() -> None:
+    gradients = np.array([[1e8, 1.0, 2.0], [1.0, 1.0, 2.0], [-1e8, 1.0, 2.0]], dtype=np.float32)
+    for group in (1, 2, 3):  # (1e8 + 1) - 1e8 in float32, whatever the grouping
+        assert w4_fedvae.fused_check_and_sum(gradients, block=2, group=group).tolist() == [0.0, 3.0, 6.0]
+    gradients[1, 2] = np.nan
+    with pytest.raises(SimulationError, match="gradient 1"):
+        w4_fedvae.fused_check_and_sum(gradients, block=2)
 
 
 def test_the_line(monkeypatch) -> None:
     calls = []
 
     def in_process(module: str, function: str, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append((function, kwargs.get("secure_filter", "none"), kwargs.get("keep_memory", True)))
-        result = getattr(w4_fedvae, function)(**{**kwargs, "keep_memory": False} if function == "sim" else kwargs)
-        return {**result, "peak_rss_mb": 100.0}
+        calls.append(function)
+        return {**getattr(w4_fedvae, function)(**kwargs), "peak_rss_mb": 100.0}
 
     monkeypatch.setattr(w4_fedvae, "run_isolated", in_process)
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: True)  # the test process keeps glibc's defaults
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
-        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d "
-        rf"sim_default_allocator_s={number} ratio_default_allocator=\d+\.\d\d message_passes_s={number} ratio_bound=\d+\.\d\d "
+        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d hash_s={number} "
+        rf"check_sum_s={number} adam_s={number} server_sum_s={number} cpu=process_time "
         rf"krum_round_s={number} krum_filter_s={number} "
-        r"users_per_round=50 items=300 params=\d+ sim_peak_mb=100 floor_peak_mb=100",
+        r"users_per_round=50 items=300 params=\d+ sim_peak_mb=\d+ messages_mb=\d+ krum_peak_mb=100",
         line,
     ), line
-    # The headline and Krum's rounds run as the command does; one round runs with glibc's defaults.
-    expected = [("sim", "none", True), ("sim", "none", False), ("floor", "none", True), ("sim", "krum", True),
-                ("message_passes", "none", True)]
-    assert sorted(calls, key=str) == sorted(expected, key=str)
+    assert sorted(calls) == ["krum", "measure"]  # the headline's sides share one process; Krum's round has its own
 
 
-def test_the_message_passes_run_on_the_users_gradients(monkeypatch) -> None:
-    monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: True)  # the test process keeps glibc's defaults
-    assert w4_fedvae.message_passes(w4_fedvae.QUICK)["seconds"] > 0
-
-
-def test_the_headline_round_keeps_freed_memory_as_the_command_does(monkeypatch) -> None:
+def test_every_side_runs_in_one_process_as_the_command_runs(monkeypatch) -> None:
     kept: list[bool] = []
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
-    w4_fedvae.sim(w4_fedvae.QUICK, keep_memory=False)
-    assert kept == []
-    w4_fedvae.sim(w4_fedvae.QUICK)
+    result = w4_fedvae.measure(w4_fedvae.QUICK)
     assert kept == [True]
+    assert set(result) == {"sim_s", "floor_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params", "sim_peak_mb",
+                           "messages_mb"}
+    assert result["messages_mb"] == 50 * result["params"] * 4 / 2**20

@@ -16,7 +16,7 @@ from fedrecsim.mechanisms.adam import AdamHyper, adam_init, adam_step
 from fedrecsim.models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, init_params
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.protocols.fedvae.aggregation import FilterSettings
+from fedrecsim.protocols.fedvae.aggregation import FilterSettings, OrderedSum
 from fedrecsim.protocols.fedvae.messages import Gradient, Model, SparseGradient
 from fedrecsim.protocols.fedvae.roles import FedVAEServer, FedVAEUser
 from fedrecsim.testing import Constant, LinkSpec, open_network
@@ -66,6 +66,35 @@ async def test_a_round_is_one_adam_step_along_the_mean_of_the_sampled_users_grad
     expected, _ = adam_step(omega, mean.astype(np.float32), adam_init(omega), AdamHyper(eta=0.01))
     np.testing.assert_allclose(server.omega, expected, rtol=0, atol=1e-6)
     assert server.adam.t == 1
+
+
+async def test_replies_arriving_out_of_party_order_are_averaged_in_party_order_bit_for_bit(autojump_clock, monkeypatch) -> None:
+    """Replies delayed at random arrive out of party order; the server sums each as it comes (`OrderedSum`)
+    and its ω is, to the bit, one Adam step along the mean summed here in party order in float32."""
+    arrivals: list[int] = []
+    add = OrderedSum.add
+
+    def spy(self, party: Party, gradient: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        arrivals.append(party.index)
+        add(self, party, gradient)
+
+    monkeypatch.setattr(OrderedSum, "add", spy)
+    omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))
+    rows = {0: [0, 2, 5], 1: [1, 2], 2: [3, 4, 5], 3: [0, 1], 4: [2, 3, 4], 5: [5], 6: [0, 4]}
+    links = LinkSpec(Constant(0.01), reorder=0.7, reorder_delay_s=2.0)
+    async with open_network(links=links, seed=3) as sim:
+        server = _server(sim.network, omega.copy(), users_per_round=10)
+        users = [_user(sim.network, index, items, 20 + index) for index, items in rows.items()]
+        sim.attach(SERVER)
+        async with sim.population(users).open():
+            await trio.sleep(5.0)  # every join has arrived
+            report = await server.round(1, 0.0, trio.current_time() + 10)
+    assert report.accepted == tuple(user.party for user in users) and arrivals != sorted(arrivals)
+    total = _expected_gradient(omega, rows[0], 20).copy()
+    for index in range(1, len(rows)):
+        total += _expected_gradient(omega, rows[index], 20 + index)
+    expected, _ = adam_step(omega, total / np.float32(len(rows)), adam_init(omega), AdamHyper(eta=0.01))
+    assert np.array_equal(server.omega, expected)
 
 
 class Replayer(User):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,16 @@ from fedrecsim.errors import ProtocolViolation
 from fedrecsim.mechanisms.adam import AdamHyper, adam_init, adam_step
 from fedrecsim.models.multvae import Layout
 from fedrecsim.network.party import Party, Role
-from fedrecsim.protocols.fedvae.aggregation import FilterSettings, average, global_update, secure_filter
+from fedrecsim.protocols.fedvae.aggregation import (
+    FilterSettings,
+    OrderedSum,
+    adam_in_place,
+    average,
+    descend,
+    global_update,
+    secure_filter,
+    unfiltered,
+)
 from fedrecsim.protocols.fedvae.byzantine import as_message, choose_attackers, forge
 from fedrecsim.protocols.fedvae.messages import Gradient, SparseGradient
 from fedrecsim.protocols.fedvae.validation import InvalidGradient, validated_gradient
@@ -27,11 +38,12 @@ def test_without_a_filter_the_update_is_one_adam_step_along_the_mean() -> None:
     omega = np.linspace(-1, 1, 40).astype(np.float32)
     batch = gradients(0, 6)
     hyper = AdamHyper()
+    before = omega.copy()
     update = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 0.0)
-    expected, state = adam_step(omega, batch.mean(axis=0), adam_init(omega), hyper)
+    expected, state = adam_step(before, batch.mean(axis=0), adam_init(before), hyper)
     assert np.allclose(update.omega, expected, rtol=0, atol=1e-7) and update.adam.t == state.t == 1
     assert update.selection.kept.tolist() == list(range(6)) and update.applied
-    assert np.array_equal(omega, np.linspace(-1, 1, 40).astype(np.float32))
+    assert update.omega is omega  # the server's ω is stepped in place
 
 
 def test_the_decay_step_scales_the_adam_move_by_one_plus_gamma_t() -> None:
@@ -39,11 +51,81 @@ def test_the_decay_step_scales_the_adam_move_by_one_plus_gamma_t() -> None:
     omega = np.zeros(40)
     batch = gradients(1, 5).astype(np.float64)
     hyper = AdamHyper(eta=0.01)
-    plain = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 0.0)
-    boosted = global_update(omega, batch, adam_init(omega), hyper, FilterSettings("none"), 2.5)
+    plain = global_update(omega.copy(), batch, adam_init(omega), hyper, FilterSettings("none"), 0.0)
+    boosted = global_update(omega.copy(), batch, adam_init(omega), hyper, FilterSettings("none"), 2.5)
     assert np.allclose(boosted.omega - omega, 3.5 * (plain.omega - omega), rtol=1e-12, atol=0)
     # Adam's moments do not see the boost.
     assert np.array_equal(boosted.adam.m, plain.adam.m) and np.array_equal(boosted.adam.v, plain.adam.v)
+
+
+def test_the_in_place_adam_step_and_decay_are_bit_for_bit_the_pure_formulas() -> None:
+    """Five rounds of `descend` (in place) against `adam_step` and eq. (4) written out, float32, exact."""
+    rng = np.random.default_rng(5)
+    hyper = AdamHyper(eta=0.01, beta1=0.8, beta2=0.99, epsilon=1e-7)
+    omega = rng.standard_normal(1000).astype(np.float32)
+    reference, reference_state = omega.copy(), adam_init(omega)
+    state = adam_init(omega)
+    for round_index, gamma_t in enumerate((0.0, 1.5, 0.0, 0.3, 2.0)):
+        mean = rng.standard_normal(1000).astype(np.float32) * np.float32(10.0**-round_index)
+        stepped, reference_state = adam_step(reference, mean, reference_state, hyper)
+        if gamma_t:
+            stepped = stepped + np.float32(gamma_t) * (stepped - reference)
+        reference = stepped
+        update = descend(omega, mean.copy(), state, hyper, unfiltered(3), gamma_t)
+        assert update.omega is omega and update.adam.t == reference_state.t == round_index + 1
+        state = update.adam
+        assert np.array_equal(omega, reference) and np.array_equal(state.m, reference_state.m)
+        assert np.array_equal(state.v, reference_state.v)
+    scratch = rng.standard_normal(1000).astype(np.float32)
+    kept_m = state.m.copy()
+    adam_in_place(omega, scratch, state, hyper)
+    assert not np.array_equal(state.m, kept_m)  # the moments are the state's own arrays, overwritten
+
+
+def test_the_ordered_sum_is_the_mean_in_party_order_whatever_the_arrival_order() -> None:
+    """Gradients whose float32 sum depends on the order (1e8 + 1 - 1e8 = 0, 1e8 - 1e8 + 1 = 1) arrive in
+    every order; some parties are rejected, some never answer. The mean is each coordinate summed in party
+    order, one float32 addition at a time, divided by the count -- computed here from that definition."""
+    parties = [Party(Role.USER, index) for index in range(6)]
+    rng = np.random.default_rng(9)
+    values = rng.choice(np.array([1e8, -1e8, 1.0, 3.0, -0.0, 0.5], dtype=np.float32), size=(6, 70))
+    answering = {0: "add", 1: "skip", 2: "add", 3: "add", 5: "add"}  # user:4 never answers
+    expected = np.empty(70, dtype=np.float32)
+    for i in range(70):
+        total = None
+        for position, what in sorted(answering.items()):
+            if what == "add":
+                total = values[position, i] if total is None else np.float32(total + values[position, i])
+        expected[i] = np.float32(total / np.float32(4))
+    for seed in range(30):
+        arrival = np.random.default_rng(seed).permutation(sorted(answering))
+        copies = values.copy()
+        copies.setflags(write=False)  # as a zero-copy decoded message's array is
+        ordered = OrderedSum(parties, group=2, block=16)
+        for position in arrival:
+            if answering[int(position)] == "add":
+                ordered.add(parties[position], copies[position])
+            else:
+                ordered.skip(parties[position])
+        mean = ordered.mean()
+        assert ordered.count == 4 and mean.dtype == np.float32
+        assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected)), arrival
+        assert np.array_equal(copies, values)  # the gradients are only read
+    assert OrderedSum(parties).mean() is None
+
+
+def test_the_ordered_sum_holds_no_gradient_it_has_summed() -> None:
+    """Replies in party order are summed a group at a time and let go: the sum keeps at most a group."""
+    parties = [Party(Role.USER, index) for index in range(40)]
+    ordered = OrderedSum(parties, group=4, block=8)
+    alive = []
+    for party in parties:
+        gradient = np.full(20, float(party.index), dtype=np.float32)
+        alive.append(weakref.ref(gradient))
+        ordered.add(party, gradient)
+        del gradient
+        assert sum(reference() is not None for reference in alive) < 4
+    assert np.array_equal(ordered.mean(), np.full(20, sum(range(40)) / 40, dtype=np.float32))
 
 
 def test_krum_keeps_the_honest_gradient_closest_to_the_others_and_multi_krum_averages_m() -> None:

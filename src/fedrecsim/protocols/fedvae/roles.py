@@ -11,8 +11,13 @@ The server samples ``R`` of the users it knows to be online (uniformly, without 
 them if fewer), sends each ω (encoded once), waits for their gradients until the round's deadline,
 validates every one as it arrives (`validation`; a rejected one is recorded in the ledger and its
 sender's reply is spent), and runs GlobalUpdate on the accepted ones in sorted party order
-(`aggregation`). It receives only its run's gradient kind and membership messages; any other kind is
-rejected by the network. It never learns which users are attackers.
+(`aggregation`): without SecureFilter it sums each accepted gradient as it comes, in party order
+(`OrderedSum`: the same float32 sum as adding them up after the deadline), and keeps no list of them
+(`Actor.gather` itself still holds each reply until the deadline); Krum scores every gradient against
+every other, so with Krum they are kept until the deadline. ω and Adam's moments are the server's own
+arrays, stepped in place: ω is encoded into the round's requests (bytes of their own) before it moves.
+It receives only its run's gradient kind and membership messages; any other kind is rejected by the
+network. It never learns which users are attackers.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from ...errors import ProtocolViolation
 from ...mechanisms.adam import AdamHyper, adam_init
 from ...models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, user_gradients
 from ...network.party import Party
-from .aggregation import FilterSettings, Selection, global_update
+from .aggregation import FilterSettings, OrderedSum, Selection, descend, global_update, unfiltered
 from .byzantine import as_message, forge
 from .config import Policy
 from .messages import Gradient, Model, SparseGradient
@@ -174,26 +179,37 @@ class FedVAEServer(Server):
         self.update_membership()
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.omega))
-        # Each reply is validated as it arrives: a dense gradient is kept as it came, a sparse one expanded.
+        # Each reply is validated as it arrives. Without a filter it is summed then too, in party order
+        # (`OrderedSum`), and dropped; Krum needs every gradient at once, so they are kept for it.
+        krum = self.settings.kind == "krum"
+        total = OrderedSum(selected)
         valid: dict[Party, np.ndarray] = {}
         faults: dict[Party, InvalidGradient] = {}
 
         def invalid(party: Party, body: Gradient | SparseGradient) -> str | None:
             try:
-                valid[party] = validated_gradient(party, round_index, body, self.layout)
+                gradient = validated_gradient(party, round_index, body, self.layout)
             except InvalidGradient as fault:
                 faults[party] = fault
+                total.skip(party)
                 return fault.problem
+            if krum:
+                valid[party] = gradient
+            else:
+                total.add(party, gradient)
             return None
 
         replies = await self.gather(
             self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid
         )
+        accepted = sorted(replies.by_party)
         replies.by_party.clear()
-        accepted = sorted(valid)
-        gradients = [valid.pop(party) for party in accepted]
         rejected = tuple(faults[party] for party in sorted(faults))
-        update = global_update(self.omega, gradients, self.adam, self.adam_hyper, self.settings, gamma_t)
+        if krum:
+            gradients = [valid.pop(party) for party in accepted]
+            update = global_update(self.omega, gradients, self.adam, self.adam_hyper, self.settings, gamma_t)
+        else:
+            update = descend(self.omega, total.mean(), self.adam, self.adam_hyper, unfiltered(total.count), gamma_t)
         self.omega, self.adam = update.omega, update.adam
         self.filter_s += update.selection.seconds
         kept = () if update.selection.kept is None else tuple(accepted[int(p)] for p in update.selection.kept)
