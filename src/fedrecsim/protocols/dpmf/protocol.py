@@ -461,7 +461,8 @@ class _Traffic:
         self.paper_up = [0, 0]
 
     def begin_round(self, users: Iterable[Party]) -> None:
-        """Snapshot the counters of the users that may be served this round (right after its start)."""
+        """Snapshot the counters of ``users``, which hold every user served this round, as they were at its
+        start: taken right after the start, or after the serving when nothing was delivered in between."""
         party = self.ledger.party
         self._round_start = {
             p: (c["recv_bytes"], c["sent_bytes"]) for p in users if self._rated[p.index] <= PAPER_RATED_ITEMS for c in (party(p),)
@@ -564,10 +565,16 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
         for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             round_started = time.perf_counter()
             population.begin_round(round_index)
-            traffic.begin_round(users)
-            if config.scenario == "S3" and not recommender.eta_whole.all():
+            presharing = config.scenario == "S3" and not recommender.eta_whole.all()
+            if presharing:
+                # The attempt moves messages before the serving: snapshot everyone who may be served.
+                traffic.begin_round(users)
                 await _preshare(recommender, verifier, config, timing.round_timeout_s)
             served = recommender.serve(round_index, timing.round_timeout_s)
+            if not presharing:
+                # Nothing was delivered since the round began (no await; a send counts only on its
+                # sender's account, the server's), so the served users' counters are still the start's.
+                traffic.begin_round(served.parties)
             traffic.start(served.parties)
             update = await recommender.collect(ctx.network.now + timing.round_timeout_s)
             row = _round_row(round_index, served, update)
