@@ -171,3 +171,14 @@ def test_s1_publishes_the_minimiser_theorem1_covers(tiny_dpmf: dict[str, Any]) -
     tiny_dpmf["protocol"]["scenario"] = "S1"
     privacy = fedrecsim.run(tiny_dpmf).result["privacy"]
     assert privacy["theorem1_covers_published_v"] is True and "caveats" not in privacy
+
+
+def test_without_the_papers_baseline_its_metrics_are_absent_and_the_rest_unchanged(tiny_dpmf: dict[str, Any]) -> None:
+    tiny_dpmf["run"]["rounds"] = 2
+    with_it = fedrecsim.run(tiny_dpmf).result
+    tiny_dpmf["protocol"]["paper_baseline"] = False
+    without = fedrecsim.run(tiny_dpmf).result
+    paper = {"paper_baseline_err_mean", "paper_err_increase"}
+    assert paper <= set(with_it["metrics"]["final"]) and not paper & set(without["metrics"]["final"])
+    assert {k: v for k, v in with_it["metrics"]["final"].items() if k not in paper} == without["metrics"]["final"]
+    assert without["paper_figures"][0]["measured"] is None and "paper_baseline = false" in without["paper_figures"][0]["quantity"]

@@ -154,7 +154,8 @@ def noise_warning(final: dict[str, float], train: Ratings, scenario: str) -> lis
         f"v_j are mostly noise; the paper's claimed error increase ({PAPER_CLAIMS[scenario]}) is not what this noise "
         + (
             f"gives: measured {final['paper_err_increase']:.4g} against its baseline (paper_err_increase)"
-            if "paper_err_increase" in final else "gives, though its baseline diverged here (no paper_err_increase)"
+            if "paper_err_increase" in final
+            else "gives; its baseline is not in this run (it diverged, or protocol.paper_baseline = false)"
         )
     ]
 
@@ -168,7 +169,10 @@ def accuracy_figures(scenario: str, epsilon: float, final: dict[str, float]) -> 
         PaperFigure(
             f"increase of the mean absolute training error over the paper's baseline (original MF without protection, "
             f"{PAPER_BASELINE_ROUNDS} iterations, on this run's data: "
-            + (f"err_mean {baseline:.4g}); paper_err_increase" if baseline is not None else "diverged, so none)"),
+            + (
+                f"err_mean {baseline:.4g}); paper_err_increase" if baseline is not None
+                else "none: it diverged, or protocol.paper_baseline = false)"
+            ),
             PAPER_CLAIMS[scenario],
             final.get("paper_err_increase"),
             unit="rating",
