@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks import w2_dpmf, w3_dpmf_netflix
+from benchmarks.common import Options
 from fedrecsim.data import prepare_data
 from fedrecsim.network.availability import BernoulliChurn
 from fedrecsim.protocols.dpmf.central import train_baseline
@@ -30,3 +31,9 @@ def test_w2_and_w3_run_at_a_tiny_size() -> None:
     # Every iteration serves up to K users: item vectors, contributions, requests, plus joins and leaves.
     assert figures["msgs_per_iter"] >= 3 * 100
     assert w3_dpmf_netflix.carry_seconds_per_message(served=20, rounds=2) > 0
+
+
+def test_w2s_line_prints_its_simulations_peak_rss() -> None:
+    (line,) = w2_dpmf.run(Options(quick=True))
+    figures = dict(part.split("=") for part in line.split()[2:])
+    assert set(figures) == {"sim_s", "floor_s", "ratio", "peak_rss_mb"} and float(figures["peak_rss_mb"]) > 0

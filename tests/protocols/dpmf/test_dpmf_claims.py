@@ -17,6 +17,7 @@ from fedrecsim.data.prepare import prepare_data
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.mechanisms.laplace import laplace_noise, theorem1_noise
 from fedrecsim.protocols.dpmf import claims
+from fedrecsim.protocols.dpmf.central import train_baseline
 from fedrecsim.summary import summary_text
 
 
@@ -119,6 +120,36 @@ def test_s1_reports_the_papers_baseline_beside_the_noiseless_refit_and_the_claim
     assert claims.PAPER_CLAIMS["S1"] in text and "paper_err_increase" in text and "noise_err_increase" in text
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_diverged_papers_baseline_is_a_warning_not_a_huge_number(tiny_dpmf: dict[str, Any], normalize: bool) -> None:
+    # The paper's baseline computed here: 100 iterations of unprotected full-batch MF from the run's initial U
+    # and V. With the raw summed step (normalize = false) it diverges on this data -- its error is beyond
+    # Delta, the most a prediction inside the rating scale errs by -- and the run must say so instead of
+    # reporting the huge error as a reference; with the normalized step it is a reference like any other.
+    # 45 raters per item make the summed step diverge (on MovieLens-100k it does by iteration 3).
+    tiny_dpmf["data"].update({"users": 60, "items": 20, "ratings": 900})
+    tiny_dpmf["protocol"].update({"normalize": normalize, "baseline_rounds": 1})
+    tiny_dpmf["run"]["rounds"] = 2
+    result = fedrecsim.run(tiny_dpmf)
+    train = _train(tiny_dpmf)
+    low, high = train.rating_range
+    state = result.outcome.state
+    hyper = fedrecsim.parse_scenario(tiny_dpmf).protocol.hyper
+    U, V = train_baseline(state["initial_user_factors"], state["initial_item_factors"], train, hyper, claims.PAPER_BASELINE_ROUNDS)
+    errors = np.abs(train.values - np.einsum("ij,ij->i", U[train.users], V[train.items]))
+    paper_error = float(errors.mean()) if np.isfinite(errors).all() else math.inf
+    final = result.result["metrics"]["final"]
+    diverged = [warning for warning in result.result["warnings"] if warning.startswith("the paper's baseline diverged")]
+    if not normalize:
+        assert paper_error > high - low
+        assert "paper_baseline_err_mean" not in final and "paper_err_increase" not in final
+        assert len(diverged) == 1 and "protocol.normalize = false" in diverged[0]
+        assert "diverged" in result.result["paper_figures"][0]["quantity"] and result.result["paper_figures"][0]["measured"] is None
+    else:
+        assert paper_error < high - low
+        assert final["paper_baseline_err_mean"] == pytest.approx(paper_error, rel=1e-9) and not diverged
+
+
 def test_the_item_mean_reference_and_the_clipped_errors_sit_beside_the_raw_ones(tiny_dpmf: dict[str, Any]) -> None:
     final = fedrecsim.run(tiny_dpmf).result["metrics"]["final"]
     for split in ("train", "test"):
@@ -140,3 +171,14 @@ def test_s1_publishes_the_minimiser_theorem1_covers(tiny_dpmf: dict[str, Any]) -
     tiny_dpmf["protocol"]["scenario"] = "S1"
     privacy = fedrecsim.run(tiny_dpmf).result["privacy"]
     assert privacy["theorem1_covers_published_v"] is True and "caveats" not in privacy
+
+
+def test_without_the_papers_baseline_its_metrics_are_absent_and_the_rest_unchanged(tiny_dpmf: dict[str, Any]) -> None:
+    tiny_dpmf["run"]["rounds"] = 2
+    with_it = fedrecsim.run(tiny_dpmf).result
+    tiny_dpmf["protocol"]["paper_baseline"] = False
+    without = fedrecsim.run(tiny_dpmf).result
+    paper = {"paper_baseline_err_mean", "paper_err_increase"}
+    assert paper <= set(with_it["metrics"]["final"]) and not paper & set(without["metrics"]["final"])
+    assert {k: v for k, v in with_it["metrics"]["final"].items() if k not in paper} == without["metrics"]["final"]
+    assert without["paper_figures"][0]["measured"] is None and "paper_baseline = false" in without["paper_figures"][0]["quantity"]

@@ -51,7 +51,7 @@ def test_the_final_metrics_beside_the_baseline_and_the_noiseless_replay() -> Non
     # The user contributed to no iteration: the noiseless replay takes no step, its error stays |2 - 0.5|.
     # The paper's baseline runs 100 iterations: the second step has e = 0.25, u stays 1 (projected), v <- 2,
     # and from there the error is 0.
-    final, base_u, base_v = protocol._compared(
+    final, base_u, base_v, _ = protocol._compared(
         ctx, config, _public(config, 1), rounds, [np.array([], dtype=np.int64)], np.array([[0.5]]), np.array([[1.0]]),
     )
     assert final == {

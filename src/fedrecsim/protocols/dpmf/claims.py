@@ -28,12 +28,13 @@ S2's at eps = 0.1); clipped to the rating scale, 18-27 %: clipping removes what 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ...data.ratings import Ratings
-from ...models.mf import predict
+from ...models.mf import MFHyper, predict
 from ..runtime import PaperFigure
 
 #: The paper's baseline: the original MF without protection, run for this many iterations (Sec. 5).
@@ -124,6 +125,23 @@ def noise_reason(mechanism: str, epsilon: float, delta: float, d: int, final: di
     )
 
 
+def baseline_diverged(err_mean: float, delta: float) -> bool:
+    """Whether an unprotected baseline's mean absolute training error says it diverged: not finite, or above
+    Delta = max_r - min_r, which no prediction inside the rating scale can err by."""
+    return not math.isfinite(err_mean) or err_mean > delta
+
+
+def diverged_warning(hyper: MFHyper, delta: float) -> str:
+    """The warning for a paper's baseline that diverged (`baseline_diverged`)."""
+    step = "per-user / per-item means" if hyper.normalize else "the raw sums of eqs. (2)-(5) (protocol.normalize = false)"
+    return (
+        f"the paper's baseline diverged: unprotected full-batch MF with {step} at gamma = {hyper.gamma:g} has, after "
+        f"{PAPER_BASELINE_ROUNDS} iterations, a mean absolute training error above Delta = {delta:g}, more than any "
+        "prediction inside the rating scale errs by; it is no reference, so paper_baseline_err_mean and "
+        "paper_err_increase are left out (baseline_err_mean and noiseless_err_mean remain)"
+    )
+
+
 def noise_warning(final: dict[str, float], train: Ratings, scenario: str) -> list[str]:
     """A warning when most rated items are noise-dominated (`noise_dominance`), with the paper's claim."""
     share = final["noise_dominated_share"]
@@ -134,7 +152,11 @@ def noise_warning(final: dict[str, float], train: Ratings, scenario: str) -> lis
         f"the noise dominates {final['noise_dominated_items']:,.0f} of the {rated:,} rated items: E||eta_j|| = "
         f"{final['eta_norm_expected']:,.0f} exceeds 2 Delta n_j, the largest data term it perturbs, so their published "
         f"v_j are mostly noise; the paper's claimed error increase ({PAPER_CLAIMS[scenario]}) is not what this noise "
-        f"gives: measured {final['paper_err_increase']:.4g} against its baseline (paper_err_increase)"
+        + (
+            f"gives: measured {final['paper_err_increase']:.4g} against its baseline (paper_err_increase)"
+            if "paper_err_increase" in final
+            else "gives; its baseline is not in this run (it diverged, or protocol.paper_baseline = false)"
+        )
     ]
 
 
@@ -142,13 +164,17 @@ def accuracy_figures(scenario: str, epsilon: float, final: dict[str, float]) -> 
     """The paper's accuracy claim beside this run's increase of the mean absolute training error: against
     the paper's baseline computed on this run's data, and against this run without noise."""
     setting = f"{scenario}, eps = {epsilon:g}, this run's data"
+    baseline = final.get("paper_baseline_err_mean")
     figures = [
         PaperFigure(
             f"increase of the mean absolute training error over the paper's baseline (original MF without protection, "
-            f"{PAPER_BASELINE_ROUNDS} iterations, on this run's data: err_mean {final['paper_baseline_err_mean']:.4g}); "
-            "paper_err_increase",
+            f"{PAPER_BASELINE_ROUNDS} iterations, on this run's data: "
+            + (
+                f"err_mean {baseline:.4g}); paper_err_increase" if baseline is not None
+                else "none: it diverged, or protocol.paper_baseline = false)"
+            ),
             PAPER_CLAIMS[scenario],
-            final["paper_err_increase"],
+            final.get("paper_err_increase"),
             unit="rating",
             setting=setting,
         ),
@@ -184,6 +210,7 @@ def claim_report(scenario: str) -> dict[str, Any]:
 
 
 __all__ = [
-    "FEW_RATINGS", "PAPER_BASELINE_ROUNDS", "PAPER_CLAIMS", "accuracy_figures", "claim_report", "expected_noise_norm",
+    "FEW_RATINGS", "PAPER_BASELINE_ROUNDS", "PAPER_CLAIMS", "accuracy_figures", "baseline_diverged", "claim_report",
+    "diverged_warning", "expected_noise_norm",
     "few_ratings_share", "noise_dominance", "noise_metrics", "noise_reason", "noise_warning",
 ]

@@ -53,6 +53,9 @@ class DPMFConfig:
     eval_every: int = param(1, ge=1, doc="measure the accuracy metrics every this many rounds (and after the last)")
     baseline_rounds: int = param(0, ge=0, doc="rounds of the unprotected MF baseline; 0 = as many as the run")
     replay: bool = param(True, doc="also replay the run without any noise (noiseless_err_mean)")
+    paper_baseline: bool = param(
+        True, doc="also train the paper's baseline, 100 iterations of unprotected MF (paper_baseline_err_mean, paper_err_increase)"
+    )
     check_invariants: bool = param(True, doc="verify the invariant monitors every iteration")
 
     def __post_init__(self) -> None:

@@ -44,7 +44,14 @@ def pieces(rng: np.random.Generator, h: np.ndarray, parties: np.ndarray, scale: 
         parties: ``int[r]``, how many parties add a piece to the row's noise (>= 1).
         scale: the Laplace scale b the k pieces sum to.
     """
-    return scale * np.sqrt((2.0 * h) / parties[:, None]) * rng.standard_normal(h.shape)
+    # scale sqrt(2 h / k) N(0, 1), each step in place on one fresh array (the same operations in the same
+    # order as the expression, so the same bits).
+    noise = 2.0 * h
+    noise /= parties[:, None]
+    np.sqrt(noise, out=noise)
+    noise *= scale
+    noise *= rng.standard_normal(h.shape)
+    return noise
 
 
 class PublicCoin:

@@ -67,7 +67,11 @@ term, `claims.noise_reason`), ``baseline_err_mean`` and ``err_increase`` against
   unprotected MF after exactly 100 iterations from the run's initial U and V, no refit (`claims`: the paper
   states no number for it, so it is computed on the run's data; 0.707 for S1 and 0.705 for S2 on
   MovieLens-100k, where S1's ``baseline_err_mean``, the noiseless refit, is 0.479). The paper's claim is
-  shown beside both increases in ``paper_figures`` (`claims.accuracy_figures`).
+  shown beside both increases in ``paper_figures`` (`claims.accuracy_figures`). A paper's baseline that
+  diverged (its error above Delta, as the raw summed step's does with ``normalize = false``,
+  `claims.baseline_diverged`) is no reference: both metrics are left out and a warning says why.
+  ``paper_baseline = false`` skips it (100 iterations over every rating: 66 CPU seconds at W3's Netflix
+  shape), and both metrics with it.
 - The noise against the data (`claims`): ``eta_norm_expected``, ``noise_dominated_items`` / ``_share``
   (rated items with E||eta_j|| > 2 Delta n_j; a warning when they are most), the item-mean reference
   errors (``*_item_mean_predictor``) and the share of the test squared error on items with fewer than 50
@@ -129,7 +133,9 @@ from .claims import (
     FEW_RATINGS,
     PAPER_BASELINE_ROUNDS,
     accuracy_figures,
+    baseline_diverged,
     claim_report,
+    diverged_warning,
     few_ratings_share,
     noise_metrics,
     noise_reason,
@@ -231,11 +237,14 @@ def _with_references(
     return {name: other for name, other in _TRIVIAL.items() if name in final and other in final}
 
 
-def _claims(config: DPMFConfig, public: PublicParameters, final: dict[str, float], ctx: RunContext) -> dict[str, Any]:
-    """The `Outcome` fields that set the run beside the paper's accuracy claim (`claims`): the paper figures,
-    the warning when the noise dominates most items, and the reason a model is worse than the mean's."""
+def _claims(
+    config: DPMFConfig, public: PublicParameters, final: dict[str, float], ctx: RunContext, baseline: list[str],
+) -> dict[str, Any]:
+    """The `Outcome` fields that set the run beside the paper's accuracy claim (`claims`): the warnings when
+    the noise dominates most items and ``baseline`` (`_paper_baseline`'s), and the reason a model is worse
+    than the mean's."""
     return {
-        "warnings": noise_warning(final, ctx.train, config.scenario),
+        "warnings": noise_warning(final, ctx.train, config.scenario) + baseline,
         "trivial_reason": noise_reason(config.mechanism, config.epsilon, public.delta, config.d, final, ctx.train),
     }
 
@@ -377,7 +386,9 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     final["baseline_err_mean"] = final["noiseless_err_mean"] = train_error(base_u, noiseless, ctx.train)
     final["err_increase"] = final["noise_err_increase"] = final["err_mean"] - final["baseline_err_mean"]
     computed = {ctx.rounds: (recommender.user_factors, recommender.item_factors), baseline_rounds: (base_u, base_v)}
-    _paper_baseline(final, computed, initial_u, initial_v, held_ratings, public, ctx.train)
+    baseline_warnings = []
+    if config.paper_baseline:
+        baseline_warnings = _paper_baseline(final, computed, initial_u, initial_v, held_ratings, public, ctx.train)
     final["participants"] = float(len(recommender.uploads))
     trivial = _with_references(final, ctx, config, public, recommender.user_factors, published)
     rounds[-1].update(final)
@@ -402,23 +413,30 @@ async def _run_trusted(ctx: RunContext, config: DPMFConfig, public: PublicParame
     return Outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES, state=state,
         paper_figures=accuracy_figures(config.scenario, config.epsilon, final), distributions=distributions,
-        trivial=trivial, **_claims(config, public, final, ctx),
+        trivial=trivial, **_claims(config, public, final, ctx, baseline_warnings),
     )
 
 
 def _paper_baseline(
     final: dict[str, float], computed: Mapping[int, tuple[np.ndarray, np.ndarray]], initial_u: np.ndarray,
     initial_v: np.ndarray, ratings: Ratings, public: PublicParameters, train: Ratings,
-) -> None:
+) -> list[str]:
     """Add ``paper_baseline_err_mean`` (unprotected MF after `PAPER_BASELINE_ROUNDS` iterations from the
     run's initial U and V on ``ratings``, no refit: the paper's baseline, `claims`) and ``paper_err_increase``
-    to ``final``; ``computed`` holds the U and V of unprotected MF the run already has, by iterations."""
+    to ``final``; ``computed`` holds the U and V of unprotected MF the run already has, by iterations.
+
+    A baseline that diverged (`claims.baseline_diverged`: the raw summed step, ``normalize = false``, does on
+    MovieLens-shaped data) is no reference: both metrics are left out and the warning returned says why."""
     if PAPER_BASELINE_ROUNDS in computed:
         paper_u, paper_v = computed[PAPER_BASELINE_ROUNDS]
     else:
         paper_u, paper_v = train_baseline(initial_u, initial_v, ratings, public.hyper, PAPER_BASELINE_ROUNDS)
-    final["paper_baseline_err_mean"] = train_error(paper_u, paper_v, train)
-    final["paper_err_increase"] = final["err_mean"] - final["paper_baseline_err_mean"]
+    error = train_error(paper_u, paper_v, train)
+    if baseline_diverged(error, public.delta):
+        return [diverged_warning(public.hyper, public.delta)]
+    final["paper_baseline_err_mean"] = error
+    final["paper_err_increase"] = final["err_mean"] - error
+    return []
 
 
 def _error_distributions(U: np.ndarray, V: np.ndarray, base_u: np.ndarray, base_v: np.ndarray, ctx: RunContext) -> dict[str, Any]:
@@ -461,7 +479,8 @@ class _Traffic:
         self.paper_up = [0, 0]
 
     def begin_round(self, users: Iterable[Party]) -> None:
-        """Snapshot the counters of the users that may be served this round (right after its start)."""
+        """Snapshot the counters of ``users``, which hold every user served this round, as they were at its
+        start: taken right after the start, or after the serving when nothing was delivered in between."""
         party = self.ledger.party
         self._round_start = {
             p: (c["recv_bytes"], c["sent_bytes"]) for p in users if self._rated[p.index] <= PAPER_RATED_ITEMS for c in (party(p),)
@@ -564,10 +583,16 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
         for round_index in range(len(rounds) + 1, ctx.rounds + 1):
             round_started = time.perf_counter()
             population.begin_round(round_index)
-            traffic.begin_round(users)
-            if config.scenario == "S3" and not recommender.eta_whole.all():
+            presharing = config.scenario == "S3" and not recommender.eta_whole.all()
+            if presharing:
+                # The attempt moves messages before the serving: snapshot everyone who may be served.
+                traffic.begin_round(users)
                 await _preshare(recommender, verifier, config, timing.round_timeout_s)
             served = recommender.serve(round_index, timing.round_timeout_s)
+            if not presharing:
+                # Nothing was delivered since the round began (no await; a send counts only on its
+                # sender's account, the server's), so the served users' counters are still the start's.
+                traffic.begin_round(served.parties)
             traffic.start(served.parties)
             update = await recommender.collect(ctx.network.now + timing.round_timeout_s)
             row = _round_row(round_index, served, update)
@@ -607,20 +632,22 @@ async def _set_up(recommender: Recommender, verifier: Verifier, config: DPMFConf
 def _compared(
     ctx: RunContext, config: DPMFConfig, public: PublicParameters, rounds: list[dict[str, float]],
     contributed: list[np.ndarray], initial_u: np.ndarray, initial_v: np.ndarray,
-) -> tuple[dict[str, float], np.ndarray, np.ndarray]:
+) -> tuple[dict[str, float], np.ndarray, np.ndarray, list[str]]:
     """The final metrics -- the last round's, beside the baseline's and (``replay``) the noiseless run's --
-    and the baseline's U and V."""
+    the baseline's U and V, and the warning about a diverged paper's baseline (`_paper_baseline`)."""
     final = {name: value for name, value in rounds[-1].items() if name != "round"}
     baseline_rounds = config.baseline_rounds or ctx.rounds
     base_u, base_v = train_baseline(initial_u, initial_v, ctx.train, public.hyper, baseline_rounds)
     final["baseline_err_mean"] = train_error(base_u, base_v, ctx.train)
     final["err_increase"] = final["err_mean"] - final["baseline_err_mean"]
-    _paper_baseline(final, {baseline_rounds: (base_u, base_v)}, initial_u, initial_v, ctx.train, public, ctx.train)
+    warnings = []
+    if config.paper_baseline:
+        warnings = _paper_baseline(final, {baseline_rounds: (base_u, base_v)}, initial_u, initial_v, ctx.train, public, ctx.train)
     if config.replay:
         replay_u, replay_v = replay(initial_u, initial_v, ctx.train, public.hyper, contributed)
         final["noiseless_err_mean"] = train_error(replay_u, replay_v, ctx.train)
         final["noise_err_increase"] = final["err_mean"] - final["noiseless_err_mean"]
-    return final, base_u, base_v
+    return final, base_u, base_v, warnings
 
 
 def _private_outcome(
@@ -638,7 +665,7 @@ def _private_outcome(
     timing_s: dict[str, Any],
     traffic: _Traffic,
 ) -> Outcome:
-    final, base_u, base_v = _compared(ctx, config, public, rounds, contributed, initial_u, initial_v)
+    final, base_u, base_v, baseline_warnings = _compared(ctx, config, public, rounds, contributed, initial_u, initial_v)
     privacy = _privacy(config, public, ctx.rounds)
     noised = recommender.eta_whole
     privacy["eta"] = {
@@ -674,7 +701,7 @@ def _private_outcome(
         rounds_completed=len(rounds), rounds=rounds, final=final, privacy=privacy, baselines=_BASELINES,
         paper_figures=figures, invariants=invariants, state=state,
         distributions=_error_distributions(_user_factors(users), recommender.item_factors, base_u, base_v, ctx),
-        trivial=trivial, **_claims(config, public, final, ctx),
+        trivial=trivial, **_claims(config, public, final, ctx, baseline_warnings),
     )
 
 
@@ -840,7 +867,9 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
     user_factors, initial_u = _users_rows(parts[Role.USER], "user_factors"), _users_rows(parts[Role.USER], "initial_user_factors")
     rounds = served["rounds"]
     rounds[-1].update(accuracy(user_factors, served["item_factors"], ctx.train, ctx.test))
-    final, base_u, base_v = _compared(ctx, config, public, rounds, served["contributed"], initial_u, served["initial_item_factors"])
+    final, base_u, base_v, baseline_warnings = _compared(
+        ctx, config, public, rounds, served["contributed"], initial_u, served["initial_item_factors"]
+    )
     privacy = _privacy(config, public, ctx.rounds)
     noised = served["eta_whole"]
     privacy["eta"] = {
@@ -860,7 +889,7 @@ def _distributed_outcome(ctx: RunContext, parts: Mapping[Role, list[dict[str, An
         "rated_items_seen": served["rated_items"],
     }
     trivial = _with_references(final, ctx, config, public, user_factors, served["item_factors"])
-    claimed = _claims(config, public, final, ctx)
+    claimed = _claims(config, public, final, ctx, baseline_warnings)
     if config.check_invariants:
         claimed["warnings"].append(
             "over TCP the invariant monitors did not run: they read every party's state, which lives in its own process"

@@ -49,6 +49,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -97,15 +98,24 @@ class Served:
     keys: list[bytes] = field(default_factory=list)
     eta_pieces: np.ndarray | None = None
 
+    @cached_property
+    def positions(self) -> dict[Party, int]:
+        """Each served party's position in ``parties``."""
+        return {party: position for position, party in enumerate(self.parties)}
+
     def row_count(self, party: Party) -> int:
-        position = self.parties.index(party)
+        position = self.positions[party]
         return int(self.offsets[position + 1] - self.offsets[position])
 
     def rows_of(self, chosen: list[Party]) -> np.ndarray:
         """The row positions of the ``chosen`` served parties (in their order)."""
-        index = {party: position for position, party in enumerate(self.parties)}
-        spans = [np.arange(self.offsets[index[party]], self.offsets[index[party] + 1]) for party in chosen]
-        return np.concatenate(spans) if spans else _EMPTY
+        index = self.positions
+        positions = np.fromiter((index[party] for party in chosen), dtype=np.int64, count=len(chosen))
+        starts = self.offsets[positions]
+        lengths = self.offsets[positions + 1] - starts
+        # Each party's run of rows: its start plus 0, 1, ... (the concatenated ranges in one pass).
+        before = np.cumsum(lengths) - lengths
+        return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 @dataclass
@@ -413,16 +423,22 @@ class Recommender(Server):
             if public.scenario == "S3":
                 served.eta_pieces = split_by_item(ring, row_items, self.tau_hat, self.rng)
             self.send(THIRD_PARTY, Roster(round_index, tuple(candidates), self.now + self.collect_share * round_timeout_s))
+        # Every served user's rows at once; each message carries its user's block of them.
+        vector_words, rater_rows = to_words(ring, vectors), raters[row_items].astype(np.int32)
+        mask_words = to_words(ring, served.masks) if served.masks is not None else None
+        eta_words = to_words(ring, served.eta_pieces) if served.eta_pieces is not None else None
+        known_rows = served.known_raters[row_items].astype(np.int32) if served.known_raters is not None else None
+        bounds = offsets.tolist()
         for position, party in enumerate(candidates):
-            rows = slice(offsets[position], offsets[position + 1])
+            start, stop = bounds[position], bounds[position + 1]
             self.send(party, ItemVectors(
                 round_index,
-                to_words(ring, vectors[rows]),
-                raters[row_items[rows]].astype(np.int32),
-                masks=to_words(ring, served.masks[rows]) if served.masks is not None else None,
+                vector_words[start:stop],
+                rater_rows[start:stop],
+                masks=mask_words[start:stop] if mask_words is not None else None,
                 mask_seed=served.keys[position] if served.keys else None,
-                eta_pieces=to_words(ring, served.eta_pieces[rows]) if served.eta_pieces is not None else None,
-                known_raters=served.known_raters[row_items[rows]].astype(np.int32) if served.known_raters is not None else None,
+                eta_pieces=eta_words[start:stop] if eta_words is not None else None,
+                known_raters=known_rows[start:stop] if known_rows is not None else None,
             ))
         self.served = served
         return served
@@ -476,7 +492,7 @@ class Recommender(Server):
         return Update(served.round, contributors, items, unmasked, before, counts, divisors, updated)
 
     def _expanded_masks(self, served: Served, contributors: list[Party]) -> np.ndarray:
-        index = {party: position for position, party in enumerate(served.parties)}
+        index = served.positions
         blocks = []
         for party in contributors:
             position = index[party]

@@ -125,10 +125,11 @@ class Aggregator(ThirdParty):
         ring, d, n_items = self.public.ring, self.public.d, self.public.n_items
         if not received:
             return np.empty(0, dtype=np.int64), np.empty((0, d), dtype=ring.dtype)
-        # Each message's rows match its items (checked when it was decoded).
+        # Each message's rows match its items (checked when it was decoded) and are d ring elements wide
+        # (`_invalid`), so the words of all of them unpack at once.
         items = np.concatenate([items for _, items, _ in received])
-        rows = np.concatenate([from_words(ring, words, d, f"{self.party} values from {party}") for party, _, words in received])
-        return sum_by_item(ring, items, rows, n_items)
+        words = np.concatenate([words for _, _, words in received])
+        return sum_by_item(ring, items, from_words(ring, words, d, f"{self.party} values received"), n_items)
 
 
 __all__ = ["Aggregator"]
