@@ -134,11 +134,13 @@ def test_w1_is_discovered():
     assert workloads()["w1"] == "benchmarks.w1_rounds"
 
 
-def test_cli_prints_the_two_w1_lines(capsys):
+def test_cli_prints_the_two_w1_lines_and_the_machines_load(capsys):
     assert main(["W1", "--quick"]) == 0
     lines = capsys.readouterr().out.splitlines()
     number = r"(\d+(?:\.\d+)?)"
-    assert len(lines) == 2
+    assert len(lines) == 3
+    # The last line says how loaded the machine was while the figures were taken.
+    assert re.fullmatch(rf"machine cpus=\d+ load_1m_before={number} load_1m_after={number}", lines[2]), lines[2]
     comparison = re.fullmatch(
         rf"W1 fedrecsim rounds_per_s={number} simpy rounds_per_s={number} ratio={number} ratio_cpu={number} "
         rf"ratio_target_min=1\.5 users=100 rounds=10",
