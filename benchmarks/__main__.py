@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         for line in load(name)(options):
             print(line, flush=True)
-    print(f"machine cpus={os.cpu_count()} load_1m_before={before:.1f} load_1m_after={os.getloadavg()[0]:.1f}", flush=True)
+    after = os.getloadavg()[0]
+    print(f"machine cpus={os.cpu_count()} load_1m_before={before:.1f} load_1m_after={after:.1f}", flush=True)
     return 0
 
 

@@ -7,9 +7,10 @@ running Algorithm 1, the proxy splitting and shuffling, the server's eq. (9) est
 three epochs, and the middle one is timed: epoch 1 also opens every directed link (a seeded generator
 each) and the last is followed by evaluation, so epoch 2 is the steady-state cost of an epoch.
 ``reports_per_s`` is the reports the server aggregated in that epoch over its wall seconds (target:
->= 200,000, printed as ``reports_per_s_target_min``). Each run is a fresh interpreter (`benchmarks.common.run_isolated`), so ``peak_rss_mb`` --
-the largest of the repeats' peaks -- is the whole run's own memory (data, users, proxy, server). There is
-no peer simulator for this protocol; the line stands alone.
+>= 200,000, printed as ``reports_per_s_target_min``). Each run is a fresh interpreter
+(`benchmarks.common.run_isolated`), so ``peak_rss_mb`` -- the largest of the repeats' peaks -- is the whole
+run's own memory (data, users, proxy, server). There is no peer simulator for this protocol; the line
+stands alone.
 """
 
 from __future__ import annotations

@@ -220,7 +220,10 @@ def run(options: Options) -> Iterator[str]:
     line = f"W7 secagg ours_s={ours['seconds']:.3f}"
     if importlib.util.find_spec("flwr") is None or options.quick:
         reason = "not-installed (pip install -e .[peers])" if importlib.util.find_spec("flwr") is None else "skipped-in-quick"
-        yield f"{line} flower={reason} ours_client_bytes={ours['client_bytes']:.0f} peak_rss_mb={ours['peak_rss_mb']:.0f}"
+        yield (
+            f"{line} flower={reason} ours_client_bytes={ours['client_bytes']:.0f} "
+            f"peak_rss_mb={ours['peak_rss_mb']:.0f}"
+        )
         return
     # One Flower session: it starts Ray and 200 actors, minutes on a shared machine.
     peer = run_isolated(__name__, "flower", users=users, length=length, drops=sorted(dropping(users)),

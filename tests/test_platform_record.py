@@ -74,7 +74,8 @@ def test_a_thread_count_changed_at_run_time_is_recorded(searches) -> None:
 def test_an_import_since_the_last_search_searches_again(searches, monkeypatch: pytest.MonkeyPatch) -> None:
     calls, _ = searches
     platform_record()
-    monkeypatch.setitem(sys.modules, "fedrecsim_test_freshly_imported", types.ModuleType("fedrecsim_test_freshly_imported"))
+    name = "fedrecsim_test_freshly_imported"
+    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     platform_record()
     platform_record()
     assert len(calls) == 2

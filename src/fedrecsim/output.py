@@ -106,7 +106,8 @@ def _blas_libraries() -> list[threadpoolctl.LibController]:
     global _blas_found
     modules = frozenset(sys.modules)
     if _blas_found is None or _blas_found[0] != modules:
-        found = [library for library in threadpoolctl.ThreadpoolController().lib_controllers if library.user_api == "blas"]
+        loaded = threadpoolctl.ThreadpoolController().lib_controllers
+        found = [library for library in loaded if library.user_api == "blas"]
         _blas_found = (modules, sorted(found, key=lambda library: library.filepath or ""))
     return _blas_found[1]
 

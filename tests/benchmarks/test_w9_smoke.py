@@ -53,7 +53,10 @@ def test_without_flower_the_line_says_so(monkeypatch) -> None:
 
 def test_with_flower_both_sides_run_apart_and_the_ratio_is_theirs_over_ours(monkeypatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: object() if name == "flwr" else real(name, *args))
+    installed = object()  # find_spec's answer for an installed Flower; the test never imports it
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *args: installed if name == "flwr" else real(name, *args)
+    )
     calls: list[tuple[str, dict]] = []
     monkeypatch.setattr(w9_fedavg, "run_isolated", _in_process(calls, [250.0, 310.0, 900.0, 900.0]))
     (line,) = list(w9_fedavg.run(Options(quick=False, repeats=2)))
