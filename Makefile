@@ -19,7 +19,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+# Every workload beside its peer: the peers extra brings Flower's simulation engine (W7, W9) and Ray.
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[test,bench,peers]"
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m benchmarks
 
 # Mutation testing, slow and so not part of `make test` or CI: mutmut per module of the core, then the

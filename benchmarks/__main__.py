@@ -1,8 +1,11 @@
-"""``python -m benchmarks [WORKLOAD ...] [--quick] [--repeats N]``: run workloads, one result line each."""
+"""``python -m benchmarks [WORKLOAD ...] [--quick] [--repeats N]``: run workloads, their result lines, then
+one ``machine`` line: the CPUs and the 1-minute load average before and after, so that a reader can tell a
+quiet machine's figures from a loaded one's (a wall-clock ratio on a loaded machine is not a quiet one's)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import load, workloads
@@ -33,9 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats is not None and args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
     options = Options(quick=args.quick, repeats=args.repeats)
+    before = os.getloadavg()[0]
     for name in names:
         for line in load(name)(options):
             print(line, flush=True)
+    after = os.getloadavg()[0]
+    print(f"machine cpus={os.cpu_count()} load_1m_before={before:.1f} load_1m_after={after:.1f}", flush=True)
     return 0
 
 

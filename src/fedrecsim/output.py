@@ -26,11 +26,13 @@ Folders and files are created with the user's umask, like any file they would cr
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import re
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,25 +56,60 @@ def platform_record() -> dict[str, Any]:
     agree -- the CPU architecture, Python, numpy and the SIMD paths numpy found, and each BLAS library
     loaded with its version and the kernel it chose for this CPU (``OPENBLAS_CORETYPE`` overrides it) --
     and the same ``structure_xxh3_128`` on any platform (README, "Determinism").
+
+    Cost: finding the loaded BLAS libraries means reading the process's memory map and asking each
+    library its version and kernel (milliseconds; an audit runs thousands of runs in one process), and
+    none of it changes while the library stays loaded, so it is done once (`_blas_libraries`). A BLAS
+    library's thread count can change at run time (``threadpoolctl.threadpool_limits``), so ``threads``
+    is asked of the library on every call.
     """
+    return {
+        **_fixed_platform(),
+        "blas": [
+            {
+                "library": library.internal_api,
+                "version": library.version,
+                "kernel": getattr(library, "architecture", None),
+                "threads": library.num_threads,
+                "file": os.path.basename(library.filepath or ""),
+            }
+            for library in _blas_libraries()
+        ],
+    }
+
+
+@functools.cache
+def _fixed_platform() -> dict[str, Any]:
+    """The part of `platform_record` a process cannot change: machine, system, Python, numpy, its SIMD."""
     return {
         "machine": platform.machine(),
         "system": platform.system(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "numpy_simd": _numpy_simd(),
-        "blas": [
-            {
-                "library": library.get("internal_api"),
-                "version": library.get("version"),
-                "kernel": library.get("architecture"),
-                "threads": library.get("num_threads"),
-                "file": os.path.basename(library.get("filepath", "")),
-            }
-            for library in sorted(threadpoolctl.threadpool_info(), key=lambda library: library.get("filepath", ""))
-            if library.get("user_api") == "blas"
-        ],
     }
+
+
+#: The BLAS libraries `_blas_libraries` found, ordered by file path, and the imported modules' names when
+#: it looked.
+_blas_found: tuple[frozenset[str], list[threadpoolctl.LibController]] | None = None
+
+
+def _blas_libraries() -> list[threadpoolctl.LibController]:
+    """threadpoolctl's controllers of the BLAS libraries loaded in this process, ordered by file path.
+
+    A library is loaded when an extension module that links it is imported (numpy's OpenBLAS with numpy,
+    scipy's with ``scipy.linalg``), so the search is repeated only when the set of imported modules has
+    changed since the last one. A BLAS library loaded without any import (``ctypes.CDLL`` by hand) is
+    seen at the next import.
+    """
+    global _blas_found
+    modules = frozenset(sys.modules)
+    if _blas_found is None or _blas_found[0] != modules:
+        loaded = threadpoolctl.ThreadpoolController().lib_controllers
+        found = [library for library in loaded if library.user_api == "blas"]
+        _blas_found = (modules, sorted(found, key=lambda library: library.filepath or ""))
+    return _blas_found[1]
 
 
 def _numpy_simd() -> dict[str, list[str]]:

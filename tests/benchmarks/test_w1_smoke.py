@@ -134,30 +134,43 @@ def test_w1_is_discovered():
     assert workloads()["w1"] == "benchmarks.w1_rounds"
 
 
-def test_cli_prints_the_two_w1_lines(capsys):
+def test_cli_prints_the_two_w1_lines_and_the_machines_load(capsys):
     assert main(["W1", "--quick"]) == 0
     lines = capsys.readouterr().out.splitlines()
     number = r"(\d+(?:\.\d+)?)"
-    assert len(lines) == 2
+    assert len(lines) == 3
+    # The last line says how loaded the machine was while the figures were taken.
+    assert re.fullmatch(rf"machine cpus=\d+ load_1m_before={number} load_1m_after={number}", lines[2]), lines[2]
     comparison = re.fullmatch(
-        rf"W1 fedrecsim rounds_per_s={number} simpy rounds_per_s={number} ratio={number}", lines[0]
+        rf"W1 fedrecsim rounds_per_s={number} simpy rounds_per_s={number} ratio={number} ratio_cpu={number} "
+        rf"ratio_target_min=1\.5 users=100 rounds=10",
+        lines[0],
     )
     assert comparison is not None, lines[0]
-    ours_rate, peer_rate, ratio = map(float, comparison.groups())
+    ours_rate, peer_rate, ratio, ratio_cpu = map(float, comparison.groups())
     # The printed rates are rounded to 0.1 and the ratio to 0.01, so they agree only to rounding.
     assert ratio == pytest.approx(ours_rate / peer_rate, rel=0.02, abs=0.01)
+    assert ratio_cpu > 0
     scale = re.fullmatch(
-        rf"W1-scale users=2000 wall_s_per_round={number} trio_floor_s_per_round={number} peak_rss_mb={number}",
+        rf"W1-scale users=2000 rounds=2 wall_s_per_round={number} trio_floor_s_per_round={number} "
+        rf"ratio_floor={number} cpu_s_per_round={number} trio_floor_cpu_s_per_round={number} "
+        rf"ratio_floor_cpu={number} ratio_floor_target_max=5 peak_rss_mb={number}",
         lines[1],
     )
     assert scale is not None, lines[1]
-    assert all(float(value) > 0 for value in scale.groups())
+    wall, floor, ratio_floor, cpu, floor_cpu, ratio_floor_cpu, peak = map(float, scale.groups())
+    assert all(value > 0 for value in (wall, floor, cpu, floor_cpu, peak))
+    # Each ratio is the printed figure over its floor, to the printed rounding (3 decimals on a floor of
+    # about 0.02 s, and 1 decimal on the ratio).
+    assert ratio_floor == pytest.approx(wall / floor, rel=0.15, abs=0.1)
+    assert ratio_floor_cpu == pytest.approx(cpu / floor_cpu, rel=0.15, abs=0.1)
 
 
 def test_trio_wake_floor_wakes_every_task_every_round():
     # It returns only once every task has run in every round (the last one wakes the main task), so a
     # miscount would hang the test rather than pass it.
-    assert trio_wake_floor(tasks=7, rounds=3) > 0
+    wall, cpu = trio_wake_floor(tasks=7, rounds=3)
+    assert wall > 0 and cpu >= 0
 
 
 def test_cli_refuses_an_unknown_workload(capsys):

@@ -28,6 +28,10 @@ def test_the_quick_run_prints_both_graphs_and_the_summary_line(monkeypatch) -> N
     lines = list(w7_secagg.run(Options(quick=True)))
     assert lines[0].startswith("W7 secagg bonawitz n=20 length=500 dropped=1")
     assert lines[1].startswith("W7 secagg secagg+ n=20 length=500 dropped=1")
+    # Each graph's sessions ran in a fresh interpreter, which reports its own peak.
+    assert all(re.search(r" peak_rss_mb=\d+$", line) for line in lines[:2]), lines
     assert re.fullmatch(
-        r"W7 secagg ours_s=\d+\.\d{3} flower=not-installed \(pip install -e \.\[peers\]\) ours_client_bytes=\d+", lines[2]
+        r"W7 secagg ours_s=\d+\.\d{3} flower=not-installed \(pip install -e \.\[peers\]\) ours_client_bytes=\d+ "
+        r"peak_rss_mb=\d+",
+        lines[2],
     )
