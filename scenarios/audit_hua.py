@@ -27,57 +27,45 @@ resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn the
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fedrecsim.audit import Audit, AuditResult
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "hua_s1.toml"
 SEED = 7
 FIGURE = "claimed_vs_audited.png"
-SIZE = ["run.rounds=5", "data.users=20", "data.items=30", "data.ratings=150", "protocol.d=2", "protocol.replay=false",
-        "protocol.baseline_rounds=1"]
-
-
-@dataclass(frozen=True)
-class Row:
-    """One audited claim: who looks, at what eps, with which distinguishers."""
-
-    label: str
-    epsilon: float
-    settings: tuple[str, ...]
-
-
+SIZE = ("run.rounds=5", "data.users=20", "data.items=30", "data.ratings=150", "protocol.d=2", "protocol.replay=false",
+        "protocol.baseline_rounds=1")
+#: Who looks, with which distinguishers.
 V_VIEW = ("audit.party='user:0'", "audit.distinguishers=['theorem1_llr', 'published_projection']")
 RECOMMENDER = ("protocol.scenario='S2'", "run.rounds=2", "audit.party='server:0'", "audit.distinguishers=['rated_items']")
 OBSERVER = ("protocol.scenario='S2'", "run.rounds=2", "audit.party='user:0'",
             "audit.distinguishers=['published_projection', 'item_norm']")
-FULL = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 2.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER),
-        Row("S2 observer", 1.0, OBSERVER))
-QUICK = (Row("S1 V", 1.0, V_VIEW), Row("S1 V", 4.0, V_VIEW), Row("S2 recommender", 1.0, RECOMMENDER),
-         Row("S2 observer", 1.0, OBSERVER))
+#: The rows: (view, eps, its settings).
+FULL = (("S1 V", 1.0, V_VIEW), ("S1 V", 2.0, V_VIEW), ("S1 V", 4.0, V_VIEW), ("S2 recommender", 1.0, RECOMMENDER),
+        ("S2 observer", 1.0, OBSERVER))
+QUICK = (("S1 V", 1.0, V_VIEW), ("S1 V", 4.0, V_VIEW), ("S2 recommender", 1.0, RECOMMENDER), ("S2 observer", 1.0, OBSERVER))
 COLOURS = {"S1 V": "C0", "S2 recommender": "C3", "S2 observer": "C2"}
+COLUMNS = (
+    Column("view", 16, lambda row: row.row.key[0], left=True), Column("eps", 6, lambda row: row.claimed, "g"),
+    Column("audited", 9, lambda row: row.mean), Column("least", 8, lambda row: row.least), Column("most", 8, lambda row: row.most),
+    Column("best", 22, lambda row: row.best), Column("trials/s", 10, lambda row: row.trials_per_s, ".1f"),
+)
 
 
-def draw(out: Path, table: dict[tuple[str, float], list[AuditResult]]) -> str:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "figure skipped: matplotlib is not installed"
-    figure = Figure(figsize=(5, 4))
-    axes = figure.subplots()
-    for (label, eps), results in table.items():
-        axes.scatter([eps] * len(results), [r.epsilon_lower for r in results], color=COLOURS[label],
-                     label=label if eps == min(e for lab, e in table if lab == label) else None)
-    claimed = sorted({eps for _, eps in table})
+def paint(axes: Any, result: GridResult) -> None:
+    for view, colour in COLOURS.items():
+        rows = [row for row in result.rows if row.row.key[0] == view]
+        axes.scatter([row.claimed for row in rows for _ in row.bounds], [bound for row in rows for bound in row.bounds],
+                     color=colour, label=view if rows else None)
+    claimed = sorted({row.claimed for row in result.rows})
     axes.plot(claimed, claimed, "k--", linewidth=1, label="claimed eps (audited = claimed)")
     axes.set_xlabel("claimed eps per rating")
     axes.set_ylabel("audited lower bound (best distinguisher)")
     axes.set_title("Hua et al.: published V (S1) and the S2 recommender")
     axes.legend(loc="upper left", fontsize=8)
-    figure.savefig(out / FIGURE, dpi=100)
-    return f"figure: {out / FIGURE}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,33 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--trials", type=int, default=None, help="trials per world (default 400; 20 with --quick)")
     args = parser.parse_args(argv)
-    rows = QUICK if args.quick else FULL
     trials = args.trials or (20 if args.quick else 400)
-    audits = {
-        (row, seed): Audit(SCENARIO, [*SIZE, f"run.seed={SEED + 1_000_000 * seed}", f"protocol.epsilon={row.epsilon}",
-                                      f"audit.trials={trials}", *row.settings, *args.set])
-        for row in rows for seed in range(args.seeds)
-    }  # every audit is checked before any runs
-    if (args.out / FIGURE).exists() and not any(args.out.glob("*-eps*-seed*/audit-plan.json")):
-        parser.error(f"{args.out / FIGURE} exists and is not this script's; choose another --out")
-    table: dict[tuple[str, float], list[AuditResult]] = {}
-    for (row, seed), audit in audits.items():
-        folder = args.out / f"{row.label.replace(' ', '_')}-eps{row.epsilon:g}-seed{seed}"
-        table.setdefault((row.label, row.epsilon), []).append(audit.run(folder, workers=args.workers, dask=args.dask))
-    print(f"Hua et al., one rating of user {next(iter(audits.values())).target.user}, {trials} trials per world, "
+    rows = [
+        AuditRow((view, eps), f"{view} at eps {eps:g}", f"{view.replace(' ', '_')}-eps{eps:g}",
+                 (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}", *settings))
+        for view, eps, settings in (QUICK if args.quick else FULL)
+    ]
+    grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
+    result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
+    print(f"Hua et al., one rating of user {grid.first().target.user}, {trials} trials per world, "
           f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
-    print(f"{'view':<16}{'eps':>6}{'audited':>9}{'least':>8}{'most':>8}{'best':>22}{'trials/s':>10}")
-    for (label, eps), results in table.items():
-        bounds = [r.epsilon_lower for r in results]
-        best = results[0].document["best"]["distinguisher"]
-        speed = sum(r.document["trials_run"] for r in results) / max(sum(r.document["wall_s"] for r in results), 1e-9)
-        print(f"{label:<16}{eps:>6g}{sum(bounds) / len(bounds):>9.3f}{min(bounds):>8.3f}{max(bounds):>8.3f}{best:>22}{speed:>10.1f}")
-    print(draw(args.out, table))
-    above = [f"{label} at eps {eps:g}" for (label, eps), results in table.items() if any(r.epsilon_lower > eps for r in results)]
-    print("Audited above the claim (the claim does not hold for that view, at the audits' confidence): "
-          + (", ".join(above) if above else "none") + ".")
-    print("Where the bound is at most the claim, no violation was found: a lower bound is not a proof that the "
-          "claim holds. The S2 recommender is expected above it (privacy.known_leaks: it learns the rated items).")
+    print(result.table(COLUMNS))
+    print(result.figure(args.out / FIGURE, paint))
+    print("The S2 recommender is expected above its claim (privacy.known_leaks: it learns the rated items); the "
+          "published V and the outside observer are expected within it.")
+    print(result.verdict())
     return 0
 
 

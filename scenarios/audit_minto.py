@@ -25,8 +25,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fedrecsim.audit import Audit, AuditResult
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "minto_ldp.toml"
@@ -47,43 +48,31 @@ class Size:
 
 FULL = Size(users=20, items=40, ratings=120, epsilons=(0.5, 1.0, 2.0), trials=1000)
 QUICK = Size(users=6, items=20, ratings=36, epsilons=(0.5, 2.0), trials=20)
+COLUMNS = (
+    Column("eps0", 8, lambda row: row.row.key, "g", left=True), Column("audited", 10, lambda row: row.mean),
+    Column("least", 8, lambda row: row.least), Column("most", 8, lambda row: row.most),
+    Column("ratio", 9, lambda row: row.mean / row.row.key, ".2f"), Column("trials/s", 11, lambda row: row.trials_per_s, ".1f"),
+)
 
 
-def overrides(size: Size, epsilon: float, seed: int, trials: int) -> list[str]:
-    return [
-        f"run.seed={seed}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}",
+def overrides(size: Size, epsilon: float, trials: int) -> tuple[str, ...]:
+    return (
+        "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}",
         f"data.ratings={size.ratings}", f"protocol.min_users={size.users}", "protocol.k=1", "protocol.d=2",
         f"protocol.epsilon={epsilon}", "protocol.init_scale=0.005", "network.latency={model='constant', seconds=0.01}",
         "audit.party='proxy:0'", f"audit.trials={trials}", "audit.distinguishers=['report_llr', 'logistic']",
-    ]
-
-
-def summary(epsilon: float, results: list[AuditResult]) -> str:
-    bounds = [result.epsilon_lower for result in results]
-    speed = sum(r.document["trials_run"] for r in results) / max(sum(r.document["wall_s"] for r in results), 1e-9)
-    return (
-        f"{epsilon:<8g}{sum(bounds) / len(bounds):>10.3f}{min(bounds):>8.3f}{max(bounds):>8.3f}"
-        f"{sum(bounds) / len(bounds) / epsilon:>9.2f}{speed:>11.1f}"
     )
 
 
-def draw(out: Path, table: dict[float, list[AuditResult]]) -> str:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "figure skipped: matplotlib is not installed"
-    figure = Figure(figsize=(5, 4))
-    axes = figure.subplots()
-    claimed = sorted(table)
-    for eps in claimed:
-        axes.scatter([eps] * len(table[eps]), [r.epsilon_lower for r in table[eps]], color="C0")
+def paint(axes: Any, result: GridResult) -> None:
+    for row in result.rows:
+        axes.scatter([row.row.key] * len(row.bounds), row.bounds, color="C0")
+    claimed = [row.row.key for row in result.rows]
     axes.plot(claimed, claimed, "k--", linewidth=1, label="claimed eps0 (audited = claimed)")
     axes.set_xlabel("claimed eps0 per report")
     axes.set_ylabel("audited lower bound (best distinguisher)")
     axes.set_title("Minto et al.: proxy's view, k = 1, one epoch")
     axes.legend(loc="upper left", fontsize=8)
-    figure.savefig(out / FIGURE, dpi=100)
-    return f"figure: {out / FIGURE}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,33 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
     trials = args.trials or size.trials
-    audits = {
-        (eps, seed): Audit(SCENARIO, [*overrides(size, eps, SEED + 1_000_000 * index, trials), *args.set])
-        for eps in size.epsilons for index, seed in enumerate(range(args.seeds))
-    }  # every audit is checked before any runs
-    if (args.out / FIGURE).exists() and not any(args.out.glob("eps*-seed*/audit-plan.json")):
-        parser.error(f"{args.out / FIGURE} exists and is not this script's; choose another --out")
-    table: dict[float, list[AuditResult]] = {}
-    for (eps, seed), audit in audits.items():
-        result = audit.run(args.out / f"eps{eps:g}-seed{seed}", workers=args.workers, dask=args.dask)
-        table.setdefault(eps, []).append(result)
+    rows = [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(size, eps, trials)) for eps in size.epsilons]
+    grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
+    result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Minto et al., proxy's view of one report (k = 1, one epoch), {trials} trials per world, "
           f"{size.users} users x {size.items} items, {args.seeds} audit(s) per eps0:")
-    document = next(iter(table.values()))[0].document
+    document = result.rows[0].document
     print(f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
           f"all of them (each alone: {document['confidence']:.0%})")
-    print(f"{'eps0':<8}{'audited':>10}{'least':>8}{'most':>8}{'ratio':>9}{'trials/s':>11}")
-    for eps in sorted(table):
-        print(summary(eps, table[eps]))
-    print(draw(args.out, table))
-    violated = [eps for eps, results in table.items() if any(r.epsilon_lower > eps for r in results)]
-    if violated:
-        print(f"The audited lower bound exceeds the claimed eps0 at {', '.join(map(str, violated))}: there, the "
-              "claim does not hold for the proxy's view (at the audits' confidence).")
-    else:
-        print("Every audited lower bound is at most the claimed eps0: no violation found. The ratio is how much of "
-              "eps0 the proxy's best test demonstrably extracts from one report; a lower bound is not a proof that "
-              "the claim holds.")
+    print(result.table(COLUMNS))
+    print(result.figure(args.out / FIGURE, paint))
+    print("The ratio is how much of eps0 the proxy's best test demonstrably extracts from one report.")
+    print(result.verdict())
     return 0
 
 

@@ -26,12 +26,12 @@ With matplotlib the figure ``audited_leak.png`` is drawn there.
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fedrecsim.audit import Audit, AuditResult, cp_lower, cp_upper
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, claimed_cell
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
@@ -54,42 +54,33 @@ class Size:
 FULL = Size(users=40, items=100, ratings=300, trials=100)
 QUICK = Size(users=15, items=40, ratings=90, trials=20)
 #: The target users: the relation's default, and user 1, a user picked without looking at its items.
-TARGETS = {"rarest-item holder": [], "user 1": ["audit.user=1"]}
+TARGETS = {"rarest-item holder": (), "user 1": ("audit.user=1",)}
+COLUMNS = (
+    Column("variant", 12, lambda row: row.row.key[1], left=True),
+    Column("target", 24, lambda row: f"{row.row.key[0]} ({row.document['target']['user']})", left=True),
+    Column("claimed", 8, claimed_cell), Column("decoder", 9, lambda row: row.entry("broadcast_decoder")),
+    Column("residual", 10, lambda row: row.entry("degree_residual")), Column("cap", 7, lambda row: row.cap),
+    Column("trials/s", 10, lambda row: row.trials_per_s, ".1f"),
+)
 
 
-def overrides(size: Size, variant: str, trials: int) -> list[str]:
-    return [
+def overrides(size: Size, variant: str, trials: int) -> tuple[str, ...]:
+    return (
         f"run.seed={SEED}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}", f"data.ratings={size.ratings}",
         f"protocol.variant='{variant}'", "protocol.k=8", "protocol.secagg='ideal'", "network.latency={model='constant', seconds=0.01}",
         f"audit.party='user:{size.users - 1}'", f"audit.trials={trials}", f"audit.distinguishers={list(DISTINGUISHERS)}",
-    ]
+    )
 
 
-def cap(result: AuditResult) -> float:
-    """The bound a test with held-out TPR 1 and FPR 0 reaches on this audit's held-out trials."""
-    n = result.document["heldout_per_world"]
-    alpha = (1.0 - result.document["confidence"]) / 2
-    return max(0.0, math.log(float(cp_lower(n, n, alpha)) / float(cp_upper(0, n, alpha))))
-
-
-def draw(out: Path, table: dict[tuple[str, str], AuditResult]) -> str:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "figure skipped: matplotlib is not installed"
-    figure = Figure(figsize=(6, 4))
-    axes = figure.subplots()
-    labels = [f"{variant}\n{target}" for target, variant in table]
+def paint(axes: Any, result: GridResult) -> None:
+    labels = [f"{variant}\n{target}" for target, variant in (row.row.key for row in result.rows)]
     for offset, name in enumerate(DISTINGUISHERS):
-        axes.bar([i + 0.4 * offset for i in range(len(table))], [r.document["distinguishers"][name]["epsilon_lower"] for r in table.values()],
-                 width=0.4, label=name)
-    axes.axhline(max(cap(r) for r in table.values()), color="k", linestyle="--", linewidth=1, label="cap of a perfect test")
-    axes.set_xticks([i + 0.2 for i in range(len(table))], labels, fontsize=7)
+        axes.bar([i + 0.4 * offset for i in range(len(labels))], [row.entry(name) for row in result.rows], width=0.4, label=name)
+    axes.axhline(max(row.cap for row in result.rows), color="k", linestyle="--", linewidth=1, label="cap of a perfect test")
+    axes.set_xticks([i + 0.2 for i in range(len(labels))], labels, fontsize=7)
     axes.set_ylabel("audited epsilon lower bound")
     axes.set_title("PriviRec, a receiver of the broadcasts: no DP claim")
     axes.legend(loc="upper right", fontsize=7)
-    figure.savefig(out / FIGURE, dpi=100)
-    return f"figure: {out / FIGURE}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,35 +92,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
     trials = args.trials or size.trials
-    audits: dict[tuple[str, str], Audit] = {}
-    for variant in VARIANTS:
-        base = [*overrides(size, variant, trials), *args.set]
-        for target, change in TARGETS.items():
-            audits[(target, variant)] = Audit(SCENARIO, [*base, *change])
-    if (args.out / FIGURE).exists() and not any(args.out.glob("*/audit-plan.json")):
-        parser.error(f"{args.out / FIGURE} exists and is not this script's; choose another --out")
-    table = {
-        key: audit.run(args.out / f"{key[1]}-{key[0].replace(' ', '-')}", workers=args.workers, dask=args.dask)
-        for key, audit in audits.items()
-    }
-    first = next(iter(table.values())).document
-    print(f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x {size.items} "
-          f"items, {size.ratings} interactions, {trials} trials per world, each bound at {first['confidence']:.0%} confidence")
-    print(f"{'variant':<12}{'target':<24}{'claimed':>8}{'decoder':>9}{'residual':>10}{'cap':>7}{'trials/s':>10}")
-    for (target, variant), result in table.items():
-        entries = result.document["distinguishers"]
-        print(f"{variant:<12}{target + ' (' + str(result.document['target']['user']) + ')':<24}{'none':>8}"
-              f"{entries['broadcast_decoder']['epsilon_lower']:>9.3f}{entries['degree_residual']['epsilon_lower']:>10.3f}"
-              f"{cap(result):>7.3f}{result.document['trials_per_s']:>10.1f}")
-    print(draw(args.out, table))
-    decoded = [key for key, result in table.items() if result.document["distinguishers"]["broadcast_decoder"]["epsilon_lower"] > 0]
+    rows = [
+        AuditRow((target, variant), f"{variant} ({target})", f"{variant}-{target.replace(' ', '-')}",
+                 (*overrides(size, variant, trials), *change))
+        for variant in VARIANTS for target, change in TARGETS.items()
+    ]
+    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
+    print(f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
+          f"{size.items} items, {size.ratings} interactions, {trials} trials per world, each bound at "
+          f"{result.rows[0].document['confidence']:.0%} confidence")
+    print(result.table(COLUMNS))
+    print(result.figure(args.out / FIGURE, paint, size=(6, 4)))
+    decoded = [row.row.name for row in result.rows if row.entry("broadcast_decoder") > 0]
     if decoded:
         print("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
-              f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(f'{v}, {t}' for t, v in decoded)}), "
-              "with a lower bound capped only by the trials. A bound of 0 elsewhere is no evidence of privacy.")
+              f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
+              "with a lower bound capped only by the trials.")
     else:
-        print("The decoder demonstrated no leak at these trials; that is no evidence of privacy (the degrees alone leak "
-              "to an adversary who knows the other rows: the residual column).")
+        print("The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
+              "other rows: the residual column).")
+    print(result.verdict())
     return 0
 
 

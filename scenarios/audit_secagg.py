@@ -27,14 +27,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from fedrecsim.audit import Audit, AuditResult
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "secagg_small.toml"
 SEED = 5
 FIGURE = "claimed_vs_audited.png"
 GRAPHS = {"Bonawitz et al. 2017": "complete", "SecAgg+": "sparse"}
+DISTINGUISHERS = ("masked_match", "logistic")
 
 
 @dataclass(frozen=True)
@@ -49,35 +51,32 @@ class Size:
 
 FULL = Size(users=10, items=50, ratings=200, trials=150)
 QUICK = Size(users=5, items=20, ratings=40, trials=20)
+COLUMNS = (
+    Column("protocol", 22, lambda row: row.row.key, left=True), Column("claimed", 8, lambda row: row.claimed, "g"),
+    Column("masked_match", 14, lambda row: row.entry("masked_match")), Column("logistic", 10, lambda row: row.entry("logistic")),
+    Column("trials/s", 10, lambda row: row.trials_per_s, ".1f"),
+)
 
 
-def overrides(size: Size, graph: str, trials: int) -> list[str]:
-    return [
+def overrides(size: Size, graph: str, trials: int) -> tuple[str, ...]:
+    return (
         f"run.seed={SEED}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}", f"data.ratings={size.ratings}",
         "availability.dropout=0.0", "protocol.mode='real'", f"protocol.graph='{graph}'", "protocol.inputs='ratings'",
         "network.latency={model='constant', seconds=0.01}", "audit.party='server:0'", f"audit.trials={trials}",
-    ]
+    )
 
 
-def draw(out: Path, table: dict[str, AuditResult]) -> str:
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "figure skipped: matplotlib is not installed"
-    figure = Figure(figsize=(5, 4))
-    axes = figure.subplots()
-    names = list(table)
-    for offset, distinguisher in enumerate(("masked_match", "logistic")):
-        axes.bar([i + 0.4 * offset for i in range(len(names))],
-                 [table[n].document["distinguishers"][distinguisher]["epsilon_lower"] for n in names], width=0.4, label=distinguisher)
+def paint(axes: Any, result: GridResult) -> None:
+    names = [row.row.key for row in result.rows]
+    for offset, distinguisher in enumerate(DISTINGUISHERS):
+        axes.bar([i + 0.4 * offset for i in range(len(names))], [row.entry(distinguisher) for row in result.rows], width=0.4,
+                 label=distinguisher)
     axes.axhline(0.0, color="k", linestyle="--", linewidth=1, label="claimed: 0 beyond the sum")
     axes.set_xticks([i + 0.2 for i in range(len(names))], names)
-    axes.set_ylim(bottom=-0.05, top=max(1.0, *(table[n].epsilon_lower for n in names)))
+    axes.set_ylim(bottom=-0.05, top=max(1.0, *(row.most for row in result.rows)))
     axes.set_ylabel("audited epsilon lower bound")
     axes.set_title("Secure aggregation: the server's view of one input")
     axes.legend(loc="upper right", fontsize=8)
-    figure.savefig(out / FIGURE, dpi=100)
-    return f"figure: {out / FIGURE}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,26 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
     trials = args.trials or size.trials
-    audits = {name: Audit(SCENARIO, [*overrides(size, graph, trials), *args.set]) for name, graph in GRAPHS.items()}
-    if (args.out / FIGURE).exists() and not any(args.out.glob("*/audit-plan.json")):
-        parser.error(f"{args.out / FIGURE} exists and is not this script's; choose another --out")
-    table = {name: audit.run(args.out / GRAPHS[name], workers=args.workers, dask=args.dask) for name, audit in audits.items()}
-    first = next(iter(table.values())).document
+    rows = [AuditRow(name, name, graph, overrides(size, graph, trials)) for name, graph in GRAPHS.items()]
+    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Secure aggregation, server's view, one user's input replaced: {size.users} users summing rows of {size.items} "
-          f"values, real cryptography, {trials} trials per world, bounds at {first['best']['confidence']:.0%} confidence over both distinguishers")
-    print(f"{'protocol':<22}{'claimed':>8}{'masked_match':>14}{'logistic':>10}{'trials/s':>10}")
-    for name, result in table.items():
-        entries = result.document["distinguishers"]
-        print(f"{name:<22}{result.document['claim']['epsilon']:>8g}{entries['masked_match']['epsilon_lower']:>14.3f}"
-              f"{entries['logistic']['epsilon_lower']:>10.3f}{result.document['trials_per_s']:>10.1f}")
-    print(draw(args.out, table))
-    violated = [name for name, result in table.items() if result.epsilon_lower > result.document["claim"]["epsilon"]]
-    if violated:
-        print(f"The audited lower bound exceeds the claim for {', '.join(violated)}: the server's view tells the two inputs "
-              "apart beyond the sum (at the audits' confidence).")
-    else:
-        print("Every audited lower bound is 0, the claim: no violation found. The server's masked view did not tell the two "
-              "inputs apart in these trials; a lower bound is not a proof that the claim holds.")
+          f"values, real cryptography, {trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
+          "confidence over both distinguishers")
+    print(result.table(COLUMNS))
+    print(result.figure(args.out / FIGURE, paint))
+    print("The claim is epsilon = 0 for what the server's view says beyond the sum: a violation means the masked messages "
+          "tell the two inputs apart.")
+    print(result.verdict())
     return 0
 
 

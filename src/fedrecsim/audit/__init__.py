@@ -5,6 +5,8 @@ The public API (docs/audit.md): a protocol declares what its claim protects with
 ``claim(scenario) -> Claim`` and its own `Distinguisher`s beside the generic one (`GENERIC`). `Audit` runs
 an audit from a scenario (``[audit]`` table or ``audit.*`` overrides) and returns an `AuditResult`;
 ``fedrecsim audit SCENARIO --party ROLE:INDEX --trials N`` does the same from the command line.
+A study script audits several claims at once with an `AuditGrid` of `AuditRow`s and prints the
+claimed-vs-audited table and the verdict of its `GridResult` (`fedrecsim.audit.grid`).
 The bound itself (`fedrecsim.audit.bounds`): Clopper--Pearson intervals of a threshold test's error rates,
 the threshold chosen on one half of the trials and evaluated on the other.
 """
@@ -14,11 +16,13 @@ from __future__ import annotations
 from .bounds import Bound, Rule, audit_scores, cp_lower, cp_upper
 from .distinguishers import GENERIC, Distinguisher, TrialView, first_feature, logistic_fit, view_numbers
 from .neighbours import Neighbouring, Row, Target, one_rating, one_user, user_replaced
-from .runner import Audit, AuditResult
+from .grid import AuditedRow, AuditGrid, AuditRow, Column, GridResult, claimed_cell
+from .runner import NO_CLAIM, NO_VIOLATION, VIOLATION, Audit, AuditResult
 from .spec import AuditSettings, AuditSpec, Claim, audit_spec
 
 __all__ = [
-    "GENERIC", "Audit", "AuditResult", "AuditSettings", "AuditSpec", "Bound", "Claim", "Distinguisher", "Neighbouring",
-    "Row", "Rule", "Target", "TrialView", "audit_scores", "audit_spec", "cp_lower", "cp_upper", "first_feature",
+    "GENERIC", "NO_CLAIM", "NO_VIOLATION", "VIOLATION", "Audit", "AuditGrid", "AuditResult", "AuditRow", "AuditSettings",
+    "AuditSpec", "AuditedRow", "Bound", "Claim", "Column", "Distinguisher", "GridResult", "Neighbouring", "Row", "Rule",
+    "Target", "TrialView", "audit_scores", "audit_spec", "claimed_cell", "cp_lower", "cp_upper", "first_feature",
     "logistic_fit", "one_rating", "one_user", "user_replaced", "view_numbers",
 ]

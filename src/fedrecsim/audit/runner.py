@@ -63,6 +63,11 @@ AUDIT_FORMAT = "fedrecsim-audit/1"
 PLAN = "audit-plan.json"
 TRIALS = "trials"
 WORLDS = ("in", "out")
+#: How a verdict starts (`AuditResult.document` ``["verdict"]``, the line ``fedrecsim audit`` prints): the
+#: audited lower bound exceeds the claim; it does not; the protocol claims no epsilon.
+VIOLATION = "VIOLATION"
+NO_VIOLATION = "no violation found"
+NO_CLAIM = "no DP claim"
 
 
 def trial_seed(base: int, world: str, trial: int) -> int:
@@ -420,18 +425,18 @@ def _finish(audit: Audit, path: Path, tasks: list[dict[str, Any]], ran: int, wal
     claimed = audit.claim.epsilon
     if not math.isfinite(claimed):
         verdict = (
-            f"no DP claim ({audit.claim.statement}): the audited lower bound {best['epsilon_lower']:.3f} "
+            f"{NO_CLAIM} ({audit.claim.statement}): the audited lower bound {best['epsilon_lower']:.3f} "
             f"(at {best['confidence']:.0%} confidence) measures how much this view demonstrably reveals about the "
             "target; the true leak may be larger"
         )
     elif best["epsilon_lower"] > claimed:
         verdict = (
-            f"VIOLATION: the audited lower bound {best['epsilon_lower']:.3f} exceeds the claimed epsilon {claimed:g} "
+            f"{VIOLATION}: the audited lower bound {best['epsilon_lower']:.3f} exceeds the claimed epsilon {claimed:g} "
             f"(at {best['confidence']:.0%} confidence): the claim does not hold for this relation and party"
         )
     else:
         verdict = (
-            f"no violation found: the audited lower bound {best['epsilon_lower']:.3f} does not exceed the claimed "
+            f"{NO_VIOLATION}: the audited lower bound {best['epsilon_lower']:.3f} does not exceed the claimed "
             f"epsilon {claimed:g}. This is a lower bound from {trials} trials per world and these distinguishers; "
             "it does not show that the protocol is private"
         )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fedrecsim.protocols.dpmf.recommender as recommender
-from fedrecsim import cli
+from audit_helpers import audit_command, quick_study
 from fedrecsim.audit import Audit, Row, Target, TrialView
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.network.party import SERVER, Party, Role
@@ -115,33 +115,18 @@ def test_an_audit_of_the_s2_recommender_confirms_its_known_leak(tmp_path: Path) 
 
 
 @pytest.mark.timeout(300)
-def test_the_command_audits_dpmf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["audit", str(SCENARIO), "--party", "user:0", "--trials", "4", "--workers", "1", "--out", str(tmp_path / "out"),
-                     "--quiet", "--set", "run.rounds=2", "--set", "data.users=10", "--set", "data.items=12",
-                     "--set", "data.ratings=40", "--set", "protocol.d=2", "--set", "protocol.replay=false"])
-    shown = capsys.readouterr().out
-    assert code == 0
+def test_the_command_audits_dpmf(tmp_path: Path) -> None:
+    shown = audit_command(SCENARIO, "user:0", ["run.rounds=2", "data.users=10", "data.items=12", "data.ratings=40", "protocol.d=2",
+                                               "protocol.replay=false"], tmp_path / "out")
     assert "claimed: epsilon = 0.1, delta = 0" in shown and "theorem1_llr" in shown and "published_projection" in shown
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["party"] == "user:0"
 
 
-def _script(name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location(f"scenario_script_{name}", SCENARIO.parent / f"{name}.py")
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
-    spec.loader.exec_module(script)
-    return script
-
-
 @pytest.mark.timeout(300)  # four small audits of 40 runs each
 def test_the_study_script_audits_v_and_the_recommender_and_says_what_the_bound_means(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _script("audit_hua", monkeypatch).main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
-    shown = capsys.readouterr().out.splitlines()
+    shown = quick_study("audit_hua", tmp_path / "out", monkeypatch)
     rows = {(line[:16].strip(), line.split()[-6]): float(line.split()[-5]) for line in shown if line.startswith(("S1", "S2"))}
     assert set(rows) == {("S1 V", "1"), ("S1 V", "4"), ("S2 recommender", "1"), ("S2 observer", "1")}
     assert rows[("S1 V", "1")] <= 1 and rows[("S1 V", "4")] <= 4 and rows[("S2 observer", "1")] <= 1

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fedrecsim import cli
+from audit_helpers import audit_command
 from fedrecsim.audit import Audit
 from fedrecsim.protocols import protocol_spec
 from fedrecsim.scenario import load_scenario
@@ -39,11 +39,7 @@ def test_the_servers_view_of_the_registered_items_reveals_the_rating(tmp_path: P
 
 
 @pytest.mark.timeout(300)
-def test_fedrecsim_audit_runs_on_fcf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["audit", str(SCENARIO), "--party", "server:0", "--trials", "4", "--workers", "1", "--out", str(tmp_path / "out")]
-    for item in SMALL[:5]:
-        argv += ["--set", item]
-    assert cli.main([*argv, "--quiet"]) == 0
-    shown = capsys.readouterr().out
+def test_fedrecsim_audit_runs_on_fcf(tmp_path: Path) -> None:
+    shown = audit_command(SCENARIO, "server:0", SMALL[:5], tmp_path / "out")
     assert "claimed: no DP claim" in shown and "registered_item" in shown
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["claim"]["epsilon"] is None

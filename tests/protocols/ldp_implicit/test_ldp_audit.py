@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fedrecsim.protocols.ldp_implicit.roles as roles
+from audit_helpers import quick_study
 from fedrecsim.audit import Audit, Row, Target, TrialView
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.models.implicit_mf import item_gradient, user_factors
@@ -99,18 +100,8 @@ def test_the_proxys_distinguisher_is_refused_for_the_server() -> None:
 
 
 @pytest.mark.timeout(300)  # four small audits of 40 runs each
-def test_the_study_script_audits_each_eps0_and_says_what_the_bound_means(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("scenario_script_audit_minto", SCENARIO.parent / "audit_minto.py")
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
-    spec.loader.exec_module(script)
-    assert script.main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
-    shown = capsys.readouterr().out.splitlines()
+def test_the_study_script_audits_each_eps0_and_says_what_the_bound_means(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = quick_study("audit_minto", tmp_path / "out", monkeypatch)
     rows = [line.split() for line in shown if line[:1].isdigit()]
     assert [row[0] for row in rows] == ["0.5", "2"]
     assert all(float(row[1]) <= float(row[0]) for row in rows)  # the mean lower bound never above the claim here

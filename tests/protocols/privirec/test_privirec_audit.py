@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fedrecsim import cli
+from audit_helpers import audit_command, quick_study
 from fedrecsim.audit import Audit
 from fedrecsim.audit.spec import AuditSettings
 from fedrecsim.data.ratings import Ratings
@@ -59,25 +57,17 @@ def test_privirec_k_broadcasts_no_p_and_the_decoder_finds_nothing(tmp_path: Path
 
 
 @pytest.mark.timeout(300)
-def test_fedrecsim_audit_runs_on_privirec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["audit", str(SCENARIO), "--party", "user:0", "--trials", "4", "--workers", "1", "--out", str(tmp_path / "out")]
-    for item in SMALL:
-        argv += ["--set", item]
-    assert cli.main([*argv, "--quiet"]) == 0
-    shown = capsys.readouterr().out
+def test_fedrecsim_audit_runs_on_privirec(tmp_path: Path) -> None:
+    shown = audit_command(SCENARIO, "user:0", SMALL, tmp_path / "out")
     assert "claimed: no DP claim" in shown and "broadcast_decoder" in shown
 
 
 @pytest.mark.timeout(300)  # four audits of 40 small runs each
-def test_the_study_script_prints_the_leak_per_target_and_variant(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [sys.executable, str(SCENARIO.parent / "audit_privirec.py"), "--quick", "--workers", "1", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    rows = [line.split() for line in completed.stdout.splitlines() if line.startswith("privirec")]
+def test_the_study_script_prints_the_leak_per_target_and_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = quick_study("audit_privirec", tmp_path / "out", monkeypatch)
+    rows = [line.split() for line in shown if line.startswith("privirec")]
     assert [row[0] for row in rows] == ["privirec", "privirec", "privirec_k", "privirec_k"]
     decoder = {(row[0], row[1]): float(row[-4]) for row in rows}
     assert decoder["privirec", "rarest-item"] > 0  # the broadcast alone gives the rare item's holder away
     assert decoder["privirec_k", "rarest-item"] == 0.0  # no P~ broadcast, nothing to decode
-    assert "no evidence of privacy" in completed.stdout.splitlines()[-1]
+    assert "no evidence of privacy" in shown[-1]

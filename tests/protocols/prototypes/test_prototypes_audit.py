@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import fedrecsim.mechanisms.private_kmeans as private_kmeans
-from fedrecsim import cli
+from audit_helpers import audit_command, quick_study
 from fedrecsim.audit import Audit, Row, Target, TrialView
 from fedrecsim.data.ratings import Ratings
 from fedrecsim.data.silos import silo_assignment
@@ -88,28 +88,15 @@ def test_a_silos_view_is_not_what_the_claim_covers() -> None:
 
 
 @pytest.mark.timeout(300)
-def test_the_command_audits_prototypes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["audit", str(SCENARIO), "--party", "server:0", "--trials", "4", "--workers", "1", "--out", str(tmp_path / "out"),
-                     "--quiet", *[arg for setting in SMALL[:-4] for arg in ("--set", setting)]])
-    shown = capsys.readouterr().out
-    assert code == 0
+def test_the_command_audits_prototypes(tmp_path: Path) -> None:
+    shown = audit_command(SCENARIO, "server:0", SMALL[:-4], tmp_path / "out")
     assert "claimed: epsilon = 1, delta = 0" in shown and "prototype_projection" in shown
     assert json.loads((tmp_path / "out" / "audit.json").read_text())["party"] == "server:0"
 
 
 @pytest.mark.timeout(300)  # two small audits of 40 runs each
-def test_the_study_script_audits_each_eps_and_says_what_the_bound_means(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("scenario_script_audit_ribero", SCENARIO.parent / "audit_ribero.py")
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look their module up
-    spec.loader.exec_module(script)
-    assert script.main(["--quick", "--workers", "1", "--out", str(tmp_path / "out")]) == 0
-    shown = capsys.readouterr().out.splitlines()
+def test_the_study_script_audits_each_eps_and_says_what_the_bound_means(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = quick_study("audit_ribero", tmp_path / "out", monkeypatch)
     rows = [line.split() for line in shown if line.startswith("server")]
     assert [row[1] for row in rows] == ["1", "10000"]
     assert float(rows[0][2]) <= 1.0

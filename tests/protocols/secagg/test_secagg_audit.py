@@ -3,8 +3,6 @@ and an audit of a run whose masks are zero says it does."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +10,7 @@ import pytest
 
 import fedrecsim
 import fedrecsim.protocols.secagg.prg as prg
-from fedrecsim import cli
+from audit_helpers import audit_command, quick_study
 from fedrecsim.audit import Audit
 from fedrecsim.data.prepare import prepare_data
 from fedrecsim.errors import ConfigError
@@ -71,23 +69,14 @@ def test_an_audit_of_the_server_catches_zero_masks(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.timeout(300)
-def test_fedrecsim_audit_runs_on_secagg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["audit", str(SCENARIO), "--party", "server:0", "--trials", "4", "--workers", "1", "--out", str(tmp_path / "out")]
-    for item in SMALL:
-        argv += ["--set", item]
-    assert cli.main([*argv, "--quiet"]) == 0
-    shown = capsys.readouterr().out
+def test_fedrecsim_audit_runs_on_secagg(tmp_path: Path) -> None:
+    shown = audit_command(SCENARIO, "server:0", SMALL, tmp_path / "out")
     assert "claimed: epsilon = 0, delta = 0" in shown and "masked_match" in shown
 
 
 @pytest.mark.timeout(300)  # two audits of 40 small runs each
-def test_the_study_script_finds_no_violation_and_says_it_is_not_a_proof(tmp_path: Path) -> None:
-    completed = subprocess.run(
-        [sys.executable, str(SCENARIO.parent / "audit_secagg.py"), "--quick", "--workers", "1", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    lines = completed.stdout.splitlines()
+def test_the_study_script_finds_no_violation_and_says_it_is_not_a_proof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = quick_study("audit_secagg", tmp_path / "out", monkeypatch)
     rows = [line.rsplit(maxsplit=4) for line in lines if line.startswith(("Bonawitz", "SecAgg+"))]
     assert [[float(value) for value in row[1:4]] for row in rows] == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     assert "no violation found" in lines[-1] and "not a proof" in lines[-1]
