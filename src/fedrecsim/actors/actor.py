@@ -5,7 +5,8 @@ Every wait takes a virtual deadline, so no party can hang a run by leaving: a mi
 `PartyTimeout` from ``recv`` or in the ``missing`` list of ``gather``. And no party can stop a run by what
 it sends: what a receiver refuses is recorded in the ledger (``reject``), not raised.
 
-Actors never share objects: what a receiver gets is a copy decoded from the bytes on the wire.
+Actors never share mutable objects: what a receiver gets is decoded from the bytes on the wire, its arrays
+read-only.
 """
 
 from __future__ import annotations

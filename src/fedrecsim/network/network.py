@@ -34,7 +34,8 @@ the same numbers whatever the loop's clock read when it started. How that time m
   the run's transcript is the same on any clock and at any offset.
 
 Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
-in this process, so the receiver gets a fresh copy rebuilt from them without the checks running twice.
+in this process, so the receiver gets a message rebuilt from them without the checks running twice; its
+arrays are read-only (views of the received bytes where aligned), so no receiver can change another's view.
 
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
 messages still in flight when the network closes are counted as `DropReason.UNFINISHED`; a message sent
