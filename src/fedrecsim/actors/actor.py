@@ -30,13 +30,22 @@ class Replies(Generic[M]):
     """What ``gather`` collected: the reply of each sender that answered in time, who did not, and whose
     reply was rejected (``validate`` refused it; sorted).
 
-    Iterating yields ``(party, message)`` in sorted party order, the order every aggregation must use.
+    ``accepted`` lists the senders whose reply passed (sorted); ``by_party`` holds their replies -- empty
+    when the gather kept none (``keep=False``). Iterating yields ``(party, message)`` of ``by_party`` in
+    sorted party order, the order every aggregation must use; ``len`` counts the accepted replies.
     """
 
-    __slots__ = ("by_party", "missing", "rejected")
+    __slots__ = ("accepted", "by_party", "missing", "rejected")
 
-    def __init__(self, by_party: dict[Party, M], missing: list[Party], rejected: list[Party] | None = None) -> None:
+    def __init__(
+        self,
+        by_party: dict[Party, M],
+        missing: list[Party],
+        rejected: list[Party] | None = None,
+        accepted: Iterable[Party] | None = None,
+    ) -> None:
         self.by_party = dict(sorted(by_party.items()))
+        self.accepted = sorted(accepted) if accepted is not None else list(self.by_party)
         self.missing = missing
         self.rejected = rejected if rejected is not None else []
 
@@ -44,7 +53,7 @@ class Replies(Generic[M]):
         return iter(self.by_party.items())
 
     def __len__(self) -> int:
-        return len(self.by_party)
+        return len(self.accepted)
 
 
 class Actor:
@@ -158,6 +167,7 @@ class Actor:
         deadline: float,
         accept: Callable[[M], bool] | None = None,
         validate: Callable[[Party, M], str | None] | None = None,
+        keep: bool = True,
     ) -> Replies[M]:
         """Collect one message of ``kind`` from each of ``senders`` until all answered or ``deadline``.
 
@@ -171,33 +181,43 @@ class Actor:
         - a message from a party not in ``senders`` is unexpected;
         - ``validate(sender, body)`` returns None for a valid reply, or what is wrong with it: the reply is
           invalid, and its sender's one reply is spent (it is in ``rejected``, not ``missing``).
+
+        With ``keep=False`` no reply is kept: ``validate`` is where the caller uses each one, as it arrives
+        (e.g. adds it to a running sum), and the gather lets it go at once -- it holds one message at a
+        time, never the round's, and the result's ``by_party`` is empty (``accepted`` names the senders).
+        Messages are taken from the mailbox one at a time, oldest first.
         """
         expected = set(senders)
         mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         replies: dict[Party, M] = {}
+        accepted: set[Party] = set()
         rejected: set[Party] = set()
         while True:
-            for envelope in mailbox.take_all(tag):
-                if accept is not None and not accept(envelope.body):
-                    continue
+            envelope = mailbox.take(tag)
+            while envelope is not None:
                 src = envelope.src
-                if src not in expected:
+                if accept is not None and not accept(envelope.body):
+                    pass
+                elif src not in expected:
                     problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
                     self.reject(envelope, RejectReason.UNEXPECTED, problem)
-                elif src in replies or src in rejected:
+                elif src in accepted or src in rejected:
                     self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
                 else:
                     problem = validate(src, envelope.body) if validate is not None else None
                     if problem is None:
-                        replies[src] = envelope.body
+                        accepted.add(src)
+                        if keep:
+                            replies[src] = envelope.body
                     else:
                         rejected.add(src)
                         self.reject(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
-            if len(replies) + len(rejected) == len(expected) or not await mailbox.wait(deadline):
+                envelope = mailbox.take(tag)
+            if len(accepted) + len(rejected) == len(expected) or not await mailbox.wait(deadline):
                 break
-        missing = sorted(expected.difference(replies, rejected))
-        return Replies(replies, missing, sorted(rejected))
+        missing = sorted(expected.difference(accepted, rejected))
+        return Replies(replies, missing, sorted(rejected), accepted)
 
 
 __all__ = ["Actor", "Replies"]

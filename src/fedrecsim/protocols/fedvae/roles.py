@@ -12,9 +12,10 @@ them if fewer), sends each ω (encoded once), waits for their gradients until th
 validates every one as it arrives (`validation`; a rejected one is recorded in the ledger and its
 sender's reply is spent), and runs GlobalUpdate on the accepted ones in sorted party order
 (`aggregation`): without SecureFilter it sums each accepted gradient as it comes, in party order
-(`OrderedSum`: the same float32 sum as adding them up after the deadline), and keeps no list of them
-(`Actor.gather` itself still holds each reply until the deadline); Krum scores every gradient against
-every other, so with Krum they are kept until the deadline. ω and Adam's moments are the server's own
+(`OrderedSum`: the same float32 sum as adding them up after the deadline), and keeps neither a list of
+them nor the replies (`Actor.gather` with ``keep=False``): the server holds the sum, at most a group of
+gradients ready to add and those waiting for an earlier party's, never the round's R. Krum scores every
+gradient against every other, so with Krum the validated gradients are kept until the deadline. ω and Adam's moments are the server's own
 arrays, stepped in place: ω is encoded into the round's requests (bytes of their own) before it moves.
 It receives only its run's gradient kind and membership messages; any other kind is rejected by the
 network. It never learns which users are attackers.
@@ -179,8 +180,8 @@ class FedVAEServer(Server):
         self.update_membership()
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.omega))
-        # Each reply is validated as it arrives. Without a filter it is summed then too, in party order
-        # (`OrderedSum`), and dropped; Krum needs every gradient at once, so they are kept for it.
+        # Each reply is validated as it arrives (the gather keeps none). Without a filter it is summed then
+        # too, in party order (`OrderedSum`), and dropped; Krum needs every gradient at once: kept for it.
         krum = self.settings.kind == "krum"
         total = OrderedSum(selected)
         valid: dict[Party, np.ndarray] = {}
@@ -200,10 +201,10 @@ class FedVAEServer(Server):
             return None
 
         replies = await self.gather(
-            self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid
+            self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid,
+            keep=False,
         )
-        accepted = sorted(replies.by_party)
-        replies.by_party.clear()
+        accepted = replies.accepted
         rejected = tuple(faults[party] for party in sorted(faults))
         if krum:
             gradients = [valid.pop(party) for party in accepted]
