@@ -90,6 +90,30 @@ async def test_gather_rejects_a_reply_from_a_party_it_did_not_select_and_goes_on
     assert rejection.problem == "server:0 expected test.actor_ping from one of 1 selected parties, received it from user:2"
 
 
+async def test_a_gather_that_keeps_nothing_hands_each_reply_to_validate_once_and_returns_only_who(autojump_clock) -> None:
+    """``keep=False``: ``validate`` sees every reply once, in the order taken; the result names the accepted,
+    rejected and missing senders and holds no reply."""
+    network, server, users = _setup(n_users=4)
+    seen: list[tuple[Party, int]] = []
+
+    def validate(party: Party, ping: Ping) -> str | None:
+        seen.append((party, ping.round))
+        return "odd round" if ping.round % 2 else None
+
+    async with network.open():
+        for index in (2, 0, 1):
+            users[index].send(SERVER, Ping(index))
+            await trio.sleep(0.05)
+        users[0].send(SERVER, Ping(4))  # a second reply: a duplicate, never validated
+        replies = await server.gather(
+            Ping, [user.party for user in users], deadline=trio.current_time() + 5, validate=validate, keep=False
+        )
+    assert seen == [(users[2].party, 2), (users[0].party, 0), (users[1].party, 1)]
+    assert replies.accepted == [users[0].party, users[2].party] and len(replies) == 2 and replies.by_party == {}
+    assert replies.rejected == [users[1].party] and replies.missing == [users[3].party]
+    assert [row.reason for row in network.ledger.rejections] == [RejectReason.INVALID, RejectReason.DUPLICATE]
+
+
 async def test_recv_times_out_in_virtual_time(autojump_clock) -> None:
     network, server, users = _setup()
     async with network.open():
