@@ -13,12 +13,15 @@ is its own. Run it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not s
 round (from the progress callback): the server encodes ω once, 250 users each decode it, run one
 forward/backward pass and encode their gradient, the network hashes every byte into the transcript and
 delivers, the server validates each gradient and sums it in party order as it comes (`OrderedSum`),
-and takes one Adam step in place. Round 1 is left out because it also allocates what later rounds
+keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place. Round 1 is left out because it also allocates what later rounds
 reuse; round 3 is followed by the held-out users' evaluation. SecureFilter is off (plain averaging),
 because the floor aggregates nothing either. The process keeps freed memory mapped, as the ``fedrecsim``
 command does (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident
 memory right after the run (the run comes first, so it is the run's), beside ``messages_mb``, the
-gradients' bytes of one round.
+gradients' bytes of one round. With zero latency the round's gradients are all in flight at one
+instant, and the network holds every one's bytes until that instant's deliveries are done while the
+decoder copies each whose elements are not aligned in its bytes (most of them): the peak is about twice
+``messages_mb`` however little the server keeps.
 
 ``floor_s``: the same 250 users' gradients -- each user's own gradient, not their sum -- computed in one
 batched numpy pass without actors, messages or validation (`fedrecsim.models.multvae.
