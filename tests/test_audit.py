@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import sys
 from pathlib import Path
 
@@ -222,6 +223,7 @@ def test_one_observers_claim_covers_that_role_and_its_distinguishers_apply_to_it
     assert [(d.name, d.roles) for d in spec.distinguishers] == [("mine", (Role.SERVER,))]
     claim = spec.claim(None)
     assert (claim.epsilon, claim.delta, claim.statement) == (math.inf, 0.0, "baseline")
+    assert pickle.loads(pickle.dumps(spec.claim))(None) == claim  # as a module function's: a ProtocolSpec pickles
 
 
 def test_a_view_gives_the_targets_own_messages_and_the_target_its_added_items_and_dense_rows() -> None:

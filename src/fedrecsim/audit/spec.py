@@ -10,6 +10,7 @@ threat model is the view of one role (`AuditSpec.for_observer`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -41,9 +42,13 @@ class Claim:
 
 def no_dp_claim(statement: str) -> Callable[[Any], Claim]:
     """The ``claim`` of a protocol that makes no DP claim for its relation, whatever the scenario:
-    ``Claim(math.inf, 0.0, statement)``, the statement saying what the protocol promises instead."""
-    claimed = Claim(math.inf, 0.0, statement)
-    return lambda scenario: claimed
+    ``Claim(math.inf, 0.0, statement)``, the statement saying what the protocol promises instead. It pickles
+    (a partial of a module function), as a protocol's own ``claim`` function does."""
+    return functools.partial(_no_claim, statement)
+
+
+def _no_claim(statement: str, scenario: Any) -> Claim:
+    return Claim(math.inf, 0.0, statement)
 
 
 @dataclass(frozen=True)
