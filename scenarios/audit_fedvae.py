@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, claimed_cell
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
@@ -38,15 +38,11 @@ DROPOUT = 0.5
 
 
 @dataclass(frozen=True)
-class Size:
-    """The scenario's size, the round counts audited and the trials per world."""
+class Size(GridSize):
+    """The data's size and the trials per world (`GridSize`), the model's hidden width and the round counts audited."""
 
-    users: int
-    items: int
-    ratings: int
     hidden: int
     rounds: tuple[int, ...]
-    trials: int
 
 
 FULL = Size(users=40, items=80, ratings=800, hidden=32, rounds=(1, 2, 4), trials=200)
@@ -62,8 +58,7 @@ COLUMNS = (
 
 def overrides(size: Size, rounds: int, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", f"run.rounds={rounds}", f"data.users={size.users}", f"data.items={size.items}",
-        f"data.ratings={size.ratings}", "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
+        f"run.seed={SEED}", f"run.rounds={rounds}", *size.data(), "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
         f"protocol.hidden={size.hidden}", "protocol.latent=8", f"protocol.dropout={DROPOUT}", "protocol.secure_filter='none'",
         "protocol.baseline=false", "protocol.cutoffs=[10]", "network.latency={model='constant', seconds=0.01}",
         "audit.party='server:0'", f"audit.trials={trials}", "audit.distinguishers=['gradient_support']",
@@ -93,16 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"FedVAE (Polato), server's view, one interaction added or removed: {size.users} users x {size.items} items, "
           f"dropout {DROPOUT}, {trials} trials per world, bounds at {result.rows[0].document['confidence']:.0%} confidence")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint))
-    if any(row.mean > 0 for row in result.rows):
-        print("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
-              "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
-              "more trials give a larger lower bound.")
-    else:
-        print("These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
-              "privacy: run more trials (--trials).")
-    print(result.verdict())
+    note = ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
+            "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
+            "more trials give a larger lower bound." if any(row.mean > 0 for row in result.rows) else
+            "These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
+            "privacy: run more trials (--trials).")
+    print(result.report(COLUMNS, args.out / FIGURE, paint, note))
     return 0
 
 

@@ -85,11 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Hua et al., one rating of user {grid.first().target.user}, {trials} trials per world, "
           f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint))
-    print("The S2 recommender is expected above its claim (privacy.known_leaks: it learns the rated items); the "
-          "published V and the outside observer are expected within it.")
-    print(result.verdict())
+    print(result.report(COLUMNS, args.out / FIGURE, paint, "The S2 recommender is expected above its claim "
+                        "(privacy.known_leaks: it learns the rated items); the published V and the outside observer are "
+                        "expected within it."))
     return 0
 
 

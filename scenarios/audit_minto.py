@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "minto_ldp.toml"
@@ -36,14 +36,10 @@ FIGURE = "claimed_vs_audited.png"
 
 
 @dataclass(frozen=True)
-class Size:
-    """The scenario's size, the budgets audited and the trials per world."""
+class Size(GridSize):
+    """The data's size and the trials per world (`GridSize`), and the budgets audited."""
 
-    users: int
-    items: int
-    ratings: int
     epsilons: tuple[float, ...]
-    trials: int
 
 
 FULL = Size(users=20, items=40, ratings=120, epsilons=(0.5, 1.0, 2.0), trials=1000)
@@ -57,8 +53,7 @@ COLUMNS = (
 
 def overrides(size: Size, epsilon: float, trials: int) -> tuple[str, ...]:
     return (
-        "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}",
-        f"data.ratings={size.ratings}", f"protocol.min_users={size.users}", "protocol.k=1", "protocol.d=2",
+        "run.rounds=1", *size.data(), f"protocol.min_users={size.users}", "protocol.k=1", "protocol.d=2",
         f"protocol.epsilon={epsilon}", "protocol.init_scale=0.005", "network.latency={model='constant', seconds=0.01}",
         "audit.party='proxy:0'", f"audit.trials={trials}", "audit.distinguishers=['report_llr', 'logistic']",
     )
@@ -92,10 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     document = result.rows[0].document
     print(f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
           f"all of them (each alone: {document['confidence']:.0%})")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint))
-    print("The ratio is how much of eps0 the proxy's best test demonstrably extracts from one report.")
-    print(result.verdict())
+    print(result.report(COLUMNS, args.out / FIGURE, paint,
+                        "The ratio is how much of eps0 the proxy's best test demonstrably extracts from one report."))
     return 0
 
 

@@ -27,11 +27,10 @@ With matplotlib the figure ``audited_leak.png`` is drawn there.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, claimed_cell
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
@@ -39,20 +38,8 @@ SEED = 5
 FIGURE = "audited_leak.png"
 DISTINGUISHERS = ("broadcast_decoder", "degree_residual")
 VARIANTS = ("privirec", "privirec_k")
-
-
-@dataclass(frozen=True)
-class Size:
-    """The data's size and the trials per world."""
-
-    users: int
-    items: int
-    ratings: int
-    trials: int
-
-
-FULL = Size(users=40, items=100, ratings=300, trials=100)
-QUICK = Size(users=15, items=40, ratings=90, trials=20)
+FULL = GridSize(users=40, items=100, ratings=300, trials=100)
+QUICK = GridSize(users=15, items=40, ratings=90, trials=20)
 #: The target users: the relation's default, and user 1, a user picked without looking at its items.
 TARGETS = {"rarest-item holder": (), "user 1": ("audit.user=1",)}
 COLUMNS = (
@@ -64,9 +51,9 @@ COLUMNS = (
 )
 
 
-def overrides(size: Size, variant: str, trials: int) -> tuple[str, ...]:
+def overrides(size: GridSize, variant: str, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}", f"data.ratings={size.ratings}",
+        f"run.seed={SEED}", "run.rounds=1", *size.data(),
         f"protocol.variant='{variant}'", "protocol.k=8", "protocol.secagg='ideal'", "network.latency={model='constant', seconds=0.01}",
         f"audit.party='user:{size.users - 1}'", f"audit.trials={trials}", f"audit.distinguishers={list(DISTINGUISHERS)}",
     )
@@ -101,17 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
           f"{size.items} items, {size.ratings} interactions, {trials} trials per world, each bound at "
           f"{result.rows[0].document['confidence']:.0%} confidence")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint, size=(6, 4)))
     decoded = [row.row.name for row in result.rows if row.entry("broadcast_decoder") > 0]
-    if decoded:
-        print("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
-              f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
-              "with a lower bound capped only by the trials.")
-    else:
-        print("The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
-              "other rows: the residual column).")
-    print(result.verdict())
+    note = ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
+            f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
+            "with a lower bound capped only by the trials." if decoded else
+            "The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
+            "other rows: the residual column).")
+    print(result.report(COLUMNS, args.out / FIGURE, paint, note, size=(6, 4)))
     return 0
 
 

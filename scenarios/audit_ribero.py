@@ -68,11 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Ribero et al., the row of user {grid.first().target.user}, {trials} trials per world, "
           f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint))
-    print("The server's tests here are heuristic: a bound far below eps says how little of the budget they extract, "
-          "not that the budget is spent.")
-    print(result.verdict())
+    print(result.report(COLUMNS, args.out / FIGURE, paint, "The server's tests here are heuristic: a bound far below eps "
+                        "says how little of the budget they extract, not that the budget is spent."))
     return 0
 
 

@@ -25,11 +25,10 @@ resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn the
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
+from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIO = Path(__file__).resolve().parent / "secagg_small.toml"
@@ -37,20 +36,9 @@ SEED = 5
 FIGURE = "claimed_vs_audited.png"
 GRAPHS = {"Bonawitz et al. 2017": "complete", "SecAgg+": "sparse"}
 DISTINGUISHERS = ("masked_match", "logistic")
-
-
-@dataclass(frozen=True)
-class Size:
-    """The data's size (users sum rows of ``items`` values) and the trials per world."""
-
-    users: int
-    items: int
-    ratings: int
-    trials: int
-
-
-FULL = Size(users=10, items=50, ratings=200, trials=150)
-QUICK = Size(users=5, items=20, ratings=40, trials=20)
+#: The data's size (users sum rows of ``items`` values) and the trials per world.
+FULL = GridSize(users=10, items=50, ratings=200, trials=150)
+QUICK = GridSize(users=5, items=20, ratings=40, trials=20)
 COLUMNS = (
     Column("protocol", 22, lambda row: row.row.key, left=True), Column("claimed", 8, lambda row: row.claimed, "g"),
     Column("masked_match", 14, lambda row: row.entry("masked_match")), Column("logistic", 10, lambda row: row.entry("logistic")),
@@ -58,9 +46,9 @@ COLUMNS = (
 )
 
 
-def overrides(size: Size, graph: str, trials: int) -> tuple[str, ...]:
+def overrides(size: GridSize, graph: str, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", "run.rounds=1", f"data.users={size.users}", f"data.items={size.items}", f"data.ratings={size.ratings}",
+        f"run.seed={SEED}", "run.rounds=1", *size.data(),
         "availability.dropout=0.0", "protocol.mode='real'", f"protocol.graph='{graph}'", "protocol.inputs='ratings'",
         "network.latency={model='constant', seconds=0.01}", "audit.party='server:0'", f"audit.trials={trials}",
     )
@@ -93,11 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Secure aggregation, server's view, one user's input replaced: {size.users} users summing rows of {size.items} "
           f"values, real cryptography, {trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
           "confidence over both distinguishers")
-    print(result.table(COLUMNS))
-    print(result.figure(args.out / FIGURE, paint))
-    print("The claim is epsilon = 0 for what the server's view says beyond the sum: a violation means the masked messages "
-          "tell the two inputs apart.")
-    print(result.verdict())
+    print(result.report(COLUMNS, args.out / FIGURE, paint, "The claim is epsilon = 0 for what the server's view says beyond "
+                        "the sum: a violation means the masked messages tell the two inputs apart."))
     return 0
 
 

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import json
+import math
+import pickle
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedrecsim import cli
-from fedrecsim.audit import Audit, AuditSpec, Claim, one_user
+from fedrecsim.audit import Audit, AuditSpec, Claim, Distinguisher, Row, Target, TrialView, no_dp_claim, one_user
 from fedrecsim.errors import ConfigError, OutputError, SimulationError
+from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.network.wire import Envelope
 from fedrecsim.protocols import built_in_protocols, protocol_spec
 
 HERE = Path(__file__).resolve().parent
@@ -209,6 +214,28 @@ def test_a_protocol_of_ones_own_declares_its_relation_and_claim() -> None:
     spec = AuditSpec(one_user(), lambda scenario: Claim(2.0, 0.0, "made up"))
     assert spec.neighbouring.kind == "add_remove" and spec.neighbouring.unit == "user"
     assert spec.claim(None).epsilon == 2.0 and spec.distinguishers == ()
+
+
+def test_one_observers_claim_covers_that_role_and_its_distinguishers_apply_to_it_alone() -> None:
+    own = Distinguisher("mine", lambda view: np.zeros(1), roles=(Role.USER,))
+    spec = AuditSpec.for_observer(Role.SERVER, one_user(), no_dp_claim("baseline"), own)
+    assert spec.parties == (Role.SERVER,) and spec.published is None
+    assert [(d.name, d.roles) for d in spec.distinguishers] == [("mine", (Role.SERVER,))]
+    claim = spec.claim(None)
+    assert (claim.epsilon, claim.delta, claim.statement) == (math.inf, 0.0, "baseline")
+    assert pickle.loads(pickle.dumps(spec.claim))(None) == claim  # as a module function's: a ProtocolSpec pickles
+
+
+def test_a_view_gives_the_targets_own_messages_and_the_target_its_added_items_and_dense_rows() -> None:
+    target = Target(1, Row((0, 2, 3), (5.0, 4.0, 1.0)), Row((0,), (5.0,)))
+    assert target.added == (2, 3)
+    assert target.present.dense(5).tolist() == [5.0, 0.0, 4.0, 1.0, 0.0]
+    assert target.absent.dense(3, 1.0).tolist() == [1.0, 0.0, 0.0]
+    user, other = Party(Role.USER, 1), Party(Role.USER, 0)
+    envelopes = tuple(Envelope(kind, src, SERVER, 0.0, body) for kind, src, body in
+                      (("k", user, "a"), ("k", other, "b"), ("j", user, "c"), ("k", user, "d")))
+    view = TrialView(SERVER, envelopes, target, None, None)  # type: ignore[arg-type]
+    assert view.target_bodies("k") == ["a", "d"] and view.target_bodies("j") == ["c"]
 
 
 def _scenario_file(tmp_path: Path) -> Path:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fedrecsim.audit import (
-    NO_CLAIM, NO_VIOLATION, VIOLATION, AuditedRow, AuditGrid, AuditResult, AuditRow, Column, GridResult, claimed_cell,
+    NO_CLAIM, NO_VIOLATION, VIOLATION, AuditedRow, AuditGrid, AuditResult, AuditRow, Column, GridResult, GridSize,
+    claimed_cell,
 )
 from fedrecsim.errors import ConfigError, OutputError
 
@@ -123,6 +125,21 @@ def test_the_table_lays_the_rows_out_in_the_scripts_columns() -> None:
         "0.5        0.5  0.500   0.0    5.0",
         "None      none  2.000   0.0    5.0",
     ]
+
+
+
+def test_the_report_is_the_table_the_figure_line_the_note_and_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    result = GridResult((AuditedRow(AuditRow(1.0, "row a", "a", ()), (made_up(1.0, 0.25, NO_VIOLATION),)),))
+    columns = (Column("mean", 7, lambda row: row.mean),)
+    shown = result.report(columns, tmp_path / "f.png", lambda axes, grid: None, "what it means").splitlines()
+    assert shown == [*result.table(columns).splitlines(), "figure skipped: matplotlib is not installed", "what it means",
+                     result.verdict()]
+
+
+def test_a_grid_size_gives_the_data_overrides_in_order() -> None:
+    assert GridSize(users=5, items=20, ratings=40, trials=9).data() == ("data.users=5", "data.items=20", "data.ratings=40")
 
 
 def test_the_cap_is_the_bound_of_a_perfect_test_at_these_held_out_trials() -> None:

@@ -62,6 +62,10 @@ class TrialView:
         """The bodies of the received messages of ``kind`` (from ``sender`` only, if given), in delivery order."""
         return [e.body for e in self.envelopes if e.kind == kind and (sender is None or e.src == sender)]
 
+    def target_bodies(self, kind: str) -> list[Any]:
+        """The bodies of the received messages of ``kind`` that the target user sent, in delivery order."""
+        return self.bodies(kind, Party(Role.USER, self.target.user))
+
 
 def first_feature(features: np.ndarray, labels: np.ndarray) -> Score:
     """A `Distinguisher.fit` for features whose first entry is already the score: nothing to learn."""

@@ -12,7 +12,9 @@ largest bound, trials/s over all of them). `GridResult.table` lays the rows out 
 `Column`s; `GridResult.verdict` says what the bounds mean in the words ``fedrecsim audit`` starts its
 verdict with (`VIOLATION`, `NO_VIOLATION`, `NO_CLAIM`): a row is a violation when one of its audits is,
 "no violation found" is a lower bound and not a proof that the claim holds, and a row with no DP claim
-reports its bound as a lower bound on what the view reveals.
+reports its bound as a lower bound on what the view reveals. `GridResult.report` is what a script prints
+after its heading: the table, the figure line, its own note and the verdict. A script that audits at a
+synthetic data size of its own (full, and smaller with ``--quick``) states it as a `GridSize`.
 
 Invariants: row keys and folders are unique in a grid; the rows keep their order in the table and the
 verdict; the overrides of an audit are the row's, then ``run.seed``, then the grid's ``settings`` (the
@@ -29,6 +31,20 @@ from typing import Any
 from ..errors import ConfigError, OutputError
 from .bounds import cp_lower, cp_upper, epsilon_from
 from .runner import NO_CLAIM, NO_VIOLATION, PLAN, VIOLATION, Audit, AuditResult
+
+
+@dataclass(frozen=True)
+class GridSize:
+    """The synthetic data every audit of a script's grid runs at, and the trials per world."""
+
+    users: int
+    items: int
+    ratings: int
+    trials: int
+
+    def data(self) -> tuple[str, ...]:
+        """The ``data.users``, ``data.items`` and ``data.ratings`` overrides, in that order."""
+        return (f"data.users={self.users}", f"data.items={self.items}", f"data.ratings={self.ratings}")
 
 
 @dataclass(frozen=True)
@@ -184,6 +200,12 @@ class GridResult:
                          "demonstrably reveals (the true leak may be larger), and a bound of 0 is no evidence of privacy.")
         return "\n".join(lines)
 
+    def report(self, columns: Sequence[Column], figure: Path, paint: Callable[[Any, GridResult], None], note: str, *,
+               size: tuple[float, float] = (5, 4)) -> str:
+        """What a script prints after its heading: the `table`, the `figure` line, its own ``note`` on what
+        its numbers mean, and the `verdict`, one after the other."""
+        return "\n".join((self.table(columns), self.figure(figure, paint, size=size), note, self.verdict()))
+
     def figure(self, path: Path, paint: Callable[[Any, GridResult], None], *, size: tuple[float, float] = (5, 4)) -> str:
         """Draw a figure of the rows with ``paint(axes, self)`` into ``path``; the line to print: where it
         is, or why it was skipped (matplotlib is the optional extra ``plot``)."""
@@ -257,4 +279,4 @@ class AuditGrid:
         return self.audits[self.rows[0].key][0][1]
 
 
-__all__ = ["AuditGrid", "AuditRow", "AuditedRow", "Column", "GridResult", "claimed_cell"]
+__all__ = ["AuditGrid", "AuditRow", "AuditedRow", "Column", "GridResult", "GridSize", "claimed_cell"]

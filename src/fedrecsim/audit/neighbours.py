@@ -46,6 +46,13 @@ class Row:
         order = np.argsort(np.asarray(items, dtype=np.int64), kind="stable")
         return Row(tuple(int(items[i]) for i in order), tuple(float(values[i]) for i in order))
 
+    def dense(self, n_items: int, value: float | None = None) -> np.ndarray:
+        """The row as a float vector over ``n_items`` items: its values (or ``value`` at each: 1.0 gives the
+        row's indicator) at its items, zero elsewhere."""
+        x = np.zeros(n_items)
+        x[list(self.items)] = self.values if value is None else value
+        return x
+
     def to_table(self) -> dict[str, list[Any]]:
         return {"items": list(self.items), "values": list(self.values)}
 
@@ -64,6 +71,11 @@ class Target:
 
     def row(self, present: bool) -> Row:
         return self.present if present else self.absent
+
+    @property
+    def added(self) -> tuple[int, ...]:
+        """The items of ``present`` that ``absent`` lacks, ascending (under ``one_rating``: the target rating's item)."""
+        return tuple(sorted(set(self.present.items) - set(self.absent.items)))
 
     def describe(self) -> str:
         return (

@@ -3,10 +3,15 @@
 A protocol's declaration says what its claim protects (a `Neighbouring` relation), what the claim is for a
 scenario (`Claim`: epsilon and delta for that relation, over the whole run), which parties' views the
 claim covers, and the distinguishers its paper's threat model gives a party beside the generic one.
+Two declarations recur and are written once here: no DP claim at all (`no_dp_claim`), and a claim whose
+threat model is the view of one role (`AuditSpec.for_observer`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +40,17 @@ class Claim:
     statement: str
 
 
+def no_dp_claim(statement: str) -> Callable[[Any], Claim]:
+    """The ``claim`` of a protocol that makes no DP claim for its relation, whatever the scenario:
+    ``Claim(math.inf, 0.0, statement)``, the statement saying what the protocol promises instead. It pickles
+    (a partial of a module function), as a protocol's own ``claim`` function does."""
+    return functools.partial(_no_claim, statement)
+
+
+def _no_claim(statement: str, scenario: Any) -> Claim:
+    return Claim(math.inf, 0.0, statement)
+
+
 @dataclass(frozen=True)
 class AuditSpec:
     """A protocol's audit declaration (`ProtocolSpec.audit`).
@@ -56,6 +72,13 @@ class AuditSpec:
     parties: tuple[Role, ...] = ()
     distinguishers: tuple[Distinguisher, ...] = ()
     published: Callable[[Any], Mapping[str, Any]] | None = None
+
+    @classmethod
+    def for_observer(cls, role: Role, neighbouring: Neighbouring, claim: Callable[[Any], Claim],
+                     *own: Distinguisher) -> AuditSpec:
+        """A claim whose threat model is one role's view (e.g. the honest-but-curious server): the claim
+        covers that role's parties only, and each of the protocol's own distinguishers applies to that role."""
+        return cls(neighbouring, claim, (role,), tuple(dataclasses.replace(d, roles=(role,)) for d in own))
 
 
 def audit_spec(spec: Any) -> AuditSpec:
@@ -98,4 +121,4 @@ class AuditSettings:
             raise ConfigError("audit.party", f"expected ROLE:INDEX with ROLE one of {roles}, got {self.party!r}") from None
 
 
-__all__ = ["AuditSettings", "AuditSpec", "Claim", "audit_spec"]
+__all__ = ["AuditSettings", "AuditSpec", "Claim", "audit_spec", "no_dp_claim"]

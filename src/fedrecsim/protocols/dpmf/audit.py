@@ -74,7 +74,7 @@ import numpy as np
 from ...audit.distinguishers import Distinguisher, TrialView
 from ...audit.neighbours import one_rating
 from ...audit.spec import AuditSpec, Claim
-from ...network.party import Party, Role
+from ...network.party import Role
 from .messages import Contribution, ItemRequest, RatingsUpload
 
 
@@ -99,8 +99,8 @@ def published(outcome: Any) -> dict[str, Any]:
 
 def target_item(view: TrialView) -> int:
     """The item of the target rating: the one item of the present row not in the absent row."""
-    (item,) = set(view.target.present.items) - set(view.target.absent.items)
-    return int(item)
+    (item,) = view.target.added
+    return item
 
 
 def published_projection(view: TrialView) -> np.ndarray:
@@ -162,10 +162,9 @@ def item_norm(view: TrialView) -> np.ndarray:
 
 def rated_items(view: TrialView) -> np.ndarray:
     """``[1.0]`` when the target item is among the items the target user named to this party, else ``[0.0]``."""
-    user = Party(Role.USER, view.target.user)
     named: set[int] = set()
     for kind in (ItemRequest.KIND, RatingsUpload.KIND, Contribution.KIND):
-        for body in view.bodies(kind, user):
+        for body in view.target_bodies(kind):
             named.update(int(item) for item in body.items)
     return np.array([1.0 if target_item(view) in named else 0.0])
 

@@ -16,43 +16,29 @@ a distinguisher recomputing the gradient would have to replay the server's state
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...audit.distinguishers import Distinguisher, TrialView
 from ...audit.neighbours import one_rating
-from ...audit.spec import AuditSpec, Claim
-from ...network.party import Party, Role
+from ...audit.spec import AuditSpec, no_dp_claim
+from ...network.party import Role
 from .messages import Register
 
-
-def claim(scenario: object) -> Claim:
-    """No DP claim: FCF only keeps the ratings on the device and sends the server their gradients."""
-    return Claim(math.inf, 0.0, "FCF (non-private baseline): ratings stay on the device; the server sees each user's gradients")
-
-
-def _added_items(view: TrialView) -> set[int]:
-    return set(view.target.present.items) - set(view.target.absent.items)
+#: No DP claim: FCF only keeps the ratings on the device and sends the server their gradients.
+claim = no_dp_claim("FCF (non-private baseline): ratings stay on the device; the server sees each user's gradients")
 
 
 def registered_item(view: TrialView) -> np.ndarray:
     """``[1.0]`` when the target's registration lists the item the "in" row adds, else ``[0.0]``."""
-    added = _added_items(view)
-    listed = any(added & set(body.items.tolist()) for body in view.bodies(Register.KIND, Party(Role.USER, view.target.user)))
+    added = set(view.target.added)
+    listed = any(added & set(body.items.tolist()) for body in view.target_bodies(Register.KIND))
     return np.array([1.0 if listed else 0.0])
 
 
-AUDIT = AuditSpec(
-    neighbouring=one_rating("one rating added to or removed from the target user's row", unit="rating"),
-    claim=claim,
-    parties=(Role.SERVER,),
-    distinguishers=(
-        Distinguisher(
-            "registered_item", registered_item, roles=(Role.SERVER,),
-            description="explicit feedback: whether the target's registered item set holds the added item",
-        ),
-    ),
+AUDIT = AuditSpec.for_observer(
+    Role.SERVER, one_rating("one rating added to or removed from the target user's row", unit="rating"), claim,
+    Distinguisher("registered_item", registered_item,
+                  description="explicit feedback: whether the target's registered item set holds the added item"),
 )
 
 __all__ = ["AUDIT", "claim", "registered_item"]

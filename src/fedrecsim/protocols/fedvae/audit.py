@@ -20,47 +20,32 @@ runs at T = 1, 2, 4: 0.475, 0.685, 0.905 against 0.5, 0.75, 0.94 -- docs/audit.m
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...audit.distinguishers import Distinguisher, TrialView
 from ...audit.neighbours import one_rating
-from ...audit.spec import AuditSpec, Claim
-from ...network.party import Party, Role
+from ...audit.spec import AuditSpec, no_dp_claim
+from ...network.party import Role
 from .messages import Gradient, SparseGradient
 
-
-def claim(scenario: object) -> Claim:
-    """No DP claim: FedVAE keeps the data on the device and sends the server per-user gradients."""
-    return Claim(math.inf, 0.0, "Polato's FedVAE: interactions stay on the device; the server sees each sampled user's gradient")
+#: No DP claim: FedVAE keeps the data on the device and sends the server per-user gradients.
+claim = no_dp_claim("Polato's FedVAE: interactions stay on the device; the server sees each sampled user's gradient")
 
 
 def gradient_support(view: TrialView) -> np.ndarray:
     """``[rounds in which the target's gradient has a non-zero W1 row at an item the "in" row adds]``."""
-    added = sorted(set(view.target.present.items) - set(view.target.absent.items))
+    added = list(view.target.added)
     hidden = view.scenario.protocol.hidden
-    target = Party(Role.USER, view.target.user)
-    exposed = 0
-    for body in view.bodies(Gradient.KIND, target):
-        rows = [body.values[item * hidden : (item + 1) * hidden] for item in added]
-        exposed += int(any(np.any(row != 0) for row in rows))
-    for body in view.bodies(SparseGradient.KIND, target):
-        listed = np.isin(body.items, added)
-        exposed += int(bool(np.any(body.rows[listed] != 0)))
-    return np.array([float(exposed)])
+    dense = sum(any(np.any(body.values[item * hidden : (item + 1) * hidden] != 0) for item in added)
+                for body in view.target_bodies(Gradient.KIND))
+    sparse = sum(bool(np.any(body.rows[np.isin(body.items, added)] != 0)) for body in view.target_bodies(SparseGradient.KIND))
+    return np.array([float(dense + sparse)])
 
 
-AUDIT = AuditSpec(
-    neighbouring=one_rating("one interaction added to or removed from the target user's row", unit="interaction"),
-    claim=claim,
-    parties=(Role.SERVER,),
-    distinguishers=(
-        Distinguisher(
-            "gradient_support", gradient_support, roles=(Role.SERVER,),
-            description="rounds in which the target's gradient has a non-zero first-layer row at the added item",
-        ),
-    ),
+AUDIT = AuditSpec.for_observer(
+    Role.SERVER, one_rating("one interaction added to or removed from the target user's row", unit="interaction"), claim,
+    Distinguisher("gradient_support", gradient_support,
+                  description="rounds in which the target's gradient has a non-zero first-layer row at the added item"),
 )
 
 __all__ = ["AUDIT", "claim", "gradient_support"]

@@ -50,7 +50,7 @@ from ...audit.spec import AuditSpec, Claim
 from ...mechanisms.randomized_response import bit_probability
 from ...mechanisms.shuffle import compose_pure
 from ...models.implicit_mf import confidence, user_factors
-from ...network.party import SERVER, Party, Role
+from ...network.party import SERVER, Role
 from .gradient import gradient_entries
 from .messages import Model, Reports
 
@@ -80,7 +80,7 @@ def report_llr(view: TrialView) -> np.ndarray:
     config = view.scenario.protocol
     models = {body.epoch: body.item_factors for body in view.bodies(Model.KIND, SERVER)}
     total = 0.0
-    for reports in view.bodies(Reports.KIND, Party(Role.USER, view.target.user)):
+    for reports in view.target_bodies(Reports.KIND):
         V = models.get(reports.epoch)
         if V is None:
             continue

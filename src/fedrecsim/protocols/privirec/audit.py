@@ -26,27 +26,24 @@ PriviRec-k broadcasts no P~; ``broadcast_decoder`` then scores 0 and only ``degr
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
 from ...audit.distinguishers import Distinguisher, TrialView
 from ...audit.neighbours import Neighbouring, Target, one_user
-from ...audit.spec import AuditSpec, Claim
+from ...audit.spec import AuditSpec, no_dp_claim
 from ...data.ratings import Ratings
 from ...network.party import Role
 from .attacks import broadcast_from_view, decode_profiles, dense_rows
 from .messages import Degrees
 
 
-def claim(scenario: object) -> Claim:
-    """No DP claim; the paper's confidentiality claim in words."""
-    return Claim(
-        math.inf, 0.0,
-        "Nicolas et al.: no DP claim; confidentiality under honest-but-curious parties -- only aggregates (V, P~, Y_l) "
-        "are revealed and they 'do not give information about users' (secure aggregation)",
-    )
+#: No DP claim; the paper's confidentiality claim in words.
+claim = no_dp_claim(
+    "Nicolas et al.: no DP claim; confidentiality under honest-but-curious parties -- only aggregates (V, P~, Y_l) "
+    "are revealed and they 'do not give information about users' (secure aggregation)"
+)
 
 
 def _choose_rare_holder(train: Ratings, settings: Any) -> Target:
@@ -77,11 +74,7 @@ def degree_residual(view: TrialView) -> np.ndarray:
     if not bodies:
         return np.array([0.0])
     residual = bodies[-1].degrees - view.known.item_counts()
-    indicators = []
-    for row in (view.target.present, view.target.absent):
-        x = np.zeros(view.known.n_items)
-        x[list(row.items)] = 1.0
-        indicators.append(x)
+    indicators = [row.dense(view.known.n_items, 1.0) for row in (view.target.present, view.target.absent)]
     return np.array([float(np.abs(residual - indicators[1]).sum() - np.abs(residual - indicators[0]).sum())])
 
 

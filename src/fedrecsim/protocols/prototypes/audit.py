@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ...audit.distinguishers import Distinguisher, TrialView
-from ...audit.neighbours import one_user
+from ...audit.neighbours import Row, one_user
 from ...audit.spec import AuditSpec, Claim
 from ...data.silos import silo_assignment
 from ...network.party import Party, Role
@@ -65,8 +65,7 @@ def prototype_projection(view: TrialView) -> np.ndarray:
     bound = public_bounds(config, view.scenario.data, view.known).value
     row = view.target.present
     keep = np.argsort(-np.asarray(row.values), kind="stable")[: config.support]
-    x = np.zeros(view.known.n_items)
-    x[np.asarray(row.items, dtype=np.int64)[keep]] = np.clip(np.asarray(row.values)[keep], 0.0, bound)
+    x = Row.of(np.asarray(row.items)[keep], np.clip(np.asarray(row.values)[keep], 0.0, bound)).dense(view.known.n_items)
     x /= max(float(np.linalg.norm(x)), 1e-12)
     silo = int(silo_assignment(view.scenario.data, view.known, view.scenario.run.seed)[view.target.user])
     received = view.bodies(Prototypes.KIND, Party(Role.SILO, silo))
@@ -75,16 +74,10 @@ def prototype_projection(view: TrialView) -> np.ndarray:
     return np.array([float(np.max(received[0].prototypes @ x))])
 
 
-AUDIT = AuditSpec(
-    neighbouring=one_user("one user's whole row added to or removed from its silo"),
-    claim=claim,
-    parties=(Role.SERVER,),
-    distinguishers=(
-        Distinguisher(
-            "prototype_projection", prototype_projection, roles=(Role.SERVER,),
-            description="the largest projection of a prototype of the target's silo onto the target user's (truncated, clipped) row",
-        ),
-    ),
+AUDIT = AuditSpec.for_observer(
+    Role.SERVER, one_user("one user's whole row added to or removed from its silo"), claim,
+    Distinguisher("prototype_projection", prototype_projection,
+                  description="the largest projection of a prototype of the target's silo onto the target user's (truncated, clipped) row"),
 )
 
 __all__ = ["AUDIT", "claim", "prototype_projection"]

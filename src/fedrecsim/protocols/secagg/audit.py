@@ -26,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...audit.distinguishers import Distinguisher, TrialView
-from ...audit.neighbours import Row, user_replaced
+from ...audit.neighbours import user_replaced
 from ...audit.spec import AuditSpec, Claim
 from ...errors import ConfigError
 from ...mechanisms.ring import Ring
-from ...network.party import Party, Role
+from ...network.party import Role
 from .messages import Masked
 
 
@@ -51,37 +51,24 @@ def claim(scenario: object) -> Claim:
     )
 
 
-def _encoded(row: Row, ring: Ring, n_items: int) -> np.ndarray:
-    x = np.zeros(n_items)
-    x[list(row.items)] = row.values
-    return ring.encode(x)[0]
-
-
 def masked_match(view: TrialView) -> np.ndarray:
     """``[sum over sessions of #(y == x_in) - #(y == x_out)]``, y the target's masked input."""
     config = view.scenario.protocol
     ring = Ring(config.bits, config.frac_bits)
     word = np.dtype(ring.dtype).newbyteorder("<")
-    x_in = _encoded(view.target.present, ring, view.known.n_items)
-    x_out = _encoded(view.target.absent, ring, view.known.n_items)
+    x_in, x_out = (ring.encode(row.dense(view.known.n_items))[0] for row in (view.target.present, view.target.absent))
     total = 0
-    for body in view.bodies(Masked.KIND, Party(Role.USER, view.target.user)):
+    for body in view.target_bodies(Masked.KIND):
         y = np.frombuffer(body.masked, dtype=word)
         if y.size == x_in.size:
             total += int(np.count_nonzero(y == x_in)) - int(np.count_nonzero(y == x_out))
     return np.array([float(total)])
 
 
-AUDIT = AuditSpec(
-    neighbouring=user_replaced("one user's input (its training row) replaced by another user's", unit="input"),
-    claim=claim,
-    parties=(Role.SERVER,),
-    distinguishers=(
-        Distinguisher(
-            "masked_match", masked_match, roles=(Role.SERVER,),
-            description="ring words of the target's masked input equal to its 'in' input minus those equal to its 'out' input",
-        ),
-    ),
+AUDIT = AuditSpec.for_observer(
+    Role.SERVER, user_replaced("one user's input (its training row) replaced by another user's", unit="input"), claim,
+    Distinguisher("masked_match", masked_match,
+                  description="ring words of the target's masked input equal to its 'in' input minus those equal to its 'out' input"),
 )
 
 __all__ = ["AUDIT", "claim", "masked_match"]
