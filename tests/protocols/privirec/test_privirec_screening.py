@@ -31,6 +31,8 @@ def _split(seed: int, n: int = 90, m: int = 160) -> tuple[Ratings, Ratings]:
     in_test = dense & (rng.random(dense.shape) < 0.25)
     in_test[:, 100:150] = False  # the shared columns stay whole in training
     in_test[3, :4] = True
+    dense[[5, 6], 100:110] = False
+    in_test[[5, 6], 100] = True  # users 5, 6: one item of a shared column is a test item, its twins are not
 
     def ratings(mask: np.ndarray) -> Ratings:
         users, items = np.nonzero(mask)
@@ -190,3 +192,24 @@ def test_an_exact_form_block_is_a_plain_function() -> None:
     filters = fit_gfcf(R, GFCFHyper(k=6), np.random.default_rng(0))
     assert not isinstance(filters.gfcf_block(R), evaluation.Screenable)
     assert isinstance(fit_gfcf(R, GFCFHyper(k=6, low_rank=True), np.random.default_rng(0)).gfcf_block(R), evaluation.Screenable)
+
+
+@pytest.mark.parametrize(("tested", "decided"), [((), True), ((18, 19, 20, 21, 22), True), ((3, 20), False), ((22,), False)])
+def test_a_tied_run_across_the_cut_is_decided_for_the_metrics_when_its_items_are_all_or_none_test_items(
+    tested: tuple[int, ...], decided: bool
+) -> None:
+    values = 100.0 - np.arange(30.0)
+    values[18:23] = 81.5  # items 18-22 tie across the 20th place
+    side, left = ScaledBasis(values[:, None]), np.ones((1, 1))
+    items = np.array(tested, dtype=np.int64)
+
+    def member(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        return np.isin(candidates, items)
+
+    excluded = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    assert screened_top_k(side.screen(left), excluded, K)[1].all()  # the lists themselves: undecided
+    lists, unresolved = screened_top_k(side.screen(left), excluded, K, member)
+    assert unresolved[0] != decided
+    if decided:
+        reference = top_k(left @ side.right.T, excluded, K)
+        np.testing.assert_array_equal(np.isin(lists, items), np.isin(reference, items))

@@ -27,10 +27,14 @@ items not excluded (-inf if fewer):
    every candidate after the k-th has s below the k-th's, so the list is exactly the one the float64 block
    gives, tie rule and all. A row with a smaller gap (a tie or a near-tie of s) is *unresolved*.
 
+`evaluate` needs only each place's hit, not the list: it also decides a row whose undecided runs of
+candidates hold test items only or none (`screened_top_k`), which saves the float64 block for items that
+are interchangeable there (at Gowalla's shape, items sharing their whole training column).
+
 A row with more than `_WIDE` candidates is re-scored whole instead (its left factor times every item, one
 product). Unresolved rows, and blocks for which ``screen`` gives None (non-finite factors, float32 overflow
-possible), are ranked from the float64 block of the same users, as without screening. So the lists, and
-the metrics, are bit for bit those of the float64 path.
+possible), are ranked from the float64 block of the same users, as without screening. So `recommend`'s
+lists, and the metrics, are bit for bit those of the float64 path.
 """
 
 from __future__ import annotations
@@ -142,6 +146,14 @@ def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int
     """The top-k lists (len(users) x k) of ``users``, scored block by block; each block's scores are
     overwritten (module docstring), a read-only or non-float64 block copied first. A `Screenable` score
     function is screened in float32 (module docstring): the same lists."""
+    return _recommend(score_block, train, users, k, None)
+
+
+def _recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int, test: Ratings | None) -> np.ndarray:
+    """`recommend`, or with ``test`` lists whose hits on ``test`` (a list's items among the user's test
+    items, place by place) are those of `recommend`'s, the order of interchangeable items aside
+    (`screened_top_k`)."""
+    relevant = None if test is None else np.sort(test.pair_keys())
     index = train.by_user()
     result = np.empty((users.size, k), dtype=np.int64)
     rows = max(1, _CELLS_PER_BLOCK // max(train.n_items, 1))
@@ -153,7 +165,8 @@ def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int
         if screen is None:
             lists, unresolved = np.empty((batch.size, k), dtype=np.int64), np.ones(batch.size, dtype=bool)
         else:
-            lists, unresolved = screened_top_k(screen, excluded, k)
+            member = None if relevant is None else _membership(relevant, batch, test.n_items)
+            lists, unresolved = screened_top_k(screen, excluded, k, member)
         if unresolved.any():
             block = np.require(score_block(batch), np.float64, ["W"])
             lists[unresolved] = _top_k_overwriting(block, excluded, k)[unresolved]
@@ -161,10 +174,32 @@ def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int
     return result
 
 
-def screened_top_k(screen: Screen, excluded: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+def _membership(relevant: np.ndarray, batch: np.ndarray, n_items: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """(rows, items) -> whether each item is a test item of the user ``batch[row]`` (``relevant``: the
+    test set's sorted pair keys)."""
+
+    def member(rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+        keys = batch[rows] * np.int64(n_items) + items
+        position = np.minimum(np.searchsorted(relevant, keys), max(relevant.size - 1, 0))
+        return relevant[position] == keys if relevant.size else np.zeros(keys.size, dtype=bool)
+
+    return member
+
+
+def screened_top_k(
+    screen: Screen, excluded: tuple[np.ndarray, np.ndarray], k: int,
+    member: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(lists, unresolved): each row's top k (as `top_k` of the float64 scores ``screen`` approximates) from
     its float32 screen, overwritten; ``unresolved`` marks the rows it cannot decide, whose lists are
-    meaningless (module docstring)."""
+    meaningless (module docstring).
+
+    With ``member`` ((rows, items) -> bool, a user's test items) a row is decided, too, when every run of
+    candidates its gaps cannot order (consecutive in the re-scored order, each gap <= 2 eps) that reaches
+    into the list holds test items only or none: the float64 order may permute such a run, but the run
+    keeps its places (its outer gaps exceed 2 eps), so every place holds a test item exactly when it does
+    in the float64 list -- the same hits, hence the same metrics bit for bit, whatever order the list gives
+    the run's items."""
     approx, bound = screen.approx, screen.bound
     approx[excluded[0], screen.positions[excluded[1]]] = -np.inf
     b, m = approx.shape
@@ -198,12 +233,28 @@ def screened_top_k(screen: Screen, excluded: tuple[np.ndarray, np.ndarray], k: i
     rank = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
     first = rank < depth
     lists[rows[first], rank[first]] = items[first]
-    pairs = first[:-1] & (rows[1:] == rows[:-1])
-    close = ~(rescored[:-1] - rescored[1:] > 2.0 * screen.error[rows[:-1]])
+    close = (rows[1:] == rows[:-1]) & ~(rescored[:-1] - rescored[1:] > 2.0 * screen.error[rows[:-1]])
     unresolved = np.zeros(b, dtype=bool)
-    unresolved[rows[:-1][pairs & close]] = True
+    if member is None:
+        unresolved[rows[:-1][first[:-1] & close]] = True
+    else:
+        unresolved[rows[:-1][_in_list_runs(rows, rank, close, depth, b) & _differ(member(rows, items))]] = True
     unresolved[rows[~np.isfinite(rescored)]] = True
     return lists, unresolved
+
+
+def _in_list_runs(rows: np.ndarray, rank: np.ndarray, close: np.ndarray, depth: int, b: int) -> np.ndarray:
+    """The close neighbour pairs (p, p + 1) of runs that reach into the first ``depth`` places: those with p
+    in the list, and those after it up to the row's first gap that is not close."""
+    split = (rank[:-1] >= depth - 1) & ~close
+    stop = np.full(b, np.iinfo(np.int64).max)
+    np.minimum.at(stop, rows[:-1][split], rank[:-1][split])
+    return close & ((rank[:-1] < depth) | (rank[:-1] < stop[rows[:-1]]))
+
+
+def _differ(member: np.ndarray) -> np.ndarray:
+    """Whether each neighbour pair (p, p + 1) differs in membership."""
+    return member[:-1] != member[1:]
 
 
 def _dot_products(screen: Screen, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
@@ -258,7 +309,7 @@ def evaluate(score_block: ScoreBlock, train: Ratings, test: Ratings, k: int = 20
     users = np.flatnonzero(test.user_counts())
     if not users.size:
         return {}
-    return lightgcn_metrics(recommend(score_block, train, users, k), users, test, k)
+    return lightgcn_metrics(_recommend(score_block, train, users, k, test), users, test, k)
 
 
 __all__ = ["Screenable", "evaluate", "lightgcn_metrics", "recommend", "screened_top_k", "top_k"]
