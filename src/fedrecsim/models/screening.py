@@ -145,7 +145,8 @@ class ScaledBasis:
         scale = np.zeros(m) if self.scale is None or not self.scaled else np.asarray(self.scale, dtype=np.float64)
         _, inverse, counts = np.unique(scale, return_inverse=True, return_counts=True)
         grouped = counts[inverse] >= MIN_GROUP if self.scaled else np.ones(m, dtype=bool)
-        columns = np.concatenate([np.flatnonzero(grouped)[np.argsort(inverse[grouped], kind="stable")], np.flatnonzero(~grouped)])
+        by_scale = np.flatnonzero(grouped)[np.argsort(inverse[grouped], kind="stable")]
+        columns = np.concatenate([by_scale, np.flatnonzero(~grouped)])
         positions = np.empty(m, dtype=np.int64)
         positions[columns] = np.arange(m)
         split = int(grouped.sum())
@@ -180,8 +181,10 @@ class ScaledBasis:
         if float(absolute.max(initial=0.0)) * 4 * r * max(plan.basis_max, 1.0) * (1.0 + plan.scale_max) >= _MAGNITUDE:
             return None
         sums = np.minimum(a1 @ plan.basis_colmax, np.linalg.norm(left[:, :q], axis=1) * plan.basis_norm)
-        sums += plan.scale_max * np.minimum(a2 @ plan.basis_colmax[: self.scaled], np.linalg.norm(left[:, q:], axis=1) * plan.scaled_norm)
-        underflow = 2.0**-140 * (r * (1.0 + plan.basis_max * (1.0 + plan.scale_max)) + a1.sum(axis=1) + plan.scale_max * a2.sum(axis=1))
+        scaled = np.minimum(a2 @ plan.basis_colmax[: self.scaled], np.linalg.norm(left[:, q:], axis=1) * plan.scaled_norm)
+        sums += plan.scale_max * scaled
+        magnitudes = r * (1.0 + plan.basis_max * (1.0 + plan.scale_max)) + a1.sum(axis=1) + plan.scale_max * a2.sum(axis=1)
+        underflow = 2.0**-140 * magnitudes
         kappa = gamma(r + 6, UNIT32) * (1.0 + 2.0**-20) + 2.0**-40
         rescored = np.minimum(absolute @ plan.right_colmax, np.linalg.norm(left, axis=1) * plan.right_norm)
         error = 2.0 * gamma(r, UNIT64) * rescored * (1.0 + 2.0**-20) + r * 2.0**-1068
