@@ -147,7 +147,7 @@ def floor(users: int, k: int) -> dict[str, float]:
 
     def evaluated() -> tuple[dict[str, float], float]:
         cpu = time.process_time()
-        return evaluate(lambda batch: filters.gfcf_scores(R[batch]), train, test), time.process_time() - cpu
+        return evaluate(filters.gfcf_block(R), train, test), time.process_time() - cpu
 
     (metrics, evaluate_cpu_s), evaluate_s = timed(evaluated)
     return {

@@ -51,6 +51,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import svds
 
 from fedrecsim.data.ratings import Ratings
+from fedrecsim.models.screening import ScaledBasis, Screen
 
 #: Turbo-CF's filters as the coefficients of P-bar, P-bar^2, P-bar^3 (Park et al. 2024).
 TURBO_FILTERS: dict[int, tuple[float, ...]] = {1: (1.0,), 2: (2.0, -1.0), 3: (0.71, 0.1, -0.01)}
@@ -202,10 +203,15 @@ class GraphFilters:
         return self._ideal_basis * degree_power(self.degrees, 1.0 - self.alpha)[:, None]
 
     @cached_property
-    def _low_rank_items(self) -> np.ndarray:
-        """[S_k, V^{1-alpha} S_k'] (m x (k + k')): PriviRec-k's GF-CF filter is ``[rows S_k Diag(t),
-        gamma rows V^{alpha-1} S_k'] @ this^T``, one dense product of rank k + k'."""
-        return np.hstack([self.basis, self._ideal_items])
+    def _gfcf_side(self) -> ScaledBasis:
+        """[S_k, V^{1-alpha} S_k'] (m x (k + k'), its ``right``): PriviRec-k's GF-CF filter is ``[rows S_k
+        Diag(t), gamma rows V^{alpha-1} S_k'] @ right^T``, one dense product of rank k + k'."""
+        return ScaledBasis(self.basis, degree_power(self.degrees, 1.0 - self.alpha), self._ideal_basis.shape[1])
+
+    @cached_property
+    def _turbo_side(self) -> ScaledBasis:
+        """S_k: PriviRec-k's Turbo-CF filter is ``(rows S_k Diag(f(t))) @ S_k^T``."""
+        return ScaledBasis(self.basis)
 
     @property
     def _ideal_basis(self) -> np.ndarray:
@@ -227,13 +233,50 @@ class GraphFilters:
 
         A sparse block stays sparse until its product with an m x k factor, so the only dense products of
         the block's width are one with P~ (exact form) or, for PriviRec-k, one of rank k + k' with
-        `_low_rank_items` -- instead of four of a densified block with the m x k bases.
+        `_gfcf_side`'s item factor -- instead of four of a densified block with the m x k bases.
         """
         rows = _user_rows(rows)
-        ideal = gamma * (rows @ self._ideal_rows)
         if self.item_item is None:
-            return np.hstack([(rows @ self.basis) * self.spectrum, ideal]) @ self._low_rank_items.T
+            return self._gfcf_left(rows, gamma) @ self._gfcf_side.right.T
+        ideal = gamma * (rows @ self._ideal_rows)
         return np.asarray(rows @ self.item_item) + ideal @ self._ideal_items.T
+
+    def _gfcf_left(self, rows: np.ndarray | sp.csr_matrix, gamma: float) -> np.ndarray:
+        """[rows S_k Diag(t), gamma rows V^{alpha-1} S_k']: PriviRec-k's GF-CF left factor of ``rows``
+        (`_user_rows`)."""
+        return np.hstack([(rows @ self.basis) * self.spectrum, gamma * (rows @ self._ideal_rows)])
+
+    def _check_turbo(self, filter: int, power: float) -> None:  # noqa: A002
+        if filter not in TURBO_FILTERS:
+            raise ValueError(f"Turbo-CF's filter is 1, 2 or 3, got {filter!r}")
+        if self.item_item is None and power != 1.0:
+            raise ValueError("the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1")
+
+    def _turbo_left(self, rows: np.ndarray | sp.csr_matrix, filter: int) -> np.ndarray:  # noqa: A002
+        """rows S_k Diag(f(t)): PriviRec-k's Turbo-CF left factor of ``rows`` (`_user_rows`)."""
+        response = sum(c * self.spectrum ** (j + 1) for j, c in enumerate(TURBO_FILTERS[filter]))
+        return (rows @ self.basis) * response
+
+    def gfcf_block(self, R: sp.spmatrix, gamma: float = 0.3) -> Callable[[np.ndarray], np.ndarray]:
+        """users -> `gfcf_scores` of their rows of the interaction matrix ``R``: PriviRec-k's filters give
+        a `LowRankScores` (which `fedrecsim.protocols.privirec.evaluation.evaluate` screens in float32), the
+        exact form a plain function."""
+        R = sp.csr_matrix(R, dtype=np.float64)
+        if self.item_item is None:
+            return LowRankScores(R, lambda rows: self._gfcf_left(rows, gamma), self._gfcf_side)
+        return lambda users: self.gfcf_scores(R[users], gamma)
+
+    def turbo_block(self, R: sp.spmatrix, filter: int = 2, power: float = 1.0) -> Callable[[np.ndarray], np.ndarray]:  # noqa: A002
+        """users -> `turbo_scores` of their rows of ``R`` (a `LowRankScores` for PriviRec-k, as `gfcf_block`).
+
+        Raises:
+            ValueError: as `turbo_scores`.
+        """
+        R = sp.csr_matrix(R, dtype=np.float64)
+        self._check_turbo(filter, power)
+        if self.item_item is None:
+            return LowRankScores(R, lambda rows: self._turbo_left(rows, filter), self._turbo_side)
+        return lambda users: self.turbo_scores(R[users], filter, power)
 
     def turbo_scores(self, rows: np.ndarray | sp.spmatrix, filter: int = 2, power: float = 1.0) -> np.ndarray:  # noqa: A002
         """Turbo-CF's scores: rows f(P~ ^{o power}) for the paper's filter 1, 2 or 3.
@@ -244,16 +287,11 @@ class GraphFilters:
         Raises:
             ValueError: an unknown filter, or an element-wise power other than 1 of the low-rank P~.
         """
-        if filter not in TURBO_FILTERS:
-            raise ValueError(f"Turbo-CF's filter is 1, 2 or 3, got {filter!r}")
+        self._check_turbo(filter, power)
         rows = _user_rows(rows)
         coefficients = TURBO_FILTERS[filter]
         if self.item_item is None:
-            if power != 1.0:
-                raise ValueError("the element-wise power of PriviRec-k's low-rank P~ needs it dense: use power = 1")
-            spectrum = self.spectrum
-            response = sum(c * spectrum ** (j + 1) for j, c in enumerate(coefficients))
-            return ((rows @ self.basis) * response) @ self.basis.T
+            return self._turbo_left(rows, filter) @ self._turbo_side.right.T
         bar = self.item_item if power == 1.0 else np.power(self.item_item, power)
         block = np.asarray(rows @ bar)
         total = coefficients[0] * block
@@ -261,6 +299,30 @@ class GraphFilters:
             block = block @ bar
             total += coefficient * block
         return total
+
+
+@dataclass(frozen=True, eq=False)
+class LowRankScores:
+    """users -> the b x m float64 scores ``left(R[users]) @ side.right^T`` of a low-rank filter (bit for bit
+    `GraphFilters.gfcf_scores` / `turbo_scores` of those rows: the same functions compute them), and their
+    float32 `screen` (`fedrecsim.models.screening`).
+
+    Attributes:
+        R: the interaction matrix (CSR, float64).
+        left: interaction rows (`_user_rows`) -> their left factor.
+        side: the item factor and its screening.
+    """
+
+    R: sp.csr_matrix
+    left: Callable[[sp.csr_matrix], np.ndarray]
+    side: ScaledBasis
+
+    def __call__(self, users: np.ndarray) -> np.ndarray:
+        return self.left(self.R[users]) @ self.side.right.T
+
+    def screen(self, users: np.ndarray) -> Screen | None:
+        """The float32 screen of ``users``' scores, or None where it cannot be bounded (`ScaledBasis.screen`)."""
+        return self.side.screen(self.left(self.R[users]))
 
 
 def _user_rows(rows: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
@@ -331,6 +393,7 @@ __all__ = [
     "TURBO_FILTERS",
     "GFCFHyper",
     "GraphFilters",
+    "LowRankScores",
     "DENSE_SVD_CELLS",
     "degree_power",
     "exact_basis",

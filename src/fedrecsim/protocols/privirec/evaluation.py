@@ -10,17 +10,54 @@ The scores come as a function of a block of user indices, so no n x m matrix is 
 scores depend only on its own row and the broadcast filters, and blocks of users are scored together.
 The function returns a new array each call, which `recommend` then owns: it marks the training cells in
 it instead of copying 128 MiB a block.
+
+Screening (issue 32). A score function that also has ``screen`` (`Screenable`: PriviRec-k's
+`fedrecsim.models.gfcf.LowRankScores`) is ranked without its float64 block: ``screen(users)`` gives float32
+approximations a of the block's float64 scores s with a per-row bound E (|a - s| <= E_i,
+`fedrecsim.models.screening`), and the float64 factors. Per row, with tau the k-th largest a among the
+items not excluded (-inf if fewer):
+
+1. candidates: the items with a >= tau - 2 E. Every item whose s reaches the row's k-th largest s, t, is
+   one: k items have a >= tau, so s >= tau - E for each, so t >= tau - E; an item with s >= t then has a
+   >= s - E >= tau - 2 E.
+2. the candidates are re-scored in float64 by a gathered dot product of their factor rows, v, within the
+   screen's ``error`` eps of s (not bit-equal to the dgemm: another summation order).
+3. sorted by (v descending, item ascending), the row's list is the first k -- provided every gap between
+   neighbours among the first k + 1 exceeds 2 eps: then s orders them the same, strictly (no two tie), and
+   every candidate after the k-th has s below the k-th's, so the list is exactly the one the float64 block
+   gives, tie rule and all. A row with a smaller gap (a tie or a near-tie of s) is *unresolved*.
+
+`evaluate` needs only each place's hit, not the list: it also decides a row whose undecided runs of
+candidates hold test items only or none (`screened_top_k`), which saves the float64 block for items that
+are interchangeable there (at Gowalla's shape, items sharing their whole training column).
+
+A row with more than `_WIDE` candidates is re-scored whole instead (its left factor times every item, one
+product). Unresolved rows, and blocks for which ``screen`` gives None (non-finite factors, float32 overflow
+possible), are ranked from the float64 block of the same users, as without screening. So `recommend`'s
+lists, and the metrics, are bit for bit those of the float64 path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ...data.ratings import Ratings
+from ...models.screening import Screen
 
 ScoreBlock = Callable[[np.ndarray], np.ndarray]
+
+
+@runtime_checkable
+class Screenable(Protocol):
+    """A `ScoreBlock` with a float32 screen of its scores (module docstring)."""
+
+    def __call__(self, users: np.ndarray) -> np.ndarray: ...
+
+    def screen(self, users: np.ndarray) -> Screen | None: ...
+
 
 #: Cells (users x items) scored at once: 2^24, 128 MiB of float64 per array the score function makes. The
 #: scores are dense products of a block's rows with m x k bases, and OpenBLAS's threads spend ten times the
@@ -31,6 +68,10 @@ _CELLS_PER_BLOCK = 1 << 24
 #: `top_k` cuts a row into at least this many chunks per place of its list: 16 x 20 chunks of 128 cells at
 #: Gowalla's 40,981 items, of which a row's top 20 reach ~20, so ~6 % of its cells are compared.
 _CHUNKS_PER_PLACE = 16
+
+#: A screened row with more candidates than this is re-scored whole (one product with every item) rather
+#: than by gathering each candidate's factor row. Gowalla's rows have 20-23 (issue 32).
+_WIDE = 1024
 
 
 def top_k(scores: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], k: int) -> np.ndarray:
@@ -103,7 +144,16 @@ def _cells_reaching(
 
 def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int) -> np.ndarray:
     """The top-k lists (len(users) x k) of ``users``, scored block by block; each block's scores are
-    overwritten (module docstring), a read-only or non-float64 block copied first."""
+    overwritten (module docstring), a read-only or non-float64 block copied first. A `Screenable` score
+    function is screened in float32 (module docstring): the same lists."""
+    return _recommend(score_block, train, users, k, None)
+
+
+def _recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int, test: Ratings | None) -> np.ndarray:
+    """`recommend`, or with ``test`` lists whose hits on ``test`` (a list's items among the user's test
+    items, place by place) are those of `recommend`'s, the order of interchangeable items aside
+    (`screened_top_k`)."""
+    relevant = None if test is None else np.sort(test.pair_keys())
     index = train.by_user()
     result = np.empty((users.size, k), dtype=np.int64)
     rows = max(1, _CELLS_PER_BLOCK // max(train.n_items, 1))
@@ -111,9 +161,130 @@ def recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: int
         batch = users[start : start + rows]
         lengths = index.indptr[batch + 1] - index.indptr[batch]
         excluded = (np.repeat(np.arange(batch.size), lengths), index.items[index.positions(batch)])
-        block = np.require(score_block(batch), np.float64, ["W"])
-        result[start : start + batch.size] = _top_k_overwriting(block, excluded, k)
+        screen = score_block.screen(batch) if isinstance(score_block, Screenable) else None
+        if screen is None:
+            lists, unresolved = np.empty((batch.size, k), dtype=np.int64), np.ones(batch.size, dtype=bool)
+        else:
+            member = None if relevant is None else _membership(relevant, batch, test.n_items)
+            lists, unresolved = screened_top_k(screen, excluded, k, member)
+        if unresolved.any():
+            block = np.require(score_block(batch), np.float64, ["W"])
+            lists[unresolved] = _top_k_overwriting(block, excluded, k)[unresolved]
+        result[start : start + batch.size] = lists
     return result
+
+
+def _membership(relevant: np.ndarray, batch: np.ndarray, n_items: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """(rows, items) -> whether each item is a test item of the user ``batch[row]`` (``relevant``: the
+    test set's sorted pair keys)."""
+
+    def member(rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+        keys = batch[rows] * np.int64(n_items) + items
+        position = np.minimum(np.searchsorted(relevant, keys), max(relevant.size - 1, 0))
+        return relevant[position] == keys if relevant.size else np.zeros(keys.size, dtype=bool)
+
+    return member
+
+
+def screened_top_k(
+    screen: Screen, excluded: tuple[np.ndarray, np.ndarray], k: int,
+    member: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lists, unresolved): each row's top k (as `top_k` of the float64 scores ``screen`` approximates) from
+    its float32 screen, overwritten; ``unresolved`` marks the rows it cannot decide, whose lists are
+    meaningless (module docstring).
+
+    With ``member`` ((rows, items) -> bool, a user's test items) a row is decided, too, when every run of
+    candidates its gaps cannot order (consecutive in the re-scored order, each gap <= 2 eps) that reaches
+    into the list holds test items only or none: the float64 order may permute such a run, but the run
+    keeps its places (its outer gaps exceed 2 eps), so every place holds a test item exactly when it does
+    in the float64 list -- the same hits, hence the same metrics bit for bit, whatever order the list gives
+    the run's items."""
+    approx, bound = screen.approx, screen.bound
+    approx[excluded[0], screen.positions[excluded[1]]] = -np.inf
+    b, m = approx.shape
+    depth = min(k, m)
+    lists = np.full((b, k), -1, dtype=np.int64)
+    if depth == 0 or b == 0:
+        return lists, np.zeros(b, dtype=bool)
+    width = max(1, m // (_CHUNKS_PER_PLACE * depth))
+    maxima = _chunk_maxima(approx, width)
+    reach = -np.partition(-maxima, depth - 1, axis=1)[:, depth - 1]
+    rows, columns, values = _cells_reaching(approx, maxima, reach - 2.0 * bound, width)
+    eligible = values > -np.inf
+    rows, columns, values = rows[eligible], columns[eligible], values[eligible]
+    order = np.lexsort((-values, rows))
+    rows, columns, values = rows[order], columns[order], values[order]
+    starts = np.searchsorted(rows, np.arange(b + 1))
+    counts = np.diff(starts)
+    tau = np.full(b, -np.inf)
+    full = counts >= depth
+    tau[full] = values[starts[:-1][full] + depth - 1]
+    keep = values >= tau[rows] - 2.0 * bound[rows]
+    rows, items = rows[keep], screen.columns[columns[keep]]
+    wide = np.bincount(rows, minlength=b) > _WIDE
+    narrow = ~wide[rows]
+    rows, items = rows[narrow], items[narrow]
+    rescored = _dot_products(screen, rows, items)
+    if wide.any():
+        rows, items, rescored = _whole_rows(screen, excluded, np.flatnonzero(wide), rows, items, rescored)
+    order = np.lexsort((items, -rescored, rows))
+    rows, items, rescored = rows[order], items[order], rescored[order]
+    rank = np.arange(rows.size) - np.searchsorted(rows, np.arange(b))[rows]
+    first = rank < depth
+    lists[rows[first], rank[first]] = items[first]
+    close = (rows[1:] == rows[:-1]) & ~(rescored[:-1] - rescored[1:] > 2.0 * screen.error[rows[:-1]])
+    unresolved = np.zeros(b, dtype=bool)
+    if member is None:
+        unresolved[rows[:-1][first[:-1] & close]] = True
+    else:
+        unresolved[rows[:-1][_in_list_runs(rows, rank, close, depth, b) & _differ(member(rows, items))]] = True
+    unresolved[rows[~np.isfinite(rescored)]] = True
+    return lists, unresolved
+
+
+def _in_list_runs(rows: np.ndarray, rank: np.ndarray, close: np.ndarray, depth: int, b: int) -> np.ndarray:
+    """The close neighbour pairs (p, p + 1) of runs that reach into the first ``depth`` places: those with p
+    in the list, and those after it up to the row's first gap that is not close."""
+    split = (rank[:-1] >= depth - 1) & ~close
+    stop = np.full(b, np.iinfo(np.int64).max)
+    np.minimum.at(stop, rows[:-1][split], rank[:-1][split])
+    return close & ((rank[:-1] < depth) | (rank[:-1] < stop[rows[:-1]]))
+
+
+def _differ(member: np.ndarray) -> np.ndarray:
+    """Whether each neighbour pair (p, p + 1) differs in membership."""
+    return member[:-1] != member[1:]
+
+
+def _dot_products(screen: Screen, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """``left[rows[i]] . right[items[i]]`` for each i (``rows`` ascending): each row's items' factor rows
+    gathered into one padded stack and multiplied by the row's left factor (the left factor is not
+    gathered once per item)."""
+    if not rows.size:
+        return np.empty(0)
+    present, counts = np.unique(rows, return_counts=True)
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    place = np.repeat(np.arange(present.size), counts)
+    stack = np.zeros((present.size, counts.max()), dtype=np.int64)
+    stack[place, slot] = items
+    products = np.matmul(screen.right[stack], screen.left[present][:, :, None])[:, :, 0]
+    return products[place, slot]
+
+
+def _whole_rows(
+    screen: Screen, excluded: tuple[np.ndarray, np.ndarray], wide: np.ndarray, rows: np.ndarray, items: np.ndarray,
+    rescored: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, items, rescored) with every item not excluded of the rows ``wide`` appended, re-scored by one
+    product of their left factors with every item's."""
+    scores = screen.left[wide] @ screen.right.T
+    gone = np.zeros(scores.shape, dtype=bool)
+    inside = np.isin(excluded[0], wide)
+    gone[np.searchsorted(wide, excluded[0][inside]), excluded[1][inside]] = True
+    place, item = np.nonzero(~gone)
+    return (np.concatenate([rows, wide[place]]), np.concatenate([items, item]),
+            np.concatenate([rescored, scores[place, item]]))
 
 
 def lightgcn_metrics(recommended: np.ndarray, users: np.ndarray, test: Ratings, k: int = 20) -> dict[str, float]:
@@ -138,7 +309,7 @@ def evaluate(score_block: ScoreBlock, train: Ratings, test: Ratings, k: int = 20
     users = np.flatnonzero(test.user_counts())
     if not users.size:
         return {}
-    return lightgcn_metrics(recommend(score_block, train, users, k), users, test, k)
+    return lightgcn_metrics(_recommend(score_block, train, users, k, test), users, test, k)
 
 
-__all__ = ["evaluate", "lightgcn_metrics", "recommend", "top_k"]
+__all__ = ["Screenable", "evaluate", "lightgcn_metrics", "recommend", "screened_top_k", "top_k"]

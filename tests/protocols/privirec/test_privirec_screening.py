@@ -1,0 +1,215 @@
+"""Float32 screening of PriviRec-k's scores (issue 32): the bound holds cell by cell, and the screened lists
+and metrics are exactly those of the float64 block -- with exact ties at the k-th place, near-ties far
+inside the bound, rows where everything ties, wide rows, and non-finite or huge factors.
+
+The float64 path is the reference: `recommend` of a plain function (no ``screen``) over the same filters,
+i.e. today's dgemm and `top_k`. Lists are compared whole (equal lists give bit-equal metrics).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from fedrecsim.data.ratings import Ratings
+from fedrecsim.models import screening
+from fedrecsim.models.gfcf import GFCFHyper, GraphFilters, LowRankScores, fit_gfcf, interaction_matrix
+from fedrecsim.models.screening import ScaledBasis
+from fedrecsim.protocols.privirec import evaluation
+from fedrecsim.protocols.privirec.evaluation import evaluate, recommend, screened_top_k, top_k
+
+K = 20
+
+
+def _split(seed: int, n: int = 90, m: int = 160) -> tuple[Ratings, Ratings]:
+    rng = np.random.default_rng(seed)
+    dense = rng.random((n, m)) < rng.uniform(0.02, 0.3, m)
+    for first in range(100, 150, 10):  # five groups of ten items sharing a column: exact ties wherever they rank
+        dense[:, first : first + 10] = dense[:, [first]]
+    dense[3] = False  # a user without training items: a row where everything ties (its test items below)
+    in_test = dense & (rng.random(dense.shape) < 0.25)
+    in_test[:, 100:150] = False  # the shared columns stay whole in training
+    in_test[3, :4] = True
+    dense[[5, 6], 100:110] = False
+    in_test[[5, 6], 100] = True  # users 5, 6: one item of a shared column is a test item, its twins are not
+
+    def ratings(mask: np.ndarray) -> Ratings:
+        users, items = np.nonzero(mask)
+        return Ratings(users, items, np.ones(users.size), n, m, (1.0, 1.0))
+
+    return ratings(dense & ~in_test), ratings(in_test)
+
+
+def _float64_path(block: LowRankScores):  # type: ignore[no-untyped-def]
+    return lambda users: block(users)
+
+
+def _rows(train: Ratings, users: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    index = train.by_user()
+    lengths = index.indptr[users + 1] - index.indptr[users]
+    return np.repeat(np.arange(users.size), lengths), index.items[index.positions(users)]
+
+
+@pytest.mark.parametrize("min_group", [1, 4, 10**9])
+@pytest.mark.parametrize(("alpha", "ideal_k", "scorer"), [(0.5, 0, "gfcf"), (0.6, 3, "gfcf"), (1.0, 0, "gfcf"), (0.5, 0, "turbo")])
+def test_screened_lists_and_metrics_equal_the_float64_path(
+    monkeypatch: pytest.MonkeyPatch, min_group: int, alpha: float, ideal_k: int, scorer: str
+) -> None:
+    monkeypatch.setattr(screening, "MIN_GROUP", min_group)  # 1: every item in a group; 10^9: all in the tail
+    monkeypatch.setattr(evaluation, "_CELLS_PER_BLOCK", 160 * 25)  # several blocks
+    train, test = _split(7)
+    R = interaction_matrix(train)
+    filters = fit_gfcf(R, GFCFHyper(k=24, iterations=2, low_rank=True, ideal_k=ideal_k, alpha=alpha), np.random.default_rng(2))
+    block = filters.gfcf_block(R, 0.3) if scorer == "gfcf" else filters.turbo_block(R, 2)
+    assert isinstance(block, LowRankScores)
+    users = np.flatnonzero(test.user_counts())
+    screened, plain = recommend(block, train, users, K), recommend(_float64_path(block), train, users, K)
+    np.testing.assert_array_equal(screened, plain)
+    assert evaluate(block, train, test) == evaluate(_float64_path(block), train, test)
+
+
+def test_blocks_are_bit_for_bit_the_scores_of_the_rows() -> None:
+    train, _ = _split(3)
+    R = interaction_matrix(train)
+    users = np.arange(0, 90, 7)
+    for low_rank in (True, False):
+        filters = fit_gfcf(R, GFCFHyper(k=8, low_rank=low_rank, ideal_k=5, alpha=0.6), np.random.default_rng(1))
+        np.testing.assert_array_equal(filters.gfcf_block(R, 0.2)(users), filters.gfcf_scores(R[users], 0.2))
+        np.testing.assert_array_equal(filters.turbo_block(R, 3)(users), filters.turbo_scores(R[users], 3))
+    with pytest.raises(ValueError, match="power"):
+        fit_gfcf(R, GFCFHyper(k=8, low_rank=True), np.random.default_rng(1)).turbo_block(R, 2, 0.5)
+
+
+def test_exact_ties_and_rows_that_all_tie_are_left_to_the_float64_block() -> None:
+    train, test = _split(11)
+    R = interaction_matrix(train)
+    filters = fit_gfcf(R, GFCFHyper(k=24, low_rank=True), np.random.default_rng(5))
+    block = filters.gfcf_block(R, 0.3)
+    users = np.flatnonzero(test.user_counts())
+    screen = block.screen(users)
+    assert screen is not None
+    _, unresolved = screened_top_k(screen, _rows(train, users), K)
+    assert unresolved[users == 3].all()  # no training items: every score is 0
+    ties = block(users)
+    ties[_rows(train, users)] = -np.inf
+    kth = -np.sort(-ties, axis=1)[:, K - 1 : K + 1]
+    tied = kth[:, 0] == kth[:, 1]  # an exact tie at the k-th place (the items sharing a column)
+    assert tied.sum() >= 2 and unresolved[tied].all()
+    assert not unresolved.all()
+    np.testing.assert_array_equal(recommend(block, train, users, K), recommend(_float64_path(block), train, users, K))
+
+
+def _cancelling(seed: int, m: int = 60) -> tuple[ScaledBasis, np.ndarray]:
+    """Rank 2, left [1, -1], item k = [X_k + d_k, X_k] with X_k ~ 1000: the float64 scores are d_k = k 1e-6,
+    the float32 ones fl(X_k + d_k) - fl(X_k), multiples of 2^-14 scrambled by where X_k falls between two
+    floats -- the float32 order is not the float64 order, ties and inversions far inside the bound."""
+    rng = np.random.default_rng(seed)
+    X = 1000.0 + rng.random(m) * 2.0**-12
+    basis = np.stack([X + np.arange(m) * 1e-6, X], axis=1)
+    return ScaledBasis(basis), np.array([[1.0, -1.0], [-1.0, 1.0], [0.5, -0.5]])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_bound_holds_on_every_cell_of_cancelling_scores(seed: int) -> None:
+    side, left = _cancelling(seed)
+    screen = side.screen(left)
+    assert screen is not None
+    exact = left @ side.right.T
+    assert np.all(np.abs(screen.approx.astype(np.float64) - exact[:, screen.columns]) <= screen.bound[:, None])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_near_ties_far_inside_the_bound_are_ranked_exactly(seed: int) -> None:
+    side, left = _cancelling(seed)
+    exact = left @ side.right.T
+    screen = side.screen(left)
+    assert screen is not None
+    order32 = np.argsort(-screen.approx[0], kind="stable")
+    assert not np.array_equal(screen.columns[order32][:K], np.arange(59, 59 - K, -1))  # float32 alone errs
+    excluded = (np.array([0, 2]), np.array([59, 7]))
+    lists, unresolved = screened_top_k(screen, excluded, K)
+    assert not unresolved.any()  # gaps of 1e-6 against an error of ~1e-13: decided without the float64 block
+    np.testing.assert_array_equal(lists, top_k(exact, excluded, K))
+
+
+def test_random_low_rank_bounds_hold() -> None:
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        m, q, scaled = int(rng.integers(30, 300)), int(rng.integers(1, 40)), 0
+        scaled = int(rng.integers(0, q + 1))
+        scale = np.floor(rng.exponential(3.0, m)) ** 0.5
+        side = ScaledBasis(rng.standard_normal((m, q)) * 10.0 ** rng.uniform(-3, 3), scale, scaled)
+        left = rng.standard_normal((9, q + scaled)) * 10.0 ** rng.uniform(-3, 3)
+        exact = left @ side.right.T
+        screen = side.screen(left)
+        assert screen is not None
+        assert np.all(np.abs(screen.approx.astype(np.float64) - exact[:, screen.columns]) <= screen.bound[:, None])
+        gathered = np.einsum("ij,kj->ik", left, side.right)
+        assert np.all(np.abs(gathered - exact) <= screen.error[:, None])
+        excluded = np.nonzero(rng.random(exact.shape) < 0.3)
+        lists, unresolved = screened_top_k(screen, excluded, K)
+        np.testing.assert_array_equal(lists[~unresolved], top_k(exact, excluded, K)[~unresolved])
+
+
+def test_wide_rows_are_rescored_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evaluation, "_WIDE", 3)
+    side, left = _cancelling(0)
+    exact = left @ side.right.T
+    excluded = (np.array([1]), np.array([4]))
+    lists, unresolved = screened_top_k(side.screen(left), excluded, K)
+    assert not unresolved.any()
+    np.testing.assert_array_equal(lists, top_k(exact, excluded, K))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, 1e200])
+def test_non_finite_or_huge_factors_are_not_screened_and_rank_as_before(bad: float) -> None:
+    train, test = _split(5)
+    R = interaction_matrix(train)
+    fitted = fit_gfcf(R, GFCFHyper(k=12, low_rank=True), np.random.default_rng(3))
+    basis = fitted.basis.copy()
+    basis[17, 2] = bad
+    filters = GraphFilters(fitted.degrees, basis, spectrum=fitted.spectrum)
+    block = filters.gfcf_block(R, 0.3)
+    users = np.flatnonzero(test.user_counts())
+    assert block.screen(users) is None
+    np.testing.assert_array_equal(recommend(block, train, users, K), recommend(_float64_path(block), train, users, K))
+
+
+def test_users_with_fewer_candidates_than_k_are_padded_as_before() -> None:
+    side = ScaledBasis(np.random.default_rng(0).standard_normal((12, 3)))
+    left = np.random.default_rng(1).standard_normal((4, 3))
+    excluded = (np.repeat([0, 1], [12, 5]), np.r_[np.arange(12), np.arange(5)])
+    lists, unresolved = screened_top_k(side.screen(left), excluded, K)
+    assert not unresolved.any()
+    np.testing.assert_array_equal(lists, top_k(left @ side.right.T, excluded, K))
+    assert (lists[0] == -1).all() and (lists[1, 7:] == -1).all()
+
+
+def test_an_exact_form_block_is_a_plain_function() -> None:
+    train, _ = _split(2)
+    R = sp.csr_matrix(interaction_matrix(train))
+    filters = fit_gfcf(R, GFCFHyper(k=6), np.random.default_rng(0))
+    assert not isinstance(filters.gfcf_block(R), evaluation.Screenable)
+    assert isinstance(fit_gfcf(R, GFCFHyper(k=6, low_rank=True), np.random.default_rng(0)).gfcf_block(R), evaluation.Screenable)
+
+
+@pytest.mark.parametrize(("tested", "decided"), [((), True), ((18, 19, 20, 21, 22), True), ((3, 20), False), ((22,), False)])
+def test_a_tied_run_across_the_cut_is_decided_for_the_metrics_when_its_items_are_all_or_none_test_items(
+    tested: tuple[int, ...], decided: bool
+) -> None:
+    values = 100.0 - np.arange(30.0)
+    values[18:23] = 81.5  # items 18-22 tie across the 20th place
+    side, left = ScaledBasis(values[:, None]), np.ones((1, 1))
+    items = np.array(tested, dtype=np.int64)
+
+    def member(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        return np.isin(candidates, items)
+
+    excluded = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+    assert screened_top_k(side.screen(left), excluded, K)[1].all()  # the lists themselves: undecided
+    lists, unresolved = screened_top_k(side.screen(left), excluded, K, member)
+    assert unresolved[0] != decided
+    if decided:
+        reference = top_k(left @ side.right.T, excluded, K)
+        np.testing.assert_array_equal(np.isin(lists, items), np.isin(reference, items))
