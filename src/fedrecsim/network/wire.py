@@ -805,7 +805,7 @@ def _compile_reader(
 
     Their source reads each field in declaration order by its `_Field.read_source` (small ints, ``None``,
     and arrays of up to 64 KiB inline, with their dtype and ndim known in advance; other values by `_read`)
-    and the parties of the envelope inline where their role and index are one byte each. The message
+    and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
     is then made as its ``__init__`` would make it: a plain frozen dataclass (a ``__dict__``, every field
     an ``__init__`` argument, no ``__post_init__``) gets its fields stored straight into its ``__dict__``
     (``__init__`` of a frozen dataclass sets each through ``object.__setattr__``, most of what a small
@@ -835,6 +835,12 @@ def _compile_reader(
             "i = data[p + 1]",
             "if r < 0x80 and i < 0x80:",
             "    p += 2",
+            "elif r < 0x80 and i == 0xCD:",
+            "    i = data[p + 2] << 8 | data[p + 3]",
+            "    p += 4",
+            "elif r < 0x80 and i == 0xCC:",
+            "    i = data[p + 2]",
+            "    p += 3",
             "else:",
             "    r, p = _read(data, p)",
             "    i, p = _read(data, p)",
