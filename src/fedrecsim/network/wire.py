@@ -583,21 +583,26 @@ def _array_field(spec: ArraySpec) -> _Field:
         return value
 
     code = _DTYPE_CODES[expected]
-    checks_more = check_finite or (spec.shape is not None and any(length is not None for length in spec.shape))
 
     def inline(var: str, bindings: _Bindings) -> list[str]:
-        """``emit`` for an ndarray of exactly the native little-endian dtype (and the declared ndim) inline:
-        the fields' dtype is known, so is its code; anything else goes through ``emit``."""
+        """``emit`` inline for an ndarray that passes ``check`` on its face: exactly the native little-endian
+        dtype, the declared ndim and lengths, and (a float field that refuses NaN) at most
+        `_SMALL_FINITE_CHECK` elements, all finite. The field's dtype is known, so is its code; anything
+        else goes through ``emit``, which checks it again and raises the error that names what is wrong."""
         native = _NATIVE_LE[code]
         if native is None:
             return [f"{bindings.name(emit)}({var}, out)"]
         condition = f"type({var}) is {bindings.name(np.ndarray)} and {var}.dtype is {bindings.name(native)}"
         if spec.ndim is not None:
             condition += f" and {var}.ndim == {spec.ndim}"
+        for axis, length in enumerate(spec.shape or ()):
+            if length is not None:
+                condition += f" and {var}.shape[{axis}] == {length}"
+        if check_finite:
+            condition += f" and {var}.size <= _SMALL_FINITE_CHECK and _all(_isfinite({var}), None)"
         headers = bindings.name({})
         return [
             f"if {condition}:",
-            *([f"    {bindings.name(check)}({var}, 'encode')"] if checks_more else []),
             f"    append({headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape))",
             f"    append({var})",
             "else:",
