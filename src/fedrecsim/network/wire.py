@@ -12,10 +12,10 @@ An envelope is encoded as one msgpack array::
 Fields travel positionally in declaration order. An ndarray travels as msgpack ext type 1 whose payload
 is a fixed header -- ``uint8`` dtype code, ``uint8`` ndim, ``ndim`` x ``uint32`` shape, all little-endian
 -- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed. The encoder
-writes the msgpack headers itself and joins them with the arrays' own buffers, so each element is copied
-once; the bytes are exactly those msgpack's packer gives for the same array of values. Each message kind
-gets its own encoder, compiled when it is registered (`_compile_emitter`): every field's checks and
-encoding in one function.
+writes the msgpack headers itself and joins them with the arrays' own buffers, so each element of a
+contiguous array is copied once; the bytes are exactly those msgpack's packer gives for the same array of
+values. Each message kind gets its own encoder, compiled when it is registered (`_compile_encoders`):
+every field's checks and encoding in one function.
 
 Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
@@ -23,7 +23,9 @@ The byte count of a message is ``len(encode(...))``: the ledger counts exactly w
 
 `decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
 the received bytes where those are aligned, else one aligned copy -- so that no receiver can change what
-another party holds; `decode` gives arrays the receiver owns.
+another party holds; `decode` gives arrays the receiver owns. It does not go through msgpack: each kind
+gets its own reader too (`_compile_reader`), which knows the kind's fields, their order and their
+arrays' dtypes and reads the bytes in place.
 
 Broadcasts. `encode_many` gives each destination its own bytes, except when the encoded body (``sent_at``
 and the fields) is `SHARED_BODY_BYTES` or more: then each destination's message is a `Broadcast`, its own
@@ -330,7 +332,7 @@ class _Field:
     freshly decoded value and returns the Python value, raising `WireError` with a message naming
     ``where``; ``convert`` (None = identity) rebuilds the Python value from what `_read` gives for bytes
     this process packed. ``inline`` (None = a call of ``emit``) writes source lines doing what ``emit``
-    does, fast path first, for a message's compiled encoder (`_compile_emitter`); ``inline_read`` (None =
+    does, fast path first, for a message's compiled encoder (`_compile_encoders`); ``inline_read`` (None =
     `_read`, then ``convert``) writes source lines reading the value, for its compiled reader
     (`_compile_reader`).
     """
