@@ -370,7 +370,7 @@ class _Field:
 
 
 class _Bindings:
-    """The objects a compiled encoder's source refers to, each under a generated name."""
+    """The objects a compiled encoder's or reader's source refers to, each under a generated name."""
 
     def __init__(self) -> None:
         self.objects: dict[str, Any] = {}
@@ -612,10 +612,10 @@ def _array_field(spec: ArraySpec) -> _Field:
         ]
 
     def inline_read(var: str, bindings: _Bindings) -> list[str]:
-        """The array of an ext 8 or ext 16 value (every payload from 17 bytes to 64 KiB) inline: its dtype
-        is the field's (the encoder wrote the field's code) and so is its ndim where declared; the view of
-        ``data`` where its elements are aligned, else a view of a bytes copy of them. Anything else (fixext,
-        ext 32, a big-endian machine) by `_read`."""
+        """The array of an ext 8 or ext 16 value (every payload under 64 KiB but those of 1, 2, 4, 8 or 16
+        bytes, which are fixext) inline: its dtype is the field's (the encoder wrote the field's code) and
+        so is its ndim where declared; the view of ``data`` where its elements are aligned, else a view of
+        a bytes copy of them. Anything else (fixext, ext 32, a big-endian machine) by `_read`."""
         native = _NATIVE_LE[code]
         if native is None or not _BYTES_ALIGNED:
             return [f"{var}, p = _read(data, p)"]
