@@ -332,7 +332,7 @@ class _Field:
     freshly decoded value and returns the Python value, raising `WireError` with a message naming
     ``where``; ``convert`` (None = identity) rebuilds the Python value from what `_read` gives for bytes
     this process packed. ``inline`` (None = a call of ``emit``) writes source lines doing what ``emit``
-    does, fast path first, for a message's compiled encoder (`_compile_encoders`); ``inline_read`` (None =
+    does, fast path first, for a message's compiled encoders (`_compile_encoders`); ``inline_read`` (None =
     `_read`, then ``convert``) writes source lines reading the value, for its compiled reader
     (`_compile_reader`).
     """
@@ -343,7 +343,7 @@ class _Field:
         emit: Callable[[Any, list[Any]], None],
         unpack: Callable[[Any, str], Any],
         convert: Callable[[Any], Any] | None = None,
-        inline: Callable[[str, _Bindings], list[str]] | None = None,
+        inline: Callable[[str, _Bindings], tuple[list[str], list[str]]] | None = None,
         inline_read: Callable[[str, _Bindings], list[str]] | None = None,
     ) -> None:
         self.describe = describe
@@ -353,11 +353,12 @@ class _Field:
         self.inline = inline
         self.inline_read = inline_read
 
-    def source(self, var: str, bindings: _Bindings) -> list[str]:
-        """Lines appending the encoding of the value in ``var`` to ``out`` (through ``append``)."""
+    def source(self, var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
+        """Lines encoding the value in ``var``, and the chunks they leave, in order: the names of bytes (or
+        array) values, and starred names of lists of them."""
         if self.inline is not None:
             return self.inline(var, bindings)
-        return [f"{bindings.name(self.emit)}({var}, out)"]
+        return [f"{var}_c = []", f"{bindings.name(self.emit)}({var}, {var}_c)"], [f"*{var}_c"]
 
     def read_source(self, var: str, bindings: _Bindings) -> list[str]:
         """Lines setting ``var`` to the value encoded at ``data[p:]`` and ``p`` to the position after it."""
@@ -424,24 +425,27 @@ def _scalar_field(kind: type) -> _Field:
 
 
 def _emit_int(value: Any, chunks: list[Any]) -> None:
-    """An int field's ``emit``: small ints (round numbers, counts, ids) from a cache of their packed bytes."""
+    """An int field's ``emit``."""
+    chunks.append(_int_bytes(value))
+
+
+def _int_bytes(value: Any) -> bytes:
+    """The msgpack encoding of an int field's value: small ints (round numbers, counts, ids) from a cache."""
     packed = _PACKED_INTS.get(value) if type(value) is int else None
     if packed is None:
         packed = msgpack.packb(_pack_int(value), use_bin_type=True)
         if type(value) is int and -(1 << 15) <= value < 1 << 20 and len(_PACKED_INTS) < _INT_CACHE_LIMIT:
             _PACKED_INTS[value] = packed
-    chunks.append(packed)
+    return packed
 
 
-def _inline_int(var: str, bindings: _Bindings) -> list[str]:
+def _inline_int(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
     """`_emit_int`, its cache hit inline."""
     return [
-        f"packed = _PACKED_INTS.get({var}) if type({var}) is int else None",
-        "if packed is None:",
-        f"    _emit_int({var}, out)",
-        "else:",
-        "    append(packed)",
-    ]
+        f"{var}_c = _PACKED_INTS.get({var}) if type({var}) is int else None",
+        f"if {var}_c is None:",
+        f"    {var}_c = _int_bytes({var})",
+    ], [f"{var}_c"]
 
 
 def _inline_read_int(var: str, bindings: _Bindings) -> list[str]:
@@ -586,14 +590,17 @@ def _array_field(spec: ArraySpec) -> _Field:
 
     code = _DTYPE_CODES[expected]
 
-    def inline(var: str, bindings: _Bindings) -> list[str]:
+    def inline(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
         """``emit`` inline for an ndarray that passes ``check`` on its face: exactly the native little-endian
         dtype, the declared ndim and lengths, and (a float field that refuses NaN) at most
         `_SMALL_FINITE_CHECK` elements, all finite. The field's dtype is known, so is its code; anything
         else goes through ``emit``, which checks it again and raises the error that names what is wrong."""
         native = _NATIVE_LE[code]
+        chunks = [f"{var}_h", f"{var}_a"]
+        # ``emit`` appends exactly two chunks: the header and the array.
+        emitted = [f"{var}_h = []", f"{bindings.name(emit)}({var}, {var}_h)", f"{var}_h, {var}_a = {var}_h"]
         if native is None:
-            return [f"{bindings.name(emit)}({var}, out)"]
+            return emitted, chunks
         condition = f"type({var}) is {bindings.name(np.ndarray)} and {var}.dtype is {bindings.name(native)}"
         if spec.ndim is not None:
             condition += f" and {var}.ndim == {spec.ndim}"
@@ -605,11 +612,11 @@ def _array_field(spec: ArraySpec) -> _Field:
         headers = bindings.name({})
         return [
             f"if {condition}:",
-            f"    append({headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape))",
-            f"    append({var})",
+            f"    {var}_h = {headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape)",
+            f"    {var}_a = {var}",
             "else:",
-            f"    {bindings.name(emit)}({var}, out)",
-        ]
+            *(f"    {line}" for line in emitted),
+        ], chunks
 
     def inline_read(var: str, bindings: _Bindings) -> list[str]:
         """The array of an ext 8 or ext 16 value (every payload under 64 KiB but those of 1, 2, 4, 8 or 16
@@ -685,13 +692,20 @@ def _optional_field(item: _Field) -> _Field:
     def convert(value: Any) -> Any:
         return value if value is None or item.convert is None else item.convert(value)
 
-    def inline(var: str, bindings: _Bindings) -> list[str]:
+    def inline(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
+        # None: the first of the item's chunks is nil, any others empty.
+        lines, chunks = item.source(var, bindings)
+        empty = {(True, True): "(_NIL,)", (True, False): "()", (False, True): "_NIL", (False, False): "b''"}
+        nil = [
+            f"{chunk.lstrip('*')} = {empty[chunk.startswith('*'), position == 0]}"
+            for position, chunk in enumerate(chunks)
+        ]
         return [
             f"if {var} is None:",
-            "    append(_NIL)",
+            *(f"    {line}" for line in nil),
             "else:",
-            *(f"    {line}" for line in item.source(var, bindings)),
-        ]
+            *(f"    {line}" for line in lines),
+        ], chunks
 
     def inline_read(var: str, bindings: _Bindings) -> list[str]:
         return [
@@ -763,17 +777,20 @@ def _compile_encoders(
 
     Their source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
     field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
-    naming its field, then the message's ``validate``. They find the packed ints' and parties' caches by
-    their global names (so they see the module's current ones); each array field keeps a header cache of
-    its own, by shape.
+    naming its field, then the message's ``validate``, then the chunks the fields left, in one tuple. They
+    find the packed ints' and parties' caches by their global names (so they see the module's current
+    ones); each array field keeps a header cache of its own, by shape.
     """
     bindings = _Bindings()
     lines = []
+    chunks = []
     if names:
         lines.append("try:")
         for position, (name, field) in enumerate(zip(names, fields)):
+            field_lines, field_chunks = field.source(f"v{position}", bindings)
             lines.append(f"    v{position} = body.{name}")
-            lines.extend(f"    {line}" for line in field.source(f"v{position}", bindings))
+            lines.extend(f"    {line}" for line in field_lines)
+            chunks += field_chunks
         lines += [
             "except WireError:",
             f"    _raise_naming_the_field({bindings.name(kind)}, {bindings.name(names)}, {bindings.name(fields)}, body)",
@@ -787,14 +804,16 @@ def _compile_encoders(
             f"    raise WireError(f'{{{bindings.name(kind)}}}: {{exc}}') from exc",
         ]
     emitter = _compiled(
-        ["def emitter(body, out):", "    append = out.append", *(f"    {line}" for line in lines)], bindings, kind
+        ["def emitter(body, out):", *(f"    {line}" for line in lines), f"    out.extend(({''.join(f'{chunk}, ' for chunk in chunks)}))"],
+        bindings, kind,
     )
     pack = _compiled([
         "def pack(src, dst, sent_at, body):",
-        f"    out = [{bindings.name(head)}, _PARTY_BYTES.get(src) or _party_bytes(src),"
-        " _PARTY_BYTES.get(dst) or _party_bytes(dst), _FLOAT.pack(0xCB, float(sent_at))]",
-        "    append = out.append",
+        "    src = _PARTY_BYTES.get(src) or _party_bytes(src)",
+        "    dst = _PARTY_BYTES.get(dst) or _party_bytes(dst)",
+        "    sent_at = _FLOAT.pack(0xCB, float(sent_at))",
         *(f"    {line}" for line in lines),
+        f"    out = ({bindings.name(head)}, src, dst, sent_at, {', '.join(chunks)})",
         "    try:",
         "        return _join(out)",
         "    except TypeError:",
