@@ -192,7 +192,9 @@ def test_parties_of_every_index_size_are_packed_as_msgpack_packs_them() -> None:
         for role in Role:
             src, dst = Party(role, index), Party(Role.USER, index)
             _check_twice(body, src, dst)
-            assert decode(encode(src, dst, 0.0, body)).src == src
+            for decoder in (decode, decode_trusted):
+                envelope = decoder(encode(src, dst, 0.0, body))
+                assert (envelope.src, envelope.dst) == (src, dst) and type(envelope.src) is Party
 
 
 # ------------------------------------------------------------------ size limits

@@ -1,11 +1,12 @@
 """The compiled encoders and the trusted decoders against msgpack, for every built-in message class (issue 32).
 
-`wire.message` compiles one encoder per message class (`wire._compile_emitter`) and `decode_trusted` reads
-arrays as read-only views (`wire._trusted_ext_hook`, and `wire._read` for large messages). Every class the
-package registers is encoded here from made-up field values -- optional fields absent and present, arrays
-small and large, contiguous and not -- and the bytes are compared with msgpack's own packer given the same
-logical structure and the documented ndarray ext payload; the decoded messages must equal the originals
-with every array read-only, whichever decoding path reads them.
+`wire.message` compiles the encoders (`wire._compile_encoders`) and the trusted reader
+(`wire._compile_reader`) of each message class; the reader reads the common forms inline and leaves every
+other value to `wire._read`. Every class the package registers is encoded here from made-up field values --
+optional fields absent and present, arrays small and large, contiguous and not, and (with hypothesis) ints,
+parties, lengths and offsets of every size -- and the bytes are compared with msgpack's own packer given
+the same logical structure and the documented ndarray ext payload; the messages the compiled reader and
+`_read` give back must equal the originals and what the strict `decode` gives, with every array read-only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Annotated, Any
 import msgpack
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fedrecsim.network import wire
 from fedrecsim.network.party import SERVER, Party, Role
@@ -80,17 +83,20 @@ def _make(cls: type, variant: str, seed: int = 0) -> Any:
     return body
 
 
-def _assert_same(got: Any, want: Any) -> None:
+def _assert_same(got: Any, want: Any, owned: bool = False) -> None:
+    """``got`` equals ``want`` with the same types; its arrays aligned, C-contiguous and read-only (writable
+    where ``owned``: the strict decoder's)."""
     if isinstance(want, np.ndarray):
         assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
-        assert not got.flags.writeable and got.flags.aligned and got.flags.c_contiguous
-        with pytest.raises(ValueError, match="read-only"):
-            got[...] = 0
+        assert got.flags.aligned and got.flags.c_contiguous and got.flags.writeable == owned
+        if not owned:
+            with pytest.raises(ValueError, match="read-only"):
+                got[...] = 0
     elif isinstance(want, tuple) and not isinstance(want, Party):
         assert type(got) is tuple and len(got) == len(want)
         for got_item, want_item in zip(got, want):
-            _assert_same(got_item, want_item)
+            _assert_same(got_item, want_item, owned)
     else:
         assert type(got) is type(want) and got == want
 
@@ -114,21 +120,88 @@ def test_every_built_in_message_kind_is_in_the_corpus() -> None:
 @pytest.mark.parametrize("variant", ["none", "some", "strided", "big"])
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda cls: cls.KIND)
 def test_the_compiled_encoder_gives_msgpacks_bytes_and_the_trusted_decoders_give_the_message_back(
-    cls: type, variant: str, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    cls: type, variant: str
+) -> None:
     body = _make(cls, variant)
     want = _reference(USER, SERVER, 2.5, body)
     for _ in range(2):  # computed, then from the caches
         assert encode(USER, SERVER, 2.5, body) == want
         assert [bytes(copy) for copy in encode_many(USER, [SERVER, SERVER], 2.5, body)] == [want, want]
-    strict = decode(want)
-    for in_place in (0, 1 << 40):  # every message read by `wire._read`, then every one by msgpack
-        monkeypatch.setattr(wire, "IN_PLACE_BYTES", in_place)
-        envelope = decode_trusted(want)
-        assert (envelope.kind, envelope.src, envelope.dst, envelope.sent_at) == (cls.KIND, USER, SERVER, 2.5)
-        for field in dataclasses.fields(cls):
-            _assert_same(getattr(envelope.body, field.name), getattr(body, field.name))
-            _assert_same(getattr(envelope.body, field.name), getattr(strict.body, field.name))
+    _assert_decodes_back(want, USER, SERVER, 2.5, body)
+
+
+def _assert_decodes_back(data: bytes, src: Party, dst: Party, sent_at: float, body: Any) -> None:
+    """``data``, the encoding of ``body`` from ``src`` to ``dst``, decodes to it by the compiled reader, by
+    `_read` (which the reader falls back on for any value) and by the strict `decode`."""
+    cls = type(body)
+    strict = decode(data)
+    envelope = decode_trusted(data)
+    for got in (envelope, strict):
+        assert (got.kind, got.src, got.dst, got.sent_at) == (cls.KIND, src, dst, sent_at)
+        assert type(got.src) is Party and type(got.dst) is Party and type(got.body) is cls
+    codec = wire._BY_CLASS[cls]
+    frame, end = wire._read(data, 0)
+    assert end == len(data) and frame[:6] == [cls.KIND, src.role.code, src.index, dst.role.code, dst.index, sent_at]
+    for field, field_codec, value in zip(dataclasses.fields(cls), codec.fields, frame[6:]):
+        want = getattr(body, field.name)
+        _assert_same(getattr(envelope.body, field.name), want)
+        _assert_same(getattr(strict.body, field.name), want, owned=True)
+        _assert_same(value if field_codec.convert is None else field_codec.convert(value), want)
+
+
+def _field_values(annotation: Any) -> st.SearchStrategy[Any]:
+    """Any value of a field type: arrays of every declared dtype with lengths either side of the ext 8 /
+    ext 16 and fixext sizes, ints, parties and strings of every msgpack size."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        spec = next(extra for extra in typing.get_args(annotation) if isinstance(extra, ArraySpec))
+        ndims = st.just(spec.ndim) if spec.ndim is not None else st.integers(0, 3)
+
+        def shapes(ndim: int) -> st.SearchStrategy[tuple[int, ...]]:
+            most = {0: 1, 1: 90, 2: 14}.get(ndim, 5)
+            lengths = list(spec.shape) if spec.shape is not None else [None] * ndim
+            return st.tuples(*(st.just(length) if length is not None else st.integers(0, most) for length in lengths))
+
+        def array(shape: tuple[int, ...], seed: int) -> np.ndarray:
+            raw = np.random.default_rng(seed).integers(0, 200, size=shape)
+            return ((raw % 2).astype(bool) if spec.dtype == "bool" else raw / 7 if spec.dtype.startswith("float") else raw).astype(spec.dtype)
+
+        return st.builds(array, ndims.flatmap(shapes), st.integers(0, 2**32 - 1))
+    if origin is tuple:
+        return st.lists(_field_values(typing.get_args(annotation)[0]), max_size=3).map(tuple)
+    if origin in (typing.Union, __import__("types").UnionType):
+        item = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+        return st.none() | _field_values(item)
+    return {
+        int: st.integers(-(2**63), 2**64 - 1),
+        float: st.floats(allow_nan=False, allow_infinity=False),
+        bool: st.booleans(),
+        str: st.text(max_size=40),
+        bytes: st.binary(max_size=300),
+        Party: _parties,
+    }[annotation]
+
+
+_parties = st.builds(Party, st.sampled_from(list(Role)), st.integers(0, 70_000) | st.integers(0, 2**32 - 1))
+
+
+@st.composite
+def _messages(draw: st.DrawFn) -> Any:
+    """A message of any built-in class, its fields set as `_make` sets them (no ``__init__``)."""
+    cls = draw(st.sampled_from(CLASSES))
+    hints = typing.get_type_hints(cls, include_extras=True)
+    body = object.__new__(cls)
+    for field in dataclasses.fields(cls):
+        object.__setattr__(body, field.name, draw(_field_values(hints[field.name])))
+    return body
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_messages(), _parties, _parties, st.floats(0, 1e9))
+def test_every_message_decodes_back_whatever_its_values_sizes_and_offsets(body: Any, src: Party, dst: Party, sent_at: float) -> None:
+    data = encode(src, dst, sent_at, body)
+    assert data == _reference(src, dst, sent_at, body)
+    _assert_decodes_back(data, src, dst, sent_at, body)
 
 
 @pytest.mark.parametrize("cls", [cls for cls in CLASSES if dataclasses.fields(cls)], ids=lambda cls: cls.KIND)
@@ -142,26 +215,26 @@ def test_a_shared_broadcast_body_decodes_to_the_message_with_read_only_arrays(cl
         _assert_same(getattr(decoded, field.name), getattr(body, field.name))
 
 
-def test_a_large_array_is_read_in_place_when_aligned_and_copied_once_when_not() -> None:
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("length", [20, 4000, 1 << 18], ids=["ext8", "ext16", "ext32"])
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_an_array_is_read_in_place_when_aligned_and_copied_once_when_not(dtype: str, length: int, ndim: int) -> None:
     # `gradient` starts at a byte offset fixed by the kind's length; a one-byte `pad` moves it by one.
-    @wire.message("test.codec_gradient")
-    @dataclasses.dataclass(frozen=True)
-    class Gradient:
-        pad: bytes
-        gradient: wire.Array("float32", ndim=1)
-
-    gradient = np.arange(1 << 18, dtype=np.float32)
+    fields = [("pad", bytes), ("gradient", wire.Array(dtype, ndim=ndim))]
+    Gradient = wire.message(f"test.codec_gradient_{ndim}")(dataclasses.make_dataclass("Gradient", fields, frozen=True))  # noqa: N806
+    size = np.dtype(dtype).itemsize
+    gradient = np.arange(length, dtype=dtype).reshape((length,) if ndim == 1 else (2, length // 2))
     views = 0
-    for pad in (b"", b"x", b"xy", b"xyz"):
+    for pad in (b"x" * count for count in range(size)):
         data = encode(USER, SERVER, 0.0, Gradient(pad, gradient))
         got = decode_trusted(data).body.gradient
         np.testing.assert_array_equal(got, gradient)
-        assert not got.flags.writeable and got.flags.aligned
+        assert not got.flags.writeable and got.flags.aligned and got.dtype == gradient.dtype
         buffer = np.frombuffer(data, np.uint8)
         view = np.shares_memory(got, buffer)
-        assert view == ((buffer.ctypes.data + len(data) - gradient.nbytes) % 4 == 0)
+        assert view == ((buffer.ctypes.data + len(data) - gradient.nbytes) % size == 0)
         views += view
-    assert views == 1  # one offset in four is aligned for 4-byte elements: there the array is a view, no copy
+    assert views == 1  # one offset in `size` is aligned: there the array is a view, no copy
 
 
 def test_a_field_of_the_wrong_dtype_or_ndim_goes_through_the_checking_path() -> None:

@@ -12,10 +12,10 @@ An envelope is encoded as one msgpack array::
 Fields travel positionally in declaration order. An ndarray travels as msgpack ext type 1 whose payload
 is a fixed header -- ``uint8`` dtype code, ``uint8`` ndim, ``ndim`` x ``uint32`` shape, all little-endian
 -- followed by the raw little-endian element bytes. Nothing else is ever pickled or guessed. The encoder
-writes the msgpack headers itself and joins them with the arrays' own buffers, so each element is copied
-once; the bytes are exactly those msgpack's packer gives for the same array of values. Each message kind
-gets its own encoder, compiled when it is registered (`_compile_emitter`): every field's checks and
-encoding in one function.
+writes the msgpack headers itself and joins them with the arrays' own buffers, so each element of a
+contiguous array is copied once; the bytes are exactly those msgpack's packer gives for the same array of
+values. Each message kind gets its own encoder, compiled when it is registered (`_compile_encoders`):
+every field's checks and encoding in one function.
 
 Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, a wrong type, dtype,
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
@@ -23,7 +23,9 @@ The byte count of a message is ``len(encode(...))``: the ledger counts exactly w
 
 `decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
 the received bytes where those are aligned, else one aligned copy -- so that no receiver can change what
-another party holds; `decode` gives arrays the receiver owns.
+another party holds; `decode` gives arrays the receiver owns. It does not go through msgpack: each kind
+gets its own reader too (`_compile_reader`), which knows the kind's fields, their order and their
+arrays' dtypes and reads the bytes in place.
 
 Broadcasts. `encode_many` gives each destination its own bytes, except when the encoded body (``sent_at``
 and the fields) is `SHARED_BODY_BYTES` or more: then each destination's message is a `Broadcast`, its own
@@ -119,7 +121,8 @@ def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
     """Append the msgpack ext-type encoding of ``array`` to ``chunks``: a header, then the raw elements.
 
     The bytes are those ``msgpack.packb(ExtType(1, header + elements))`` gives, without building the
-    payload: the elements go in as the (C-contiguous) array itself, whose buffer the final join copies once.
+    payload: the elements go in as the array itself (converted first only when its dtype is not the wire's
+    little-endian one), whose buffer the final join (`_joined`) copies once.
     """
     code = _DTYPE_CODES.get(array.dtype)
     if code is None and array.dtype.byteorder == ">":
@@ -128,11 +131,7 @@ def _array_chunks(array: np.ndarray, chunks: list[Any]) -> None:
         raise WireError(f"cannot encode an array of dtype {array.dtype}; supported: {sorted(_DTYPE_BY_NAME)}")
     key = (code, array.shape)
     chunks.append(_ARRAY_HEADERS.get(key) or _array_ext_header(code, array, _ARRAY_HEADERS, key))
-    if array.nbytes <= _SMALL_ARRAY_BYTES and array.dtype is _NATIVE_LE[code]:
-        # One small copy (any memory layout) costs less than the call that checks the layout.
-        chunks.append(array.tobytes())
-    else:
-        chunks.append(np.ascontiguousarray(array, dtype=_DTYPES[code]))
+    chunks.append(array if array.dtype is _NATIVE_LE[code] else np.ascontiguousarray(array, dtype=_DTYPES[code]))
 
 
 def _array_ext_header(code: int, array: np.ndarray, cache: dict[Any, bytes], key: Any) -> bytes:
@@ -153,9 +152,19 @@ def _array_ext_header(code: int, array: np.ndarray, cache: dict[Any, bytes], key
 # encoder keeps one such cache per array field, by shape alone.)
 _ARRAY_HEADERS: dict[tuple[int, tuple[int, ...]], bytes] = {}
 _HEADER_CACHE_LIMIT = 1 << 16
-# Arrays up to this size are copied out with ``tobytes`` (then joined: two small copies); larger ones are
-# handed to the join as a buffer (one copy).
-_SMALL_ARRAY_BYTES = 16 * 1024
+
+
+def _joined(chunks: list[Any]) -> bytes:
+    """``b"".join(chunks)``, where the chunks are bytes and arrays of the wire's dtypes in native (= little-
+    endian) order: the join takes a C-contiguous array's buffer as it is, and refuses (TypeError) any
+    other layout, which is then made contiguous first. Each element is copied once, or twice when strided."""
+    try:
+        return _join(chunks)
+    except TypeError:
+        return _join([np.ascontiguousarray(chunk) if isinstance(chunk, np.ndarray) else chunk for chunk in chunks])
+
+
+_join = b"".join
 
 
 def _ext_header(size: int) -> bytes:
@@ -217,42 +226,24 @@ def _ext_hook(code: int, payload: bytes) -> Any:
     return _unpack_array(payload)
 
 
-def _trusted_ext_hook(code: int, payload: bytes) -> np.ndarray:
-    """`_ext_hook` for payloads `_array_chunks` made in this process: the same array, read-only, unchecked.
-
-    The array is a view of a bytes object holding just its elements (sliced off the payload, whose elements
-    sit 2 + 4 ndim bytes in, never aligned for wider elements): aligned, since a bytes object's buffer is
-    (`_BYTES_ALIGNED`), and read-only, since a bytes object is immutable. One small copy, three calls.
-    """
-    dtype_code, ndim = payload[0], payload[1]
-    native = _NATIVE_LE[dtype_code]
-    if native is None or not _BYTES_ALIGNED:
-        array = _copied_array(payload, dtype_code, ndim, _SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size))
-        array.setflags(write=False)
-        return array
-    if ndim == 1:
-        return _frombuffer(payload[6:], native)
-    return _ndarray(_SHAPE_STRUCTS[ndim].unpack_from(payload, _HEADER.size), native, payload[_HEADER.size + 4 * ndim:])
-
-
 _frombuffer = np.frombuffer
 _ndarray = np.ndarray
-_unpackb = msgpack.unpackb
 # CPython allocates objects 16-byte aligned and a bytes object's elements start 32 bytes into it: an array
-# over a whole bytes object is aligned for every dtype here. Checked once, in case an interpreter differs.
+# over a bytes object, at an offset that is a multiple of the element's size, is aligned for every dtype
+# here. Checked once, in case an interpreter differs; where it does not hold, the compiled readers leave
+# every array to `_read`, which asks numpy.
 _BYTES_ALIGNED = all(np.frombuffer(bytes(8 * size)[8:], np.float64).flags.aligned for size in (2, 64, 1 << 12, 1 << 17))
 
 
 # --------------------------------------------------------------------------- trusted in-place reading
 #
-# A large message is read by `_read` instead of msgpack: msgpack copies every ext payload out into a bytes
-# object of its own, which the array must then copy again to be aligned. `_read` makes each array a
-# read-only view of the message's own buffer where the elements happen to be aligned there, and one
-# aligned copy where they are not. It reads only what this module's encoder writes (no maps, no other ext
-# types) and checks nothing: it is for bytes `encode` produced in this process.
-
-#: Messages (and shared bodies) of at least this many bytes are read in place by `_read`.
-IN_PLACE_BYTES = 1 << 16
+# `decode_trusted` does not go through msgpack: msgpack copies every ext payload out into a bytes object of
+# its own, which the array must then copy again to be aligned, and calls a Python hook per array. Each
+# message kind's compiled reader (`_compile_reader`) reads its fields in place, the common forms inline,
+# and leaves every other value to `_read`. Both make each array a read-only view of the message's own
+# buffer where the elements happen to be aligned there, and one aligned copy where they are not. They read
+# only what this module's encoder writes (no maps, no other ext types) and check nothing: they are for
+# bytes `encode` produced in this process.
 
 
 def _read(data: Any, pos: int) -> tuple[Any, int]:
@@ -339,9 +330,11 @@ class _Field:
     ``emit`` validates a Python value and appends its msgpack encoding to a list of byte chunks (bytes or
     buffers; their concatenation is what ``msgpack.packb`` gives for the value); ``unpack`` validates a
     freshly decoded value and returns the Python value, raising `WireError` with a message naming
-    ``where``; ``convert`` (None = identity) rebuilds the Python value from bytes this process packed.
-    ``inline`` (None = a call of ``emit``) writes source lines doing what ``emit`` does, fast path first,
-    for a message's compiled encoder (`_compile_emitter`).
+    ``where``; ``convert`` (None = identity) rebuilds the Python value from what `_read` gives for bytes
+    this process packed. ``inline`` (None = a call of ``emit``) writes source lines doing what ``emit``
+    does, fast path first, for a message's compiled encoders (`_compile_encoders`); ``inline_read`` (None =
+    `_read`, then ``convert``) writes source lines reading the value, for its compiled reader
+    (`_compile_reader`).
     """
 
     def __init__(
@@ -350,23 +343,35 @@ class _Field:
         emit: Callable[[Any, list[Any]], None],
         unpack: Callable[[Any, str], Any],
         convert: Callable[[Any], Any] | None = None,
-        inline: Callable[[str, _Bindings], list[str]] | None = None,
+        inline: Callable[[str, _Bindings], tuple[list[str], list[str]]] | None = None,
+        inline_read: Callable[[str, _Bindings], list[str]] | None = None,
     ) -> None:
         self.describe = describe
         self.emit = emit
         self.unpack = unpack
         self.convert = convert
         self.inline = inline
+        self.inline_read = inline_read
 
-    def source(self, var: str, bindings: _Bindings) -> list[str]:
-        """Lines appending the encoding of the value in ``var`` to ``out`` (through ``append``)."""
+    def source(self, var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
+        """Lines encoding the value in ``var``, and the chunks they leave, in order: the names of bytes (or
+        array) values, and starred names of lists of them."""
         if self.inline is not None:
             return self.inline(var, bindings)
-        return [f"{bindings.name(self.emit)}({var}, out)"]
+        return [f"{var}_c = []", f"{bindings.name(self.emit)}({var}, {var}_c)"], [f"*{var}_c"]
+
+    def read_source(self, var: str, bindings: _Bindings) -> list[str]:
+        """Lines setting ``var`` to the value encoded at ``data[p:]`` and ``p`` to the position after it."""
+        if self.inline_read is not None:
+            return self.inline_read(var, bindings)
+        lines = [f"{var}, p = _read(data, p)"]
+        if self.convert is not None:
+            lines.append(f"{var} = {bindings.name(self.convert)}({var})")
+        return lines
 
 
 class _Bindings:
-    """The objects a compiled encoder's source refers to, each under a generated name."""
+    """The objects a compiled encoder's or reader's source refers to, each under a generated name."""
 
     def __init__(self) -> None:
         self.objects: dict[str, Any] = {}
@@ -415,28 +420,42 @@ def _scalar_field(kind: type) -> _Field:
         return value
 
     if kind is int:
-        return _Field("int", _emit_int, unpack, inline=_inline_int)
+        return _Field("int", _emit_int, unpack, inline=_inline_int, inline_read=_inline_read_int)
     return _Field(kind.__name__, _packing(pack), unpack)
 
 
 def _emit_int(value: Any, chunks: list[Any]) -> None:
-    """An int field's ``emit``: small ints (round numbers, counts, ids) from a cache of their packed bytes."""
+    """An int field's ``emit``."""
+    chunks.append(_int_bytes(value))
+
+
+def _int_bytes(value: Any) -> bytes:
+    """The msgpack encoding of an int field's value: small ints (round numbers, counts, ids) from a cache."""
     packed = _PACKED_INTS.get(value) if type(value) is int else None
     if packed is None:
         packed = msgpack.packb(_pack_int(value), use_bin_type=True)
         if type(value) is int and -(1 << 15) <= value < 1 << 20 and len(_PACKED_INTS) < _INT_CACHE_LIMIT:
             _PACKED_INTS[value] = packed
-    chunks.append(packed)
+    return packed
 
 
-def _inline_int(var: str, bindings: _Bindings) -> list[str]:
+def _inline_int(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
     """`_emit_int`, its cache hit inline."""
     return [
-        f"packed = _PACKED_INTS.get({var}) if type({var}) is int else None",
-        "if packed is None:",
-        f"    _emit_int({var}, out)",
+        f"{var}_c = _PACKED_INTS.get({var}) if type({var}) is int else None",
+        f"if {var}_c is None:",
+        f"    {var}_c = _int_bytes({var})",
+    ], [f"{var}_c"]
+
+
+def _inline_read_int(var: str, bindings: _Bindings) -> list[str]:
+    """An int field read: a positive fixint (one byte, its own value) inline, anything else by `_read`."""
+    return [
+        f"{var} = data[p]",
+        f"if {var} < 0x80:",
+        "    p += 1",
         "else:",
-        "    append(packed)",
+        f"    {var}, p = _read(data, p)",
     ]
 
 
@@ -570,29 +589,75 @@ def _array_field(spec: ArraySpec) -> _Field:
         return value
 
     code = _DTYPE_CODES[expected]
-    checks_more = check_finite or (spec.shape is not None and any(length is not None for length in spec.shape))
 
-    def inline(var: str, bindings: _Bindings) -> list[str]:
-        """``emit`` for an ndarray of exactly the native little-endian dtype (and the declared ndim) inline:
-        the fields' dtype is known, so is its code; anything else goes through ``emit``."""
+    def inline(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
+        """``emit`` inline for an ndarray that passes ``check`` on its face: exactly the native little-endian
+        dtype, the declared ndim and lengths, and (a float field that refuses NaN) at most
+        `_SMALL_FINITE_CHECK` elements, all finite. The field's dtype is known, so is its code; anything
+        else goes through ``emit``, which checks it again and raises the error that names what is wrong."""
         native = _NATIVE_LE[code]
+        chunks = [f"{var}_h", f"{var}_a"]
+        # ``emit`` appends exactly two chunks: the header and the array.
+        emitted = [f"{var}_h = []", f"{bindings.name(emit)}({var}, {var}_h)", f"{var}_h, {var}_a = {var}_h"]
         if native is None:
-            return [f"{bindings.name(emit)}({var}, out)"]
+            return emitted, chunks
         condition = f"type({var}) is {bindings.name(np.ndarray)} and {var}.dtype is {bindings.name(native)}"
         if spec.ndim is not None:
             condition += f" and {var}.ndim == {spec.ndim}"
+        for axis, length in enumerate(spec.shape or ()):
+            if length is not None:
+                condition += f" and {var}.shape[{axis}] == {length}"
+        if check_finite:
+            condition += f" and {var}.size <= _SMALL_FINITE_CHECK and _all(_isfinite({var}), None)"
         headers = bindings.name({})
         return [
             f"if {condition}:",
-            *([f"    {bindings.name(check)}({var}, 'encode')"] if checks_more else []),
-            f"    append({headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape))",
-            f"    append({var}.tobytes() if {var}.nbytes <= _SMALL_ARRAY_BYTES"
-            f" else {bindings.name(np.ascontiguousarray)}({var}))",
+            f"    {var}_h = {headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape)",
+            f"    {var}_a = {var}",
             "else:",
-            f"    {bindings.name(emit)}({var}, out)",
+            *(f"    {line}" for line in emitted),
+        ], chunks
+
+    def inline_read(var: str, bindings: _Bindings) -> list[str]:
+        """The array of an ext 8 or ext 16 value (every payload under 64 KiB but those of 1, 2, 4, 8 or 16
+        bytes, which are fixext) inline: its dtype is the field's (the encoder wrote the field's code) and
+        so is its ndim where declared; the view of ``data`` where its elements are aligned, else a view of
+        a bytes copy of them. Anything else (fixext, ext 32, a big-endian machine) by `_read`."""
+        native = _NATIVE_LE[code]
+        if native is None or not _BYTES_ALIGNED:
+            return [f"{var}, p = _read(data, p)"]
+        size = native.itemsize
+        dtype = bindings.name(native)
+        if spec.ndim == 1:
+            start = ["o = s + 6"]
+            count = f"(p - o) // {size}"
+            view = f"_frombuffer(data, {dtype}, {count}, o)"
+            copy = f"_frombuffer(data[o:p], {dtype})"
+        else:
+            if spec.ndim is None:
+                start = ["n = data[s + 1]", "o = s + 2 + 4 * n", "shape = _SHAPE_STRUCTS[n].unpack_from(data, s + 2)"]
+            else:
+                shape_struct = bindings.name(_SHAPE_STRUCTS[spec.ndim])
+                start = [f"o = s + {2 + 4 * spec.ndim}", f"shape = {shape_struct}.unpack_from(data, s + 2)"]
+            view = f"_ndarray(shape, {dtype}, data, o)"
+            copy = f"_ndarray(shape, {dtype}, data[o:p])"
+        make = f"{var} = {view}" if size == 1 else f"{var} = {view} if o % {size} == 0 else {copy}"
+        return [
+            "m = data[p]",
+            "if m == 0xC8 or m == 0xC7:",
+            "    if m == 0xC8:",
+            "        s = p + 4",
+            "        p = s + (data[p + 1] << 8 | data[p + 2])",
+            "    else:",
+            "        s = p + 3",
+            "        p = s + data[p + 1]",
+            *(f"    {line}" for line in start),
+            f"    {make}",
+            "else:",
+            f"    {var}, p = _read(data, p)",
         ]
 
-    return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline)
+    return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline, inline_read=inline_read)
 
 
 def _tuple_field(item: _Field) -> _Field:
@@ -627,15 +692,33 @@ def _optional_field(item: _Field) -> _Field:
     def convert(value: Any) -> Any:
         return value if value is None or item.convert is None else item.convert(value)
 
-    def inline(var: str, bindings: _Bindings) -> list[str]:
+    def inline(var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
+        # None: the first of the item's chunks is nil, any others empty.
+        lines, chunks = item.source(var, bindings)
+        empty = {(True, True): "(_NIL,)", (True, False): "()", (False, True): "_NIL", (False, False): "b''"}
+        nil = [
+            f"{chunk.lstrip('*')} = {empty[chunk.startswith('*'), position == 0]}"
+            for position, chunk in enumerate(chunks)
+        ]
         return [
             f"if {var} is None:",
-            "    append(_NIL)",
+            *(f"    {line}" for line in nil),
             "else:",
-            *(f"    {line}" for line in item.source(var, bindings)),
+            *(f"    {line}" for line in lines),
+        ], chunks
+
+    def inline_read(var: str, bindings: _Bindings) -> list[str]:
+        return [
+            "if data[p] == 0xC0:",
+            f"    {var} = None",
+            "    p += 1",
+            "else:",
+            *(f"    {line}" for line in item.read_source(var, bindings)),
         ]
 
-    return _Field(f"{item.describe} | None", emit, unpack, None if item.convert is None else convert, inline)
+    return _Field(
+        f"{item.describe} | None", emit, unpack, None if item.convert is None else convert, inline, inline_read
+    )
 
 
 def _field_for(annotation: Any, where: str) -> _Field:
@@ -666,90 +749,168 @@ def _field_for(annotation: Any, where: str) -> _Field:
 
 @dataclass(frozen=True)
 class _Codec:
-    """How one message kind is encoded; ``head`` is the packed envelope array header and kind tag.
+    """How one message kind is encoded and decoded; ``head`` is the packed envelope array header and kind tag.
 
     ``emit`` validates a message's fields and appends their encoding to a list of chunks, then runs the
-    message's ``validate`` (`_compile_emitter`); ``build`` makes a message of the kind from its field
-    values in order (`_builder`).
+    message's ``validate``; ``pack`` does the same for a whole envelope and returns its bytes
+    (`_compile_encoders`). ``rebuild`` reads an envelope of the kind from bytes ``pack`` made, from the
+    end of its head on, and ``rebuild_body`` the fields from a given position (`_compile_reader`).
     """
 
     kind: str
     cls: type
     names: tuple[str, ...]
     fields: tuple[_Field, ...]
-    converters: tuple[tuple[int, Callable[[Any], Any]], ...]
-    validates: bool
     head: bytes
     emit: Callable[[Any, list[Any]], None]
-    build: Callable[[list[Any]], Any]
+    pack: Callable[[Party, Party, float, Any], bytes]
+    rebuild: Callable[..., Envelope]
+    rebuild_body: Callable[[bytes, int], Any]
 
 
-def _compile_emitter(
-    kind: str, names: tuple[str, ...], fields: tuple[_Field, ...], validates: bool
-) -> Callable[[Any, list[Any]], None]:
-    """One function encoding every field of a message kind, as `_Field.emit` would one by one.
+def _compile_encoders(
+    kind: str, names: tuple[str, ...], fields: tuple[_Field, ...], validates: bool, head: bytes
+) -> tuple[Callable[[Any, list[Any]], None], Callable[[Party, Party, float, Any], bytes]]:
+    """Two functions encoding every field of a message kind, as `_Field.emit` would one by one:
+    ``emitter(body, out)``, appending the chunks to ``out``, and ``pack(src, dst, sent_at, body)``, the
+    whole envelope's bytes (what `encode` returns).
 
-    The source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
+    Their source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
     field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
-    naming its field, then the message's ``validate``. It finds the packed ints' cache by its global name
-    (so it sees the module's current one); each array field keeps a header cache of its own, by shape.
+    naming its field, then the message's ``validate``, then the chunks the fields left, in one tuple. They
+    find the packed ints' and parties' caches by their global names (so they see the module's current
+    ones); each array field keeps a header cache of its own, by shape.
     """
     bindings = _Bindings()
-    lines = ["def emitter(body, out):", "    append = out.append"]
+    lines = []
+    chunks = []
     if names:
-        lines.append("    try:")
+        lines.append("try:")
         for position, (name, field) in enumerate(zip(names, fields)):
-            lines.append(f"        v{position} = body.{name}")
-            lines.extend(f"        {line}" for line in field.source(f"v{position}", bindings))
+            field_lines, field_chunks = field.source(f"v{position}", bindings)
+            lines.append(f"    v{position} = body.{name}")
+            lines.extend(f"    {line}" for line in field_lines)
+            chunks += field_chunks
         lines += [
-            "    except WireError:",
-            f"        _raise_naming_the_field({bindings.name(kind)}, {bindings.name(names)}, {bindings.name(fields)}, body)",
-            "        raise",
+            "except WireError:",
+            f"    _raise_naming_the_field({bindings.name(kind)}, {bindings.name(names)}, {bindings.name(fields)}, body)",
+            "    raise",
         ]
     if validates:
         lines += [
-            "    try:",
-            "        body.validate()",
-            "    except ValueError as exc:",
-            f"        raise WireError(f'{{{bindings.name(kind)}}}: {{exc}}') from exc",
+            "try:",
+            "    body.validate()",
+            "except ValueError as exc:",
+            f"    raise WireError(f'{{{bindings.name(kind)}}}: {{exc}}') from exc",
         ]
-    return _compiled(lines, bindings)
+    emitter = _compiled(
+        ["def emitter(body, out):", *(f"    {line}" for line in lines), f"    out.extend(({''.join(f'{chunk}, ' for chunk in chunks)}))"],
+        bindings, kind,
+    )
+    pack = _compiled([
+        "def pack(src, dst, sent_at, body):",
+        "    src = _PARTY_BYTES.get(src) or _party_bytes(src)",
+        "    dst = _PARTY_BYTES.get(dst) or _party_bytes(dst)",
+        "    sent_at = _FLOAT.pack(0xCB, float(sent_at))",
+        *(f"    {line}" for line in lines),
+        f"    out = ({bindings.name(head)}, src, dst, sent_at, {', '.join(chunks)})",
+        "    try:",
+        "        return _join(out)",
+        "    except TypeError:",
+        "        return _joined(out)",
+    ], bindings, kind)
+    return emitter, pack
 
 
-def _compiled(lines: list[str], bindings: _Bindings) -> Any:
-    """The function whose source is ``lines`` (a ``def``), its free names bound to ``bindings``' objects
-    and its global names the module's."""
-    factory = f"def make({', '.join(bindings.objects)}):\n" + "".join(f"    {line}\n" for line in lines)
-    factory += f"    return {lines[0][len('def '):lines[0].index('(')]}\n"
-    namespace: dict[str, Any] = {}
-    exec(factory, globals(), namespace)  # noqa: S102 -- source built from message field declarations only
-    return namespace["make"](**bindings.objects)
+def _compile_reader(
+    kind: str, cls: type, names: tuple[str, ...], fields: tuple[_Field, ...], head_length: int
+) -> tuple[Callable[..., Envelope], Callable[[bytes, int], Any]]:
+    """How `decode_trusted` reads a message of a kind from bytes its own encoder made and validated:
+    ``rebuild(data, p=len(head))``, the envelope from the end of its head on, and ``rebuild_body(data,
+    p)``, the fields (from `SharedBody`).
 
-
-def _builder(cls: type, names: tuple[str, ...]) -> Callable[[list[Any]], Any]:
-    """How `decode_trusted` rebuilds a message from field values its own encoder validated.
-
-    A plain frozen dataclass (a ``__dict__``, every field an ``__init__`` argument, no ``__post_init__``)
-    gets its fields stored straight into its ``__dict__`` by a compiled function, as its ``__init__``
-    would set them: ``__init__`` of a frozen dataclass sets each field through ``object.__setattr__``,
-    which is most of what a small message costs to rebuild. Any other class is called as usual.
+    Their source reads each field in declaration order by its `_Field.read_source` (small ints, ``None``,
+    and arrays of up to 64 KiB inline, with their dtype and ndim known in advance; other values by `_read`)
+    and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
+    is then made as its ``__init__`` would make it: a plain frozen dataclass (a ``__dict__``, every field
+    an ``__init__`` argument, no ``__post_init__``) gets its fields stored straight into its ``__dict__``
+    (``__init__`` of a frozen dataclass sets each through ``object.__setattr__``, most of what a small
+    message costs to rebuild); any other class is called as usual. The envelope's slots are set directly
+    (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
+    aligned because its buffer is (`_BYTES_ALIGNED`).
     """
+    bindings = _Bindings()
+    fields_lines = []
+    for position, field in enumerate(fields):
+        fields_lines += field.read_source(f"v{position}", bindings)
+    values = ", ".join(f"v{position}" for position in range(len(fields)))
     plain = (
         "__slots__" not in cls.__dict__
         and not hasattr(cls, "__post_init__")
         and all(field.init for field in dataclasses.fields(cls))
     )
-    if not plain:
-        return lambda values: cls(*values)
-    bindings = _Bindings()
-    lines = ["def build(values):", f"    body = {bindings.name(object.__new__)}({bindings.name(cls)})"]
-    if names:
-        lines += ["    fields = body.__dict__", "    " + ", ".join(f"fields[{name!r}]" for name in names) + ", = values"]
-    return _compiled([*lines, "    return body"], bindings)
+    if plain:
+        fields_lines += [f"body = _new({bindings.name(cls)})", *(["f = body.__dict__"] if names else [])]
+        fields_lines += [f"f[{name!r}] = v{position}" for position, name in enumerate(names)]
+    else:
+        fields_lines.append(f"body = {bindings.name(cls)}({values})")
+    party_lines = []
+    for side in ("src", "dst"):
+        party_lines += [
+            "r = data[p]",
+            "i = data[p + 1]",
+            "if r < 0x80 and i < 0x80:",
+            "    p += 2",
+            "elif r < 0x80 and i == 0xCD:",
+            "    i = data[p + 2] << 8 | data[p + 3]",
+            "    p += 4",
+            "elif r < 0x80 and i == 0xCC:",
+            "    i = data[p + 2]",
+            "    p += 3",
+            "else:",
+            "    r, p = _read(data, p)",
+            "    i, p = _read(data, p)",
+            f"{side} = _PARTIES.get((r, i)) or _decode_party(r, i, {side!r})",
+        ]
+    rebuild = _compiled([
+        f"def rebuild(data, p={head_length}):",
+        *(f"    {line}" for line in party_lines),
+        "    if data[p] == 0xCB:",
+        "        sent_at = _unpack_double(data, p + 1)[0]",
+        "        p += 9",
+        "    else:",
+        "        sent_at, p = _read(data, p)",
+        *(f"    {line}" for line in fields_lines),
+        "    envelope = _new(Envelope)",
+        f"    _SET_KIND(envelope, {bindings.name(kind)})",
+        "    _SET_SRC(envelope, src)",
+        "    _SET_DST(envelope, dst)",
+        "    _SET_SENT_AT(envelope, sent_at)",
+        "    _SET_BODY(envelope, body)",
+        "    return envelope",
+    ], bindings, kind)
+    rebuild_body = _compiled(
+        ["def rebuild_body(data, p):", *(f"    {line}" for line in fields_lines), "    return body"], bindings, kind
+    )
+    return rebuild, rebuild_body
+
+
+def _compiled(lines: list[str], bindings: _Bindings, kind: str) -> Any:
+    """The function whose source is ``lines`` (a ``def``), its free names bound to ``bindings``' objects
+    and its global names the module's; profilers see it as ``<wire KIND>``."""
+    factory = f"def make({', '.join(bindings.objects)}):\n" + "".join(f"    {line}\n" for line in lines)
+    factory += f"    return {lines[0][len('def '):lines[0].index('(')]}\n"
+    namespace: dict[str, Any] = {}
+    # Source built from message field declarations only.
+    exec(compile(factory, f"<wire {kind}>", "exec"), globals(), namespace)  # noqa: S102
+    return namespace["make"](**bindings.objects)
 
 
 _BY_KIND: dict[str, _Codec] = {}
 _BY_CLASS: dict[type, _Codec] = {}
+# Each kind's `_Codec.rebuild` by its head: heads are prefix-free (msgpack values are self-delimiting), so
+# the one a message starts with is the only one it can match, whichever prefix length is tried.
+_REBUILDERS: dict[bytes, Callable[..., Envelope]] = {}
 
 M = TypeVar("M")
 
@@ -778,19 +939,19 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         hints = typing.get_type_hints(cls, include_extras=True)
         names = tuple(field.name for field in dataclasses.fields(cls))
         fields = tuple(_field_for(hints[name], f"{kind}.{name}") for name in names)
-        converters = tuple(
-            (position, field.convert) for position, field in enumerate(fields) if field.convert is not None
-        )
         head = _array_header(_ENVELOPE_HEADER_LEN + len(fields)) + msgpack.packb(kind, use_bin_type=True)
         validates = callable(getattr(cls, "validate", None))
         codec = _Codec(
-            kind, cls, names, fields, converters, validates, head,
-            _compile_emitter(kind, names, fields, validates), _builder(cls, names),
+            kind, cls, names, fields, head,
+            *_compile_encoders(kind, names, fields, validates, head),
+            *_compile_reader(kind, cls, names, fields, len(head)),
         )
         if existing is not None:
             _BY_CLASS.pop(existing.cls, None)
+            _REBUILDERS.pop(existing.head, None)
         _BY_KIND[kind] = codec
         _BY_CLASS[cls] = codec
+        _REBUILDERS[head] = codec.rebuild
         cls.KIND = kind  # type: ignore[attr-defined]
         return cls
 
@@ -860,14 +1021,7 @@ def _check_size(kind: str, size: int, max_bytes: int) -> None:
 def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
     """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
     codec = _BY_CLASS.get(type(body)) or _codec_of(body)
-    chunks = [
-        codec.head,
-        _PARTY_BYTES.get(src) or _party_bytes(src),
-        _PARTY_BYTES.get(dst) or _party_bytes(dst),
-        _FLOAT.pack(0xCB, float(sent_at)),
-    ]
-    codec.emit(body, chunks)
-    data = b"".join(chunks)
+    data = codec.pack(src, dst, sent_at, body)
     if len(data) > max_bytes:
         _check_size(codec.kind, len(data), max_bytes)
     return data
@@ -884,7 +1038,7 @@ def encode_many(
     """
     codec = _codec_of(body)
     head = codec.head + _party_bytes(src)
-    tail = b"".join((_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)))
+    tail = _joined([_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)])
     encoded: list[bytes | Broadcast]
     if len(tail) >= SHARED_BODY_BYTES:
         shared = SharedBody(codec, tail)
@@ -923,10 +1077,8 @@ class SharedBody:
     def decoded(self) -> tuple[float, Any]:
         """``(sent_at, body)``, the same objects for every caller."""
         if self._decoded is None:
-            sent_at, *values = _read_list(self.data, 0, 1 + len(self._codec.fields))[0]
-            for position, convert in self._codec.converters:
-                values[position] = convert(values[position])
-            self._decoded = (sent_at, self._codec.build(values))
+            sent_at, start = _read(self.data, 0)
+            self._decoded = (sent_at, self._codec.rebuild_body(self.data, start))
         return self._decoded
 
 
@@ -963,6 +1115,7 @@ def _party_bytes(party: Party) -> bytes:
 
 # msgpack's float64 (the form packb gives a Python float): marker 0xcb, then the big-endian double.
 _FLOAT = struct.Struct(">Bd")
+_unpack_double = struct.Struct(">d").unpack_from
 _PARTY_BYTES: dict[Party, bytes] = {}
 
 
@@ -1013,21 +1166,29 @@ def decode_trusted(data: bytes) -> Envelope:
 
     `encode` has already checked every field (types, dtypes, shapes, NaN, ``validate``), so the network
     uses this on delivery: the receiver gets a message rebuilt from the bytes, but the checks run once per
-    message instead of twice. Its arrays are read-only: views of the bytes where aligned, else copies
-    (`_trusted_ext_hook`; `_read` for messages of `IN_PLACE_BYTES` or more). Bytes of unknown origin must
-    go through `decode`.
+    message instead of twice. The kind's compiled reader (`_compile_reader`) reads the bytes in place; its
+    arrays are read-only: views of the bytes where aligned, else copies. Bytes of unknown origin must go
+    through `decode`.
     """
-    if len(data) < IN_PLACE_BYTES:
-        frame = _unpackb(data, raw=False, use_list=True, ext_hook=_trusted_ext_hook)
-    else:
-        frame = _read(data, 0)[0]
-    codec = _BY_KIND[frame[0]]
-    values = frame[_ENVELOPE_HEADER_LEN:]
-    for position, convert in codec.converters:
-        values[position] = convert(values[position])
-    src = _PARTIES.get((frame[1], frame[2])) or _decode_party(frame[1], frame[2], "src")
-    dst = _PARTIES.get((frame[3], frame[4])) or _decode_party(frame[3], frame[4], "dst")
-    return _envelope(codec.kind, src, dst, frame[5], codec.build(values))
+    if type(data) is not bytes:
+        data = bytes(data)
+    # A head of up to 15 elements and a kind of up to 31 bytes is the fixarray byte, the fixstr byte
+    # 0xa0 + n and the n bytes of the kind; any other head is found by `_rebuild`.
+    rebuild = _REBUILDERS.get(data[:data[1] - 0x9E])
+    if rebuild is None:
+        return _rebuild(data)
+    return rebuild(data)
+
+
+def _rebuild(data: bytes) -> Envelope:
+    """`decode_trusted` of a message whose head is in a longer form (or whose kind is unknown)."""
+    marker = data[0]
+    start = 1 if 0x90 <= marker <= 0x9F else 3 if marker == 0xDC else 5
+    kind, start = _read(data, start)
+    codec = _BY_KIND.get(kind)
+    if codec is None:
+        raise WireError(f"unknown message kind {kind!r}")
+    return codec.rebuild(data, start)
 
 
 def decode_broadcast(kind: str, src: Party, dst: Party, copy: Broadcast) -> Envelope:
