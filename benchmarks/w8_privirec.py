@@ -30,6 +30,20 @@ On a machine whose cores are shared, OpenBLAS's threads wait for each other: a Q
 there against 0.35 s with ``OPENBLAS_NUM_THREADS=1`` (issue 32), and both sides' seconds are then mostly
 that wait; measure with one BLAS thread there, or on an idle machine.
 
+A second line, ``W8 privirec_exact_ml1m``, answers issue 32's "PriviRec exact on ML-1M-shaped data runs
+within 8 GB": exact PriviRec (``variant = "privirec"``: P~ by secure aggregation, its m (m + 1) / 2 words
+per user) with both references, L = 2, k = 256, on synthetic data of ML-1M's shape (6,040 users x 3,706
+items, 1,000,209 ratings; ``--quick``: 100 x 61 of the same density), each run in a fresh process
+(`run_isolated`) for its own peak RSS:
+
+- ``ideal_peak_rss_mb`` (and ``ideal_cpu_s``): the whole run with ideal-mode secure aggregation, the mode
+  ``secagg = "auto"`` picks beyond ``real_max_items``, against ``limit_mb`` (8 GiB): ``within_limit``;
+- ``real_peak_rss_mb_at_{a,b}``: real-mode secure aggregation (the cryptography itself) at the full item
+  count but ``REAL_USERS`` users, and ``real_mb_per_user`` the slope between them, ``real_extrapolated_gb``
+  the run at 6,040 users on that line. Real mode cannot run at ML-1M's size: every user masks and sends
+  its m (m + 1) / 2 = 6.9 M ring words (55 MB) of the item-item sum, each with k + 1 = 27 ChaCha20
+  expansions of that length (hours of CPU), and the masked inputs in flight at once are real bytes.
+
 The standard size is Gowalla's (29,858 users x 40,981 items, 1,027,370 interactions, k = 256): the
 protocol moves every X to every user and every masked input back, (2L + 1) n m k 8 bytes = 12.5 TB in
 the ledger (``full_traffic_tb``). The simulator carries it because ideal mode books each masked input
@@ -66,9 +80,15 @@ from fedrecsim.protocols.secagg.messages import Advertise, Ciphertexts, Keys, Ma
 from fedrecsim.protocols.secagg.shamir import SHARE_BYTES
 from fedrecsim.scenario import parse_scenario
 
-from .common import Options, peak_rss_mb, timed
+from .common import Options, clocked, peak_rss_mb, run_isolated, timed
 
 GOWALLA_USERS, GOWALLA_ITEMS, GOWALLA_INTERACTIONS = 29_858, 40_981, 1_027_370
+ML1M_USERS, ML1M_ITEMS, ML1M_RATINGS = 6_040, 3_706, 1_000_209
+#: The two user counts of real-mode exact PriviRec at ML-1M's item count (standard, quick).
+REAL_USERS, QUICK_REAL_USERS = (8, 16), (4, 8)
+QUICK_ML1M_USERS = 100
+#: Issue 32's bound on exact PriviRec's peak at ML-1M's shape.
+LIMIT_MB = 8 * 1024
 STANDARD_USERS, STANDARD_K = GOWALLA_USERS, 256
 QUICK_USERS, QUICK_K = 60, 8
 ITERATIONS, SEED = 2, 8
@@ -234,6 +254,52 @@ def carry_only(users: int, k: int) -> dict[str, float]:
     return {"carry_s": carry_s, "carry_cpu_s": carry_cpu_s, "messages": totals["sent_msgs"], "bytes": totals["sent_bytes"]}
 
 
+def exact_scenario(users: int, items: int, ratings: int, secagg: str) -> dict[str, Any]:
+    """Exact PriviRec (k = 256, at most half the items; L = 2; both references) on ``users`` x ``items``
+    synthetic data."""
+    return {
+        "run": {"name": "w8-privirec-exact", "protocol": "privirec", "seed": 3, "rounds": ITERATIONS},
+        "data": {"source": "synthetic", "feedback": "implicit", "users": users, "items": items, "ratings": ratings,
+                 "split": "per_user", "test_fraction": 0.2},
+        "network": {"latency": {"model": "lognormal", "median_s": 0.05, "sigma": 0.5}},
+        "availability": {"model": "always"},
+        "protocol": {"variant": "privirec", "k": min(256, items // 2), "secagg": secagg},
+    }
+
+
+def exact_run(users: int, items: int, ratings: int, secagg: str) -> dict[str, Any]:
+    """One `exact_scenario` run (for `run_isolated`, which adds the child's ``peak_rss_mb``): its CPU
+    seconds and the secure-aggregation mode that ran."""
+    result, _, cpu_s = clocked(lambda: fedrecsim.run(exact_scenario(users, items, ratings, secagg)))
+    if result.result["rounds_completed"] != ITERATIONS:
+        raise fedrecsim.SimulationError("W8: the exact PriviRec run did not complete")
+    return {"cpu_s": cpu_s, "mode": result.result["privacy"]["secure_aggregation"]["mode"]}
+
+
+def exact_line(quick: bool) -> str:
+    """``W8 privirec_exact_ml1m ...`` (module docstring): exact PriviRec's peak RSS at ML-1M's shape in
+    ideal mode, and real mode's at two user counts, extrapolated to ML-1M's users."""
+    users = QUICK_ML1M_USERS if quick else ML1M_USERS
+    items = round(users * ML1M_ITEMS / ML1M_USERS)
+    ratings = round(ML1M_RATINGS * users / ML1M_USERS * items / ML1M_ITEMS)  # ML-1M's density
+    ideal = run_isolated(__name__, "exact_run", users=users, items=items, ratings=ratings, secagg="ideal")
+    small = QUICK_REAL_USERS if quick else REAL_USERS
+    real = [
+        run_isolated(__name__, "exact_run", users=n, items=items, ratings=round(n * ratings / users), secagg="real")
+        for n in small
+    ]
+    slope = (real[1]["peak_rss_mb"] - real[0]["peak_rss_mb"]) / (small[1] - small[0])
+    extrapolated_gb = (real[1]["peak_rss_mb"] + slope * (users - small[1])) / 1024
+    return (
+        f"W8 privirec_exact_ml1m ideal_peak_rss_mb={ideal['peak_rss_mb']:.0f} ideal_cpu_s={ideal['cpu_s']:.3f} "
+        f"limit_mb={LIMIT_MB} within_limit={int(ideal['peak_rss_mb'] <= LIMIT_MB)} "
+        f"real_peak_rss_mb_at_{small[0]}={real[0]['peak_rss_mb']:.0f} real_cpu_s_at_{small[0]}={real[0]['cpu_s']:.3f} "
+        f"real_peak_rss_mb_at_{small[1]}={real[1]['peak_rss_mb']:.0f} real_cpu_s_at_{small[1]}={real[1]['cpu_s']:.3f} "
+        f"real_mb_per_user={slope:.1f} real_extrapolated_gb={extrapolated_gb:.1f} "
+        f"users={users} items={items} ratings={ratings} modes={ideal['mode']},{real[0]['mode']}"
+    )
+
+
 def full_traffic_tb(k: int = 256) -> float:
     """The bytes of X's broadcasts and the masked inputs at Gowalla's full size: (2L + 1) n m k 8."""
     return (2 * ITERATIONS + 1) * GOWALLA_USERS * GOWALLA_ITEMS * k * 8 / 1e12
@@ -268,9 +334,14 @@ def line(users: int, k: int, repeats: int = 1) -> str:
 
 
 def run(options: Options) -> Iterator[str]:
-    """``W8 privirec_k protocol_s=... fit_s=... ratio=... data_s=... evaluate_s=... ...`` (`line`)."""
+    """``W8 privirec_k protocol_s=... fit_s=... ratio=... data_s=... evaluate_s=... ...`` (`line`), then
+    ``W8 privirec_exact_ml1m ideal_peak_rss_mb=... ...`` (`exact_line`)."""
     users, k = (QUICK_USERS, QUICK_K) if options.quick else (STANDARD_USERS, STANDARD_K)
     yield line(users, k, options.repeats or 1)
+    yield exact_line(options.quick)
 
 
-__all__ = ["carry_only", "floor", "full_traffic_tb", "line", "message_clock", "ours", "run", "scenario", "shape"]
+__all__ = [
+    "carry_only", "exact_line", "exact_run", "exact_scenario", "floor", "full_traffic_tb", "line", "message_clock", "ours",
+    "run", "scenario", "shape",
+]

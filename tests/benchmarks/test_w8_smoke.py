@@ -1,4 +1,4 @@
-"""W8 at a tiny size: the simulated PriviRec-k and the centralized floor agree on NDCG@20; the line's fields."""
+"""W8 at a tiny size: the simulated PriviRec-k and the centralized floor agree on NDCG@20; the lines' fields."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def test_carrying_alone_sends_the_runs_messages_and_bytes() -> None:
     assert abs(carried["bytes"] - run["bytes"]) < 0.01 * run["bytes"]
 
 
-def test_the_quick_line() -> None:
-    (line,) = list(w8_privirec.run(Options(quick=True)))
+def test_the_quick_lines() -> None:
+    line, exact = list(w8_privirec.run(Options(quick=True)))
     seconds = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W8 privirec_k protocol_s={seconds} fit_s={seconds} ratio=\d+\.\d protocol_cpu_s={seconds} "
@@ -48,4 +48,10 @@ def test_the_quick_line() -> None:
         rf"evaluate_cpu_s={seconds} run_s={seconds} peak_rss_mb=\d+ users=60 items=82 interactions=2065 k=8 "
         r"ndcg@20=\d\.\d{4} user_bytes=\d+ full_traffic_tb=12\.5",
         line,
+    )
+    assert re.fullmatch(
+        rf"W8 privirec_exact_ml1m ideal_peak_rss_mb=\d+ ideal_cpu_s={seconds} limit_mb=8192 within_limit=1 "
+        rf"real_peak_rss_mb_at_4=\d+ real_cpu_s_at_4={seconds} real_peak_rss_mb_at_8=\d+ real_cpu_s_at_8={seconds} "
+        r"real_mb_per_user=-?\d+\.\d real_extrapolated_gb=\d+\.\d users=100 items=61 ratings=273 modes=ideal,real",
+        exact,
     )

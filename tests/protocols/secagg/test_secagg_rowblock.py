@@ -5,13 +5,17 @@ element for ring element, and the bytes on the wire are the dense protocol's."""
 
 from __future__ import annotations
 
+import tracemalloc
+import weakref
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from fedrecsim.mechanisms.ring import Ring
-from fedrecsim.protocols.secagg import Aggregate, IdealSum, RowBlock, SecAggParams
+from fedrecsim.protocols.secagg import Aggregate, IdealSum, RowBlock, SecAggParams, Stage
+from fedrecsim.protocols.secagg import roles
+from fedrecsim.protocols.secagg.real import RealUser
 from secagg_harness import run_session
 
 N_ROWS, WIDTH = 5, 3
@@ -72,3 +76,57 @@ def test_a_session_over_row_blocks_sums_them_with_the_dense_protocols_bytes(idea
     assert isinstance(sparse.result, Aggregate) and len(sparse.result.survivors) == 6
     np.testing.assert_array_equal(sparse.result.total, _dense_sum(blocks, params.ring))
     assert sparse.ledger == dense.ledger
+
+
+def test_real_mode_makes_a_users_dense_input_only_as_it_masks_it(monkeypatch) -> None:
+    """A real-mode user densifies its `RowBlock` at the masking stage, with no wait between, so at most one
+    dense input is alive at a time; densified before the first stage, every user's would be alive while the
+    session waits (PriviRec's item-item input at ML-1M's shape: 55 MB a user)."""
+    alive: list[weakref.ref] = []
+    seen: list[int] = []
+    dense, mask = RowBlock.dense, RealUser.mask
+
+    def tracked_dense(self: RowBlock) -> np.ndarray:
+        vector = dense(self)
+        alive.append(weakref.ref(vector))
+        return vector
+
+    def counted_mask(self: RealUser, x: np.ndarray, partners) -> np.ndarray:  # type: ignore[no-untyped-def]
+        seen.append(sum(ref() is not None for ref in alive))
+        return mask(self, x, partners)
+
+    monkeypatch.setattr(RowBlock, "dense", tracked_dense)
+    monkeypatch.setattr(RealUser, "mask", counted_mask)
+    params = SecAggParams(graph="complete")
+    blocks = _blocks(6, params.ring)
+    outcome = run_session(_Inputs(blocks), params)
+    assert isinstance(outcome.result, Aggregate) and len(outcome.result.survivors) == 6
+    assert seen == [1] * 6
+
+
+def test_a_real_mode_user_keeps_no_copy_of_its_masked_input_once_sent(monkeypatch) -> None:
+    """While the server collects the masked inputs, each one lives in the network's message (and the
+    server's view of it) only: the user's own bytes of y_u are let go once sent, not kept until its
+    session ends. Counted with tracemalloc at the server's check after MaskedInputCollection (every user
+    has sent y_u and waits for Unmask): the blocks of at least one input's size allocated in `participate`
+    and still alive."""
+    params = SecAggParams(graph="complete")
+    length = 4096
+    input_bytes = length * np.dtype(params.ring.dtype).itemsize
+    alive: list[int] = []
+    check = roles._Graph.check
+
+    def counted_check(self, stage, alive_parties, t):  # type: ignore[no-untyped-def]
+        if stage is Stage.MASKED_INPUT:
+            snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, roles.__file__)])
+            alive.append(sum(1 for trace in snapshot.traces if trace.size >= input_bytes))
+        return check(self, stage, alive_parties, t)
+
+    monkeypatch.setattr(roles._Graph, "check", counted_check)
+    tracemalloc.start(1)
+    try:
+        outcome = run_session(params.ring.uniform(np.random.default_rng(3), (6, length)), params)
+    finally:
+        tracemalloc.stop()
+    assert isinstance(outcome.result, Aggregate) and len(outcome.result.survivors) == 6
+    assert alive == [0]

@@ -56,9 +56,18 @@ def item_item_input(items: np.ndarray, n_items: int, alpha: float = 0.5) -> np.n
     return item_item_rows(items, n_items, alpha).dense()
 
 
-def power_rows(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray, alpha: float = 0.5) -> RowBlock:
-    """A^(u)T (A^(u) X) by its nonzero rows, the user's items, of the m x p matrix."""
-    a = degree_power(degrees[items], alpha - 1.0) * float(max(items.size, 1)) ** (-alpha)
+def row_weights(items: np.ndarray, degrees: np.ndarray, alpha: float = 0.5) -> np.ndarray:
+    """A^(u)'s nonzero entries, on the user's items: d_u^-alpha V^(alpha-1) -- the same in every power
+    iteration, so a user works them out once."""
+    return degree_power(degrees[items], alpha - 1.0) * float(max(items.size, 1)) ** (-alpha)
+
+
+def power_rows(
+    items: np.ndarray, degrees: np.ndarray, basis: np.ndarray, alpha: float = 0.5, weights: np.ndarray | None = None
+) -> RowBlock:
+    """A^(u)T (A^(u) X) by its nonzero rows, the user's items, of the m x p matrix (``weights``: the
+    user's `row_weights`, if it has them)."""
+    a = row_weights(items, degrees, alpha) if weights is None else weights
     return RowBlock(np.asarray(items, dtype=np.int64), np.outer(a, a @ basis[items]), basis.shape[0])
 
 
@@ -87,6 +96,8 @@ __all__ = [
     "item_item_input",
     "normalize_item_item",
     "power_input",
+    "power_rows",
+    "row_weights",
     "symmetric_from_upper",
     "upper_length",
     "upper_positions",

@@ -105,6 +105,8 @@ class PriviRecUser(User):
         self.phase = "degrees"
         self.next_iteration = 1
         self.degrees: np.ndarray | None = None
+        self.weights: np.ndarray | None = None
+        """A^(u)'s nonzero entries (`local.row_weights`), once the degrees came."""
         self.item_item: np.ndarray | None = None
         self.filters: GraphFilters | None = None
         self.sessions: dict[int, str] = {}
@@ -173,7 +175,9 @@ class PriviRecUser(User):
                 self.next_iteration = basis.iteration + 1
                 if basis.basis.shape[0] != self.n_items:
                     raise ProtocolViolation(f"{self.party} received a basis of shape {basis.basis.shape}")
-                rows = local.power_rows(self.items, self.degrees, basis.basis, self.alpha)  # type: ignore[arg-type]
+                if self.weights is None:
+                    self.weights = local.row_weights(self.items, self.degrees, self.alpha)  # type: ignore[arg-type]
+                rows = local.power_rows(self.items, self.degrees, basis.basis, self.alpha, self.weights)  # type: ignore[arg-type]
                 self.pending = (POWER + basis.iteration, self._encoded(rows))
                 del rows  # the reals: only the encoded input stays while the user computes
                 await self.compute()

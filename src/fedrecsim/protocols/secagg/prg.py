@@ -20,7 +20,9 @@ _NONCE = bytes(16)
 
 
 def expand(seed: bytes, length: int, dtype: type[np.unsignedinteger]) -> np.ndarray:
-    """``length`` pseudorandom words of ``dtype`` (np.uint32 or np.uint64) from a 32-byte ``seed``.
+    """``length`` pseudorandom words of ``dtype`` (np.uint32 or np.uint64) from a 32-byte ``seed``: a
+    read-only view of the keystream where the machine is little-endian (no copy of a mask that may be
+    m (m + 1) / 2 words long), a converted copy elsewhere.
 
     Raises:
         ValueError: a seed that is not 32 bytes, or a negative length.
@@ -32,7 +34,7 @@ def expand(seed: bytes, length: int, dtype: type[np.unsignedinteger]) -> np.ndar
     word = np.dtype(dtype).newbyteorder("<")
     encryptor = Cipher(algorithms.ChaCha20(seed, _NONCE), mode=None).encryptor()
     stream = encryptor.update(bytes(length * word.itemsize))
-    return np.frombuffer(stream, dtype=word).astype(dtype)
+    return np.frombuffer(stream, dtype=word).astype(dtype, copy=False)
 
 
 __all__ = ["SEED_BYTES", "expand"]

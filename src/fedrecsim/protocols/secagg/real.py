@@ -83,10 +83,11 @@ class RealUser:
     def mask(self, x: np.ndarray, partners: Sequence[int]) -> np.ndarray:
         """y_u: ``x`` plus the self mask plus the pairwise masks with ``partners`` (U2 neighbours)."""
         ring = self.ring
-        y = ring.add(x, prg.expand(self.b_seed, x.size, ring.dtype))
+        y = ring.add(x, prg.expand(self.b_seed, x.size, ring.dtype))  # a new array: x stays the caller's
         for peer in sorted(partners):
             mask = pairwise_mask(self.s, self.peers[peer][1], self.session, x.size, ring)
-            y = ring.add(y, mask) if peer < self.index else ring.sub(y, mask)
+            # In place, mod 2^b like `Ring.add` / `Ring.sub`: y and the mask are arrays of the ring's dtype.
+            (np.add if peer < self.index else np.subtract)(y, mask, out=y)
         return y
 
     def reveal(self, b_owners: Sequence[int], sk_owners: Sequence[int]) -> tuple[list[bytes], list[bytes]]:
@@ -154,15 +155,16 @@ class RealServer:
             partners: for each such v, its neighbours in U3 (those who masked with it).
         """
         ring = self.ring
+        total = np.array(total, dtype=ring.dtype)  # this method's own copy, unmasked in place (mod 2^b)
         for owner, shares in sorted(b_shares.items()):
             seed = _secret(shares, threshold, f"b of user:{owner}")
-            total = ring.sub(total, prg.expand(seed, total.size, ring.dtype))
+            np.subtract(total, prg.expand(seed, total.size, ring.dtype), out=total)
         for owner, shares in sorted(sk_shares.items()):
             keys = crypto.KeyPair(_secret(shares, threshold, f"s^SK of user:{owner}"))
             for survivor in sorted(partners[owner]):
                 mask = pairwise_mask(keys, s_publics[survivor], self.session, total.size, ring)
                 # The survivor added the mask if the dropped user's index is below its own.
-                total = ring.sub(total, mask) if owner < survivor else ring.add(total, mask)
+                (np.subtract if owner < survivor else np.add)(total, mask, out=total)
         return total
 
 

@@ -210,8 +210,6 @@ async def participate(
     neighbours = set(setup.neighbours.tolist())
     t = setup.threshold
     backend = IdealUser(me, ideal, session, ring) if ideal is not None else RealUser(me, actor.rng, session, ring)
-    if ideal is None and isinstance(x, RowBlock):
-        x = x.dense()
 
     try:
         if crashed(Stage.ADVERTISE_KEYS):
@@ -249,14 +247,19 @@ async def participate(
             return outcome("refused")
         if crashed(Stage.MASKED_INPUT):
             return outcome("crashed")
-        y = backend.mask(x, senders)  # ideal mode: nothing (the functionality holds x), booked as padding
+        # Real mode makes a sparse input dense only here, with no wait before it is masked and sent: every
+        # user of a session waits at the stages before, and a dense copy held across them would cost each
+        # user its whole input (m (m + 1) / 2 words for PriviRec's item-item sum) for the session's length.
+        dense = x.dense() if ideal is None and isinstance(x, RowBlock) else x
+        y = backend.mask(dense, senders)  # ideal mode: nothing (the functionality holds x), booked as padding
         # The input lives on in y's bytes (real) or with the functionality (ideal): this frame lets it go, so
         # a caller that handed it over keeps no copy while the session's last stage runs.
-        del x
+        del x, dense
         masked = y.astype(y.dtype.newbyteorder("<"), copy=False).tobytes()
         del y
         padding = bytes_field_size(setup.length * np.dtype(ring.dtype).itemsize) - bytes_field_size(len(masked))
         actor.send(server, Masked(session, masked), padding=padding)
+        del masked  # the network holds the message's own encoding from here on
         completed.append(Stage.MASKED_INPUT)
 
         unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
@@ -482,7 +485,7 @@ async def aggregate(
     net.check(Stage.MASKED_INPUT, u3, t)
     total = np.zeros(length, dtype=ring.dtype)
     for party in u3 if ideal is None else ():
-        total = ring.add(total, np.frombuffer(masked[party].masked, dtype=word).astype(ring.dtype))
+        np.add(total, np.frombuffer(masked[party].masked, dtype=word), out=total)  # mod 2^b, in place
     del masked
     in_u2, in_u3 = net.mask(u2), net.mask(u3)
     for party in u3:
@@ -497,8 +500,12 @@ async def aggregate(
         want_b = np.sort(np.append(around[in_u3[around]], net.position[holder]))
         return want_b, around[dropped[around]]
 
+    # `wanted` of each holder whose reply was checked, worked out once (a gather checks one reply per sender).
+    asked: dict[Party, tuple[np.ndarray, np.ndarray]] = {}
+
     def reveal_problem(holder: Party, body: Reveal) -> str | None:
-        want_b, want_sk = (index[places] for places in wanted(holder))
+        asked[holder] = wanted(holder)
+        want_b, want_sk = (index[places] for places in asked[holder])
         if np.array_equal(body.b_owners, want_b) and np.array_equal(body.sk_owners, want_sk):
             return None
         return (f"shares of b of {want_b.tolist()} and of s^SK of {want_sk.tolist()}, received them of "
@@ -509,7 +516,7 @@ async def aggregate(
     state.stages[Stage.UNMASKING] = u5
     if len(u5) < t:
         raise SecAggAborted(Stage.UNMASKING.value, f"{len(u5)} users revealed shares, the threshold is t = {t}")
-    asked = {holder: wanted(holder) for holder in u5}
+    asked = {holder: asked[holder] for holder in u5}
     none = np.zeros(0, dtype=np.int64)
     b_count = np.bincount(np.concatenate([none, *(b for b, _ in asked.values())]), minlength=n)
     sk_count = np.bincount(np.concatenate([none, *(sk for _, sk in asked.values())]), minlength=n)
