@@ -200,10 +200,11 @@ def _check(config: PriviRecConfig, n_items: int) -> None:
 
 
 def score_function(filters: GraphFilters, config: PriviRecConfig, R: Any):  # type: ignore[no-untyped-def]
-    """The score block function of ``filters``: users -> their rows' scores (the configured scorer)."""
+    """The score block function of ``filters``: users -> their rows' scores (the configured scorer); for
+    PriviRec-k's low-rank filters one that `evaluation.evaluate` screens in float32 (`LowRankScores`)."""
     if config.scorer == "gfcf":
-        return lambda users: filters.gfcf_scores(R[users], config.gamma)
-    return lambda users: filters.turbo_scores(R[users], config.turbo_filter, config.turbo_power)
+        return filters.gfcf_block(R, config.gamma)
+    return filters.turbo_block(R, config.turbo_filter, config.turbo_power)
 
 
 def max_gap(one: Any, other: Any, n_users: int, n_items: int) -> float:
