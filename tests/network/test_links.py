@@ -20,9 +20,11 @@ from fedrecsim.network.links import (
     LinkSpec,
     Links,
     LogNormal,
+    Partition,
     Uniform,
     draw_bits,
     latency_from_table,
+    link_ends,
     uniforms,
 )
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role, user
@@ -189,6 +191,27 @@ def test_role_pair_override_applies_to_the_directed_pair_only():
     assert links.spec(Role.SERVER, Role.THIRD_PARTY).loss == 0.99
     assert links.spec(Role.THIRD_PARTY, Role.SERVER) == LinkSpec(Constant(0.1))
     assert sum(links.transit(SERVER, THIRD_PARTY, 10, 0.0) is None for _ in range(100)) > 90
+
+
+def test_links_of_one_role_pair_share_a_behaviour_but_not_a_slow_delay_a_partition_or_a_count():
+    """Links of one role pair are built from one shared behaviour (issue 32): whichever link of the pair
+    opens first, a slow sender keeps its own delay, a partitioned link its own interval, and every link
+    its own message count and busy time -- each arrival is the documented draw of its own link."""
+    median, sigma, bandwidth = 0.05, 0.5, 8000.0
+    partition = Partition(1.0, 2.0, link_ends("user:2->server", "network.partitions"))
+    links = Links(
+        5, LinkSpec(LogNormal(median, sigma), bandwidth_bps=bandwidth), partitions=[partition], slow={user(1): 3.0}
+    )
+    sent: dict[Party, int] = {}
+    for sender in (user(1), user(0), user(2), user(1), user(2), user(0), user(3)):
+        n = sent[sender] = sent.get(sender, -1) + 1
+        now = 1.5 if sender == user(2) and n == 1 else 0.0
+        u, v = uniforms(draw_bits(5, sender, SERVER, n, LATENCY_DRAW))
+        latency = median * math.exp(sigma * math.sqrt(-2 * math.log(v)) * math.cos(2 * math.pi * u))
+        sent_at = 0.1 * (n + 1)  # 100 bytes at 8,000 bit/s each, back to back from 0
+        expected = None if now == 1.5 else sent_at + (latency + (3.0 if sender == user(1) else 0.0))
+        assert links.transit(sender, SERVER, 100, now) == expected, (sender, n)
+    assert links.is_down(user(2), SERVER, 1.5) and not links.is_down(user(0), SERVER, 1.5)
 
 
 def test_links_refuse_malformed_arguments():

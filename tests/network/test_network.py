@@ -255,3 +255,53 @@ async def test_a_delivered_envelope_names_its_addressee_as_dst(autojump_clock) -
     for party in (ALICE, BOB):
         (envelope,) = network.mailbox(party).take_all(Payload.KIND)
         assert (envelope.src, envelope.dst) == (SERVER, party)
+
+
+# What main (3638dea) recorded for the instant of the test below.
+PINNED_ROWS = [
+    (0.0, "user:0", "server:0", "test.net_payload", 65, "duplicated", 1),
+    (0.01, "server:0", "user:0", "test.net_payload", 49, "delivered", 1),
+    (0.01, "server:0", "user:1", "test.net_other", 30, "delivered", 1),
+    (0.01, "server:0", "user:1", "test.net_other", 0, "rejected:unexpected", 1),
+    (0.01, "server:0", "user:1", "test.net_payload", 49, "delivered", 1),
+    (0.01, "server:0", "user:2", "test.net_payload", 57, "dropped:offline", 1),
+    (0.01, "user:0", "server:0", "test.net_payload", 65, "delivered", 1),
+    (0.01, "user:0", "server:0", "test.net_payload", 65, "delivered", 1),
+]
+PINNED_ROUNDS_BY_ROLE = [{"round": 1, "roles": {
+    "server": {"sent_bytes": 185, "recv_bytes": 130, "sent_msgs": 4, "recv_msgs": 2, "dropped_msgs": 1},
+    "user": {"sent_bytes": 65, "recv_bytes": 128, "sent_msgs": 1, "recv_msgs": 3, "dropped_msgs": 0},
+}}]
+PINNED_HASHES = ("0468c90c34049a95456d26ec224246d6", "6ec35ab09d11a2aa97133c72c09236f7")
+
+
+@message("test.net_other")
+@dataclass(frozen=True)
+class Other:
+    seq: int
+
+
+async def test_one_instant_of_duplicates_drops_and_rejections_keeps_its_ledger_rows_and_hashes(autojump_clock) -> None:
+    """Issue 32's delivery path (a send files each copy a link makes itself; a receiver's mailbox is found
+    with whether it is online): an instant mixing duplicated, offline-dropped, rejected and plain deliveries
+    gives the rows, counters and hashes the engine gave before the change (pinned from main at 3638dea)."""
+    links = Links(3, LinkSpec(Constant(0.01)), {(Role.USER, Role.SERVER): LinkSpec(Constant(0.01), duplicate=1.0)})
+    ledger = Ledger(record_transcript=True)
+    network = Network(links, ledger, resolution_s=0.001)
+    carol = Party(Role.USER, 2)
+    for party in (ALICE, BOB, carol, SERVER):
+        network.attach(party)
+    network.expect(BOB, [Payload.KIND])
+    async with network.open():
+        ledger.begin_round(1, 4)
+        network.send(ALICE, SERVER, Payload(1, np.arange(3.0)))  # duplicated: two deliveries
+        network.send(SERVER, BOB, Other(2))  # a kind BOB never receives: rejected
+        network.send(SERVER, carol, Payload(3, np.arange(2.0)))  # carol goes offline: dropped
+        network.send_many(SERVER, [ALICE, BOB], Payload(4, np.arange(1.0)))
+        network.detach(carol)
+        await network.sleep(0.05)
+    rows = [(row.time, str(row.src), str(row.dst), row.kind, row.nbytes, row.status, row.round) for row in ledger.transcript]
+    assert rows == PINNED_ROWS
+    assert ledger.summary()["rounds_by_role"] == PINNED_ROUNDS_BY_ROLE
+    assert (ledger.transcript_xxh3_128, ledger.structure_xxh3_128) == PINNED_HASHES
+    assert [envelope.body.seq for envelope in network.mailbox(SERVER).take_all(Payload.KIND)] == [1, 1]

@@ -77,11 +77,12 @@ from .wire import Broadcast
 HASH_NAME = "xxh3_128"
 
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
-_HASH_PREFIX = struct.Struct("<dQ")
-# One delivery's row in the structure fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src
-# index, dst role code, dst index, length, the kind's length)`` then the kind: `record_delivered` hashes it
-# joined from parts -- the time and the length out of the hash's prefix, each party's `_party_row`,
-# the kind's `_kind_row`.
+# A delivery's content row starts with ``struct.pack("<dQ", time, length)``; its row in the structure
+# fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src index, dst role code, dst index, length,
+# the kind's length)`` then the kind. `record_delivered` joins both from parts: the packed time and length,
+# each party's `_party_row`, the kind's `_kind_row`.
+_TIME = struct.Struct("<d")
+_LENGTH = struct.Struct("<Q")
 #: `record_delivered` hashes a message of at most this many bytes joined to its prefix, in one call.
 _JOINED_MESSAGE_BYTES = 4096
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
@@ -245,8 +246,8 @@ class Ledger:
             counters = self._parties[dst] = [0, 0, 0, 0, 0]
         counters[_RECV_BYTES] += nbytes
         counters[_RECV_MSGS] += 1
-        round_index = self.round if sent_round is None else sent_round
-        if round_index == self.round:
+        round_index = self.round
+        if sent_round is None or sent_round == round_index:
             per_role = self._round_roles.get(dst.role)
             if per_role is None:
                 per_role = self._round_roles[dst.role] = [0, 0, 0, 0, 0]
@@ -259,21 +260,22 @@ class Ledger:
                 setup[_RECV_BYTES] += nbytes
                 setup[_RECV_MSGS] += 1
         else:
+            round_index = sent_round
             self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
-        # The encoded envelope already names src, dst and kind; the prefix adds time and length. A small
-        # message goes to the hasher joined to its prefix (one call; XXH3 streams, so the digest is the
-        # same), a large one after it rather than copied.
-        prefix = _HASH_PREFIX.pack(time, nbytes)
+        # The encoded envelope already names src, dst and kind; the content row's prefix adds time and
+        # length. A small message goes to the hasher joined to its prefix (one call; XXH3 streams, so the
+        # digest is the same), a large one after it rather than copied.
+        at, length = _TIME.pack(time), _LENGTH.pack(nbytes)
         if type(data) is Broadcast:
-            self._hash.update(b"".join((prefix, data.head, data.shared.digest())))
+            self._hash.update(b"".join((at, length, data.head, data.shared.digest())))
         elif len(data) <= _JOINED_MESSAGE_BYTES:
-            self._hash.update(prefix + data)
+            self._hash.update(b"".join((at, length, data)))
         else:
-            self._hash.update(prefix)
+            self._hash.update(at + length)
             self._hash.update(data)
         rows = _PARTY_ROWS
         self._structure.update(b"".join((
-            prefix[:8], rows.get(src) or _party_row(src), rows.get(dst) or _party_row(dst), prefix[8:],
+            at, rows.get(src) or _party_row(src), rows.get(dst) or _party_row(dst), length,
             _KIND_ROWS.get(kind) or _kind_row(kind),
         )))
         if self.transcript is not None:

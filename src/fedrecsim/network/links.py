@@ -437,9 +437,13 @@ _pack_counter = _COUNTER.pack
 _hash128 = xxhash.xxh3_128_intdigest
 
 
+_LINK_STREAM = int(Stream.LINK)
+_ROLE_CODES = {role: role.code for role in Role}
+
+
 def link_key(seed: int, src: Party, dst: Party) -> bytes:
     """The packed words ``(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)``."""
-    return _LINK_KEY.pack(seed, Stream.LINK, src.role.code, src.index, dst.role.code, dst.index)
+    return _LINK_KEY.pack(seed, _LINK_STREAM, _ROLE_CODES[src.role], src.index, _ROLE_CODES[dst.role], dst.index)
 
 
 def draw_bits(seed: int, src: Party, dst: Party, message: int, purpose: int) -> int:
@@ -447,26 +451,22 @@ def draw_bits(seed: int, src: Party, dst: Party, message: int, purpose: int) -> 
     return _hash128(link_key(seed, src, dst) + _COUNTER.pack(message, purpose))
 
 
-class _Link:
-    """The mutable state of one directed link; built once, then read on every message.
+class _Behaviour:
+    """How every link of one role pair, from a sender of one extra delay, behaves: read on every message,
+    built once per such pair (`Links._open`), shared by the links it describes and never changed.
 
     ``faulty`` is true when the spec duplicates or reorders (the only per-message cost of those faults on
-    links without them); ``down`` holds the intervals during which a partition takes the link down; a
-    slow sender's delay is folded into the latency (``fixed_latency`` or ``delay``).
+    links without them); a slow sender's delay is folded into the latency (``fixed_latency`` or
+    ``delay``).
     """
 
     __slots__ = (
-        "busy_until", "count", "delay", "down", "duplicate", "faulty", "fixed_latency", "key", "loss",
-        "reorder", "reorder_delay_s", "seconds_per_byte",
+        "delay", "duplicate", "faulty", "fixed_latency", "loss", "reorder", "reorder_delay_s", "seconds_per_byte",
     )
 
-    def __init__(self, spec: LinkSpec, key: bytes, down: tuple[tuple[float, float], ...], extra_s: float) -> None:
-        self.busy_until = -math.inf
-        self.count = 0
-        self.key = key
+    def __init__(self, spec: LinkSpec, extra_s: float) -> None:
         self.seconds_per_byte = 8.0 / spec.bandwidth_bps if spec.bandwidth_bps else 0.0
         self.loss = spec.loss
-        self.down = down
         self.duplicate = spec.duplicate
         self.reorder = spec.reorder
         self.reorder_delay_s = spec.reorder_delay_s
@@ -480,12 +480,27 @@ class _Link:
             self.delay = (lambda bits: delay(bits) + extra_s) if extra_s else delay
 
 
+class _Link:
+    """The state of one directed link: its own key, message count and busy time, the intervals during
+    which a partition takes it down (``down``), and its `_Behaviour`."""
+
+    __slots__ = ("behaviour", "busy_until", "count", "down", "key")
+
+    def __init__(self, behaviour: _Behaviour, key: bytes, down: tuple[tuple[float, float], ...]) -> None:
+        self.behaviour = behaviour
+        self.busy_until = -math.inf
+        self.count = 0
+        self.down = down
+        self.key = key
+
+
 _NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
 _NO_SLOW: Mapping[Party, float] = types.MappingProxyType({})
 
 
 class Links:
-    """The links of one run: per directed link, a `LinkSpec`, a generator and a transmit queue.
+    """The links of one run: per directed link, its key, message count and transmit queue, and the
+    `_Behaviour` of its role pair (its `LinkSpec`, with the sender's slow delay).
 
     Args:
         seed: the run seed.
@@ -534,6 +549,7 @@ class Links:
         self._default = default
         self._by_roles = dict(by_roles)
         self._links: dict[tuple[Party, Party], _Link] = {}
+        self._behaviours: dict[tuple[Role, Role, float], _Behaviour] = {}
         self.copy_at: float | None = None
 
     def spec(self, src_role: Role, dst_role: Role) -> LinkSpec:
@@ -568,34 +584,36 @@ class Links:
         link = self._links.get((src, dst)) or self._open(src, dst)
         message = link.count
         link.count = message + 1
+        behaviour = link.behaviour
         sent = now  # when the last bit has left the sender
-        if link.seconds_per_byte:
+        if behaviour.seconds_per_byte:
             start = now if now > link.busy_until else link.busy_until
-            sent = link.busy_until = start + nbytes * link.seconds_per_byte
+            sent = link.busy_until = start + nbytes * behaviour.seconds_per_byte
         if link.down and _is_down(link.down, now):
             return None
-        if link.loss and (_hash128(link.key + _pack_counter(message, LOSS_DRAW)) >> 75) * _ULP < link.loss:
+        if behaviour.loss and (_hash128(link.key + _pack_counter(message, LOSS_DRAW)) >> 75) * _ULP < behaviour.loss:
             return None
-        delay = link.delay
+        delay = behaviour.delay
         if delay is None:
-            arrival = sent + link.fixed_latency
+            arrival = sent + behaviour.fixed_latency
         else:
             arrival = sent + delay(_hash128(link.key + _pack_counter(message, LATENCY_DRAW)))
-        if link.faulty:
-            arrival = self._faults(link, message, sent, arrival)
+        if behaviour.faulty:
+            arrival = self._faults(link.key, behaviour, message, sent, arrival)
         return arrival
 
-    def _faults(self, link: _Link, message: int, sent: float, arrival: float) -> float:
+    def _faults(self, key: bytes, behaviour: _Behaviour, message: int, sent: float, arrival: float) -> float:
         """The reordering delay added to ``arrival``, and the duplicate's arrival set in `copy_at`."""
-        key = link.key
-        if link.reorder:
+        if behaviour.reorder:
             u, v = uniforms(_hash128(key + _COUNTER.pack(message, REORDER_DRAW)))
-            if u < link.reorder:
-                arrival += v * link.reorder_delay_s
-        if link.duplicate and (_hash128(key + _COUNTER.pack(message, DUPLICATE_DRAW)) >> 75) * _ULP < link.duplicate:
-            delay = link.delay
+            if u < behaviour.reorder:
+                arrival += v * behaviour.reorder_delay_s
+        if behaviour.duplicate and (
+            (_hash128(key + _COUNTER.pack(message, DUPLICATE_DRAW)) >> 75) * _ULP < behaviour.duplicate
+        ):
+            delay = behaviour.delay
             bits = _hash128(key + _COUNTER.pack(message, COPY_LATENCY_DRAW))
-            self.copy_at = sent + (link.fixed_latency if delay is None else delay(bits))
+            self.copy_at = sent + (behaviour.fixed_latency if delay is None else delay(bits))
         return arrival
 
     def is_down(self, src: Party, dst: Party, now: float) -> bool:
@@ -617,13 +635,19 @@ class Links:
             link.busy_until, link.count = busy_until, count
 
     def _open(self, src: Party, dst: Party) -> _Link:
+        """The link ``src -> dst``, first used now: its behaviour is the one every link of its role pair
+        from a sender of its delay shares, built for the first of them."""
+        extra_s = self._slow.get(src, 0.0) if self._slow else 0.0
+        behaviour = self._behaviours.get((src.role, dst.role, extra_s))
+        if behaviour is None:
+            spec = self.spec(src.role, dst.role)
+            behaviour = self._behaviours[(src.role, dst.role, extra_s)] = _Behaviour(spec, extra_s)
         down = tuple(
             (partition.from_s, partition.until_s)
             for partition in self._partitions
             if any(ends.covers(src, dst) for ends in partition.links)
-        )
-        spec = self.spec(src.role, dst.role)
-        link = self._links[(src, dst)] = _Link(spec, link_key(self._seed, src, dst), down, self._slow.get(src, 0.0))
+        ) if self._partitions else ()
+        link = self._links[(src, dst)] = _Link(behaviour, link_key(self._seed, src, dst), down)
         return link
 
 

@@ -287,7 +287,8 @@ class Network:
         self.crash_listeners: list[Callable[[Crash], None]] = []
         self._mailboxes: dict[Party, Mailbox] = {}
         self._timers = _Timers(self._wake_by)
-        self._attached: set[Party] = set()
+        # The attached parties, each with its mailbox (one look-up per delivery).
+        self._attached: dict[Party, Mailbox] = {}
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
         # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds).
@@ -318,7 +319,7 @@ class Network:
             )
         if party not in self._attached and party not in self._crashed:
             mailbox.clear()
-            self._attached.add(party)
+            self._attached[party] = mailbox
         return mailbox
 
     def expect(self, party: Party, kinds: Iterable[str]) -> None:
@@ -339,13 +340,13 @@ class Network:
 
     def _crash(self, crash: Crash) -> None:
         self._crashed.add(crash.party)
-        self._attached.discard(crash.party)
+        self._attached.pop(crash.party, None)
         for listener in list(self.crash_listeners):
             listener(crash)
 
     def detach(self, party: Party) -> None:
         """Take ``party`` offline: messages to it are dropped until it attaches again."""
-        self._attached.discard(party)
+        self._attached.pop(party, None)
 
     def is_attached(self, party: Party) -> bool:
         return party in self._attached
@@ -438,49 +439,48 @@ class Network:
         return True
 
     def _transmit(self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0) -> int:
+        """Count ``data`` as sent, put it on the link and file each delivery the link makes of it (the
+        original, and a duplicate) under its arrival time rounded up to the resolution, never at ``now``."""
         forged = False
         if self._forging:
             forgery = self.faults.forge(src, kind, data)
             if forgery is not None:
                 data, forged = forgery, True
         nbytes = len(data) + padding
-        self.ledger.record_sent(src, kind, nbytes)
+        ledger = self.ledger
+        ledger.record_sent(src, kind, nbytes)
         links = self.links
         arrival = links.transit(src, dst, nbytes, now)
         if arrival is None:
             reason = DropReason.PARTITIONED if links.is_down(src, dst, now) else DropReason.LOST
-            self.ledger.record_dropped(now, src, dst, kind, nbytes, reason)
+            ledger.record_dropped(now, src, dst, kind, nbytes, reason)
             return nbytes
-        self._schedule(src, dst, kind, data, padding, now, arrival, forged)
-        copy = links.copy_at
-        if copy is not None:
+        deliveries: tuple[float, ...] = (arrival,)
+        if links.copy_at is not None:
+            deliveries = (arrival, links.copy_at)
             links.copy_at = None
-            self.ledger.record_duplicated(now, src, dst, kind, nbytes)
-            self._schedule(src, dst, kind, data, padding, now, copy, forged)
-        return nbytes
-
-    def _schedule(
-        self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int, now: float, arrival: float,
-        forged: bool,
-    ) -> None:
-        """File one delivery of ``data`` under ``arrival`` rounded up to the resolution (never at ``now``)."""
+            ledger.record_duplicated(now, src, dst, kind, nbytes)
         resolution = self.resolution_s
-        if resolution > 0:
-            arrival = _ceil(arrival / resolution - 1e-9) * resolution
-            if arrival <= now:
-                arrival += resolution
-        elif arrival <= now:
-            arrival = math.nextafter(now, math.inf)
-        self._seq = seq = self._seq + 1
-        self._in_flight += 1
-        if forged:
-            self._forged.add(seq)
-        bucket = self._buckets.get(arrival)
-        if bucket is None:
-            bucket = self._buckets[arrival] = []
-            _heappush(self._arrivals, arrival)
-            self._wake_by(arrival)
-        bucket.append((src, dst, seq, kind, data, padding, self.ledger.round))
+        sent_round = ledger.round
+        buckets = self._buckets
+        for arrival in deliveries:
+            if resolution > 0:
+                arrival = _ceil(arrival / resolution - 1e-9) * resolution
+                if arrival <= now:
+                    arrival += resolution
+            elif arrival <= now:
+                arrival = math.nextafter(now, math.inf)
+            self._seq = seq = self._seq + 1
+            if forged:
+                self._forged.add(seq)
+            bucket = buckets.get(arrival)
+            if bucket is None:
+                bucket = buckets[arrival] = []
+                _heappush(self._arrivals, arrival)
+                self._wake_by(arrival)
+            bucket.append((src, dst, seq, kind, data, padding, sent_round))
+        self._in_flight += len(deliveries)
+        return nbytes
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -509,7 +509,6 @@ class Network:
         arrivals = self._arrivals
         record_delivered = self.ledger.record_delivered
         attached = self._attached
-        mailboxes = self._mailboxes
         forged = self._forged
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
@@ -517,16 +516,16 @@ class Network:
             bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
             self._in_flight -= len(bucket)
             for src, dst, seq, kind, data, padding, sent_round in bucket:
-                strict = bool(forged) and seq in forged
+                strict = seq in forged if forged else False
                 if strict:
                     forged.discard(seq)
-                if dst not in attached:
+                mailbox = attached.get(dst)
+                if mailbox is None:
                     self.ledger.record_dropped(
                         arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round
                     )
                     continue
                 record_delivered(arrival, src, dst, kind, data, padding, sent_round)
-                mailbox = mailboxes[dst]
                 if strict:
                     envelope = self._decode_forged(arrival, src, dst, kind, data)
                     if envelope is not None:
@@ -667,7 +666,6 @@ class Network:
     def restore_state(self, state: dict[str, Any]) -> None:
         """Carry on from `checkpoint_state`'s ``state``, on a network built from the same scenario and seed
         whose parties have declared what they receive (`expect`)."""
-        self._attached = set(state["attached"])
         self._crashed = set(state["crashed"])
         self._forged = set(state["forged"])
         self._seq = state["seq"]
@@ -680,6 +678,7 @@ class Network:
                 mailbox = self._mailboxes[party] = Mailbox(party, self._timers, receives=self._receives.get(party))
             mailbox._by_kind = {kind: deque(queue) for kind, queue in by_kind.items()}
             mailbox.view = view
+        self._attached = {party: self._mailboxes[party] for party in state["attached"]}
         self.links.restore_state(state["links"])
         vars(self.faults).update(state["faults"])
 
