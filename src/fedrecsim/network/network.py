@@ -513,9 +513,14 @@ class Network:
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
             bucket = self._buckets.pop(arrival)
-            bucket.sort()  # (src, dst, seq): seq is unique, so kind and bytes are never compared
+            # Delivered in (src, dst, seq) order -- seq is unique, so kind and bytes are never compared --
+            # popped from the end of the reversed bucket: the bucket lets go of each message's bytes once
+            # it is delivered (what the receiver keeps is its decoded message), so an instant that carries
+            # many large messages never holds all their bytes and all their decoded copies at once.
+            bucket.sort(reverse=True)
             self._in_flight -= len(bucket)
-            for src, dst, seq, kind, data, padding, sent_round in bucket:
+            while bucket:
+                src, dst, seq, kind, data, padding, sent_round = bucket.pop()
                 strict = seq in forged if forged else False
                 if strict:
                     forged.discard(seq)
