@@ -203,3 +203,32 @@ def test_a_grouping_builds_its_summing_matrix_once_per_dtype(monkeypatch: pytest
         np.testing.assert_array_equal(grouping.sum(rows), [[2, 3], [4, 6]])
     np.testing.assert_array_equal(grouping.sum(rows, np.float64), [[2.0, 3.0], [4.0, 6.0]])
     assert len(built) == 2
+
+
+def test_a_grouping_hands_scipy_its_32_bit_index_arrays_and_counts_each_items_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summing matrix gets the index arrays in the type scipy keeps (handed 64-bit ones, its constructor
+    checks and narrows them at more cost than the product); the sums are still every item's rows added mod
+    2^64, and ``counts`` is each present item's number of rows."""
+    handed = []
+    original = scipy.sparse.csr_matrix
+
+    def recording(arg1, *args, **kwargs):
+        handed.append((arg1[1].dtype, arg1[2].dtype))
+        return original(arg1, *args, **kwargs)
+
+    monkeypatch.setattr(scipy.sparse, "csr_matrix", recording)
+    rng = np.random.default_rng(11)
+    items = rng.integers(0, 40, size=500)
+    rows = rng.integers(0, 2**64 - 1, size=(500, 3), dtype=np.uint64, endpoint=True)
+    grouping = Grouping(items, 40)
+    expected = np.zeros((40, 3), dtype=np.uint64)
+    np.add.at(expected, items, rows)
+    np.testing.assert_array_equal(grouping.sum(rows), expected[grouping.present])
+    np.testing.assert_array_equal(grouping.counts, np.bincount(items, minlength=40)[grouping.present])
+    assert handed == [(np.dtype(np.int32), np.dtype(np.int32))]
+
+
+def test_an_empty_grouping_has_no_items_counts_or_sums() -> None:
+    grouping = Grouping(np.empty(0, dtype=np.int64), 5)
+    assert grouping.present.size == grouping.counts.size == grouping.starts.size == 0
+    assert grouping.sum(np.empty((0, 2), dtype=np.uint64)).shape == (0, 2)

@@ -232,7 +232,7 @@ class Verifier:
         truth = self.eta_truth(present[keep])
         noise = ring.sub(update.unmasked[keep], signal_sums[keep])
         self.eta.tally(truth.shape[0], np.count_nonzero(np.any(noise != truth, axis=1)), f"{where}: the noise left is not eta_j")
-        pieces = np.diff(np.r_[grouping.starts, items.size])
+        pieces = grouping.counts
         used = present[keep]
         if self.public.scenario == "S3":
             eta_pieces, drawn_for = self._pieces[used], self._k[used]

@@ -59,6 +59,9 @@ class Aggregator(ThirdParty):
         self.alpha_attempt = np.zeros(public.n_items, dtype=np.int64)
         self.presharers: dict[int, tuple[Party, ...]] = {}
         self._worked: set[tuple[int, int]] = set()
+        # What `_invalid` checks every received row against: the items and the words of a row.
+        self._n_items = public.n_items
+        self._width = public.d * words_per_element(public.ring)
 
     async def run(self) -> None:
         while True:
@@ -88,11 +91,10 @@ class Aggregator(ThirdParty):
         are not d ring elements wide."""
         items = body.items
         words = body.phi if isinstance(body, Contribution) else body.tau
-        width = self.public.d * words_per_element(self.public.ring)
-        if items.size and items[-1] >= self.public.n_items:
-            return f"items below {self.public.n_items}, received item {items[-1]}"
-        if words.shape[1] != width:
-            return f"rows of {width} words, received {words.shape[1]}"
+        if items.size and items[-1] >= self._n_items:
+            return f"items below {self._n_items}, received item {items[-1]}"
+        if words.shape[1] != self._width:
+            return f"rows of {self._width} words, received {words.shape[1]}"
         return None
 
     async def _preshare(self, roster: Roster) -> None:

@@ -89,6 +89,8 @@ class PrivateUser(User):
         self.last_rho = self.last_real
         self.last_overflow = 0
         self._request = ItemRequest(self.items.astype(np.int32))
+        # Its name in error messages, formatted once (`Party.__str__` reads an enum's value).
+        self._name = str(party)
         self.serving: ItemVectors | None = None
 
     async def run(self) -> None:
@@ -167,7 +169,7 @@ class PrivateUser(User):
     def _contribute(self, request: ItemVectors) -> None:
         public, ring, d = self.public, self.public.ring, self.public.d
         rows = self.items.size
-        where = f"{self.party} round {request.round}"
+        where = f"{self._name} round {request.round}"
         if request.vectors.shape[0] != rows:
             raise ProtocolViolation(f"{where}: expected vectors of {rows} items, received {request.vectors.shape[0]}")
         v_rows = ring.decode(from_words(ring, request.vectors, d, f"{where} vectors"))
@@ -176,7 +178,7 @@ class PrivateUser(User):
         noise = self._noise_piece(request, where)
         if public.protected:
             rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
-            real = gradients + rho
+            real = np.add(gradients, rho, out=gradients)  # gradients is user_step's fresh array
             if request.known_raters is not None:
                 real *= (request.known_raters / request.raters)[:, None]
         else:
