@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 
+from fedrecsim.errors import ConfigError
 from fedrecsim.study import ScriptParser, run_script
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -152,3 +153,106 @@ def test_counts_below_one_are_a_usage_error(argv: list[str], message: str, capsy
         parse(argv)
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+FULL_GRID = {"protocol.epsilon": [0.5, 1.0, 2.0]}
+QUICK_GRID = {"protocol.epsilon": [0.5, 2.0]}
+
+
+def sized_parser() -> ScriptParser:
+    """A parser declaring a size and two sized options, as the scripts in scenarios/ do."""
+    parser = ScriptParser("a study", out="o", quick="tiny")
+    parser.add_size("grid", full=FULL_GRID, quick=QUICK_GRID)
+    parser.add_sized_argument("--trials", full=1000, quick=20, type=int, minimum=2, help="trials per world")
+    parser.add_sized_argument("--items", full=(1000, 9781), quick=(300,), type=int, nargs="+", help="item counts")
+    return parser
+
+
+def test_a_size_is_the_full_value_or_with_quick_the_quick_one() -> None:
+    assert sized_parser().parse_args([]).grid is FULL_GRID
+    assert sized_parser().parse_args(["--quick"]).grid is QUICK_GRID
+
+
+def test_a_sized_option_defaults_to_full_or_quick_and_a_given_value_wins() -> None:
+    full, quick = sized_parser().parse_args([]), sized_parser().parse_args(["--quick"])
+    assert (full.trials, full.items) == (1000, (1000, 9781))
+    assert (quick.trials, quick.items) == (20, (300,))
+    for argv in ([], ["--quick"]):
+        given = sized_parser().parse_args([*argv, "--trials", "7", "--items", "5", "6"])
+        assert (given.trials, given.items) == (7, [5, 6])
+
+
+def test_a_sized_options_help_shows_both_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = sized_parser()
+    parser.add_sized_argument("--users", full=None, quick=30, type=int, help="users")
+    parser.print_help()
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "trials per world (default 1,000; 20 with --quick)" in shown
+    assert "item counts (default 1,000 9,781; 300 with --quick)" in shown
+    assert "users (default the scenario's; 30 with --quick)" in shown
+    assert "runs per grid point (default 3; 2 with --quick)" in shown
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--trials", "1"], "--trials must be >= 2, got 1"),
+    (["--quick", "--trials", "0"], "--trials must be >= 2, got 0"),
+])
+def test_a_sized_option_below_its_minimum_is_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        sized_parser().parse_args(argv)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {message}")
+
+
+def test_each_value_of_a_listed_option_meets_its_minimum(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = ScriptParser("a study", out="o", quick="tiny")
+    parser.add_sized_argument("--items", full=(10, 20), quick=(5,), type=int, nargs="+", minimum=1, help="item counts")
+    assert parser.parse_args(["--items", "3", "4"]).items == [3, 4]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--items", "3", "0"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("error: --items must be >= 1, got 0")
+
+
+@pytest.mark.parametrize("declare, message", [
+    (lambda parser: parser.add_size("the grid", full=1, quick=2), "ScriptParser.add_size('the grid'): expected a Python identifier"),
+    (lambda parser: parser.add_size("seeds", full=1, quick=2), "ScriptParser.add_size('seeds'): 'seeds' is already the name"),
+    (lambda parser: [parser.add_size("grid", full=1, quick=2), parser.add_size("grid", full=3, quick=4)],
+     "ScriptParser.add_size('grid'): 'grid' is already the name"),
+    (lambda parser: parser.add_sized_argument("trials", full=9, quick=2, type=int, help="t"),
+     "ScriptParser.add_sized_argument('trials'): expected an option's flag"),
+    (lambda parser: parser.add_sized_argument("--trials", full=9, quick=2, type=int, default=9, help="t"),
+     "ScriptParser.add_sized_argument('--trials'): the default is full="),
+    (lambda parser: parser.add_sized_argument("--trials", full=9, quick=2, help="t"),
+     "ScriptParser.add_sized_argument('--trials'): a number is declared: give type="),
+    (lambda parser: parser.add_sized_argument("--trials", full=9, quick=0, type=int, minimum=1, help="t"),
+     "ScriptParser.add_sized_argument('--trials'): full= and quick= must be >= 1 (minimum=), got 0"),
+])
+def test_a_bad_declaration_is_a_config_error_naming_it(declare, message: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError) as caught:
+        declare(ScriptParser("a study", out="o", quick="tiny"))
+    assert str(caught.value).startswith(message)
+
+
+def test_a_size_named_as_an_option_added_after_it_is_refused_at_parse_time() -> None:
+    parser = ScriptParser("a study", out="o", quick="tiny")
+    parser.add_size("users", full=1000, quick=150)
+    parser.add_argument("--users", type=int, default=None)
+    with pytest.raises(ConfigError, match=r"^ScriptParser.add_size\('users'\): 'users' is also the name of an option$"):
+        parser.parse_args([])
+
+
+def test_a_seed_count_below_one_is_a_bad_declaration() -> None:
+    with pytest.raises(ConfigError, match=r"^ScriptParser.add_sized_argument\('--seeds'\): full= and quick= must be >= 1"):
+        ScriptParser("a study", out="o", quick="tiny", seeds=3, quick_seeds=0)
+
+
+def test_a_script_with_a_bad_declaration_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def main(argv: list[str] | None) -> int:
+        ScriptParser("a study", out="o", quick="tiny").add_size("--grid", full=1, quick=2)
+        return 0
+
+    assert run_script(main, []) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"{Path(sys.argv[0]).name}: error: ScriptParser.add_size('--grid'): expected a Python identifier, "
+        "the attribute the parsed arguments carry"
+    ]

@@ -17,10 +17,11 @@ A study is a base scenario, overrides, grid axes, zipped axes and a number of se
 Tables are plain lists of dicts (`StudyResult.runs`, `StudyResult.summary`) that ``pandas.DataFrame``
 takes as they are, or column dicts (`columns`); pandas is never needed. What a study script needs beside
 them is here too: `ScriptParser`, the command line every script in ``scenarios/`` shares (``--quick``,
-``--seeds``, ``--set``, ``--out``, ``--workers``, ``--dask``), `run_script` (errors as one line and an
-exit status), `StudyResult.complete` (refuses failed runs), `StudyResult.result` (a run's whole
-``result.json``: per-round metrics, the ledger, the privacy report), `half_width` (of a summary
-interval) and `data_sizes` (what a scenario's data split holds, before anything runs). A single scenario
+``--seeds``, ``--set``, ``--out``, ``--workers``, ``--dask``) and where a script declares what it runs at
+full size and what with ``--quick``, `run_script` (errors as one line and an exit status),
+`StudyResult.complete` (refuses failed runs), `StudyResult.result` (a run's whole ``result.json``:
+per-round metrics, the ledger, the privacy report), `half_width` (of a summary interval) and
+`data_sizes` (what a scenario's data split holds, before anything runs). A single scenario
 with overrides is ``fedrecsim.load_scenario(path, overrides)`` and ``fedrecsim.run``.
 """
 
@@ -380,33 +381,120 @@ class ScriptParser(argparse.ArgumentParser):
     ``quick_seeds`` with ``--quick``), ``--set KEY=VALUE`` (repeatable; applied to every run, after the
     script's own sizes), ``--out DIR`` (the sweep folder; default ``out``; re-running resumes it),
     ``--workers N`` (local processes, default the cores) and ``--dask ADDRESS`` (an existing Dask
-    scheduler instead). `parse_args` resolves ``seeds`` and refuses a count below 1 (exit 2, one line)::
+    scheduler instead). `parse_args` resolves ``seeds`` and refuses a count below 1 (exit 2, one line).
 
-        parser = ScriptParser("My study", out="results/my_study", quick="a tiny grid (seconds)")
-        args = parser.parse_args()
-        Study(SCENARIO, overrides=[*(QUICK if args.quick else []), *args.set], seeds=args.seeds).run(
+    What a script runs at full size and what with ``--quick`` it declares once, before `parse_args`:
+    `add_size` names a value (override list, grid, size record, rows) the parsed arguments carry, and
+    `add_sized_argument` adds an option of the script's own whose default follows ``--quick``, as
+    ``--seeds`` does::
+
+        QUICK = ["data.users=80", "data.ratings=1600"]
+
+        parser = ScriptParser("My study", out="results/my_study", quick="80 users, 2 epochs (seconds)")
+        parser.add_size("sizes", full=[], quick=QUICK)
+        parser.add_sized_argument("--epochs", full=20, quick=2, type=int, minimum=1, help="epochs per run")
+        args = parser.parse_args()      # args.sizes: [] or QUICK; args.epochs: 20, 2, or what --epochs says
+        Study(SCENARIO, overrides=[*args.sizes, f"run.rounds={args.epochs}", *args.set], seeds=args.seeds).run(
             args.out, workers=args.workers, dask=args.dask)
     """
 
     def __init__(self, description: str, *, out: str | Path, quick: str, seeds: int = 3, quick_seeds: int = 2) -> None:
         super().__init__(description=description)
-        self._seeds = (seeds, quick_seeds)
+        #: Per size name and per sized option's dest: (full, quick).
+        self._sizes: dict[str, tuple[Any, Any]] = {}
+        self._sized_defaults: dict[str, tuple[Any, Any]] = {}
+        #: Per option's dest: (its flag, the least value it takes).
+        self._minimums: dict[str, tuple[str, int]] = {}
         self.add_argument("--quick", action="store_true", help=quick)
-        self.add_argument("--seeds", type=int, default=None, help=f"runs per grid point (default {seeds}; {quick_seeds} with --quick)")
+        self.add_sized_argument("--seeds", full=seeds, quick=quick_seeds, type=int, minimum=1, help="runs per grid point")
         self.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key in every run (repeatable)")
         self.add_argument("--out", type=Path, default=Path(out), help=f"the sweep folder (default {out}; re-running resumes it)")
         self.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
+        self._minimums["workers"] = ("--workers", 1)
         self.add_argument("--dask", default=None, metavar="ADDRESS", help="run on an existing Dask scheduler (tcp://host:8786)")
 
+    def add_size(self, name: str, *, full: Any, quick: Any) -> None:
+        """Declare a value the script runs with: `parse_args` sets ``args.<name>`` to ``full``, or to ``quick``
+        with ``--quick`` (the declared object itself, not a copy).
+
+        Raises:
+            ConfigError: ``name`` is not an identifier, or is already a size or an option's name (checked
+                again at `parse_args`, for options added after it).
+        """
+        where = f"ScriptParser.add_size({name!r})"
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(where, "expected a Python identifier, the attribute the parsed arguments carry")
+        if name in self._sizes or name in self._dests():
+            raise ConfigError(where, f"{name!r} is already the name of a size or an option")
+        self._sizes[name] = (full, quick)
+
+    def add_sized_argument(self, flag: str, *, full: Any, quick: Any, help: str, minimum: int | None = None, **options: Any) -> argparse.Action:
+        """Add an option ``flag`` whose default is ``full``, or ``quick`` with ``--quick``; a value given on
+        the command line wins either way. ``options`` are `add_argument`'s (``type``, ``nargs``, ...; not
+        ``default``); the help ends in ``(default FULL; QUICK with --quick)`` (None shows as "the scenario's":
+        an option the script leaves out of the overrides when unset). With ``minimum``, `parse_args` refuses
+        a value below it (each of a list's) with exit 2 and one line, as ``--seeds 0``.
+
+        Raises:
+            ConfigError: ``flag`` does not start with ``--``, ``default`` is given, a number is declared
+                without ``type`` (the command line's value would stay text), or a declared value is below
+                ``minimum``.
+        """
+        where = f"ScriptParser.add_sized_argument({flag!r})"
+        if not isinstance(flag, str) or not flag.startswith("--"):
+            raise ConfigError(where, "expected an option's flag, like '--trials'")
+        if "default" in options:
+            raise ConfigError(where, "the default is full= (and quick= with --quick), not default=")
+        declared = [value for pair in (full, quick) for value in _values(pair)]
+        if "type" not in options and any(isinstance(value, (int, float)) for value in declared):
+            raise ConfigError(where, "a number is declared: give type= (int, float), or a value given on the command line stays text")
+        low = [value for value in declared if minimum is not None and isinstance(value, (int, float)) and value < minimum]
+        if low:
+            raise ConfigError(where, f"full= and quick= must be >= {minimum} (minimum=), got {low[0]!r}")
+        action = self.add_argument(flag, default=None, help=f"{help} (default {_shown(full)}; {_shown(quick)} with --quick)", **options)
+        self._sized_defaults[action.dest] = (full, quick)
+        if minimum is not None:
+            self._minimums[action.dest] = (flag, minimum)
+        return action
+
     def parse_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None) -> argparse.Namespace:  # type: ignore[override]
+        """The parsed arguments, with every sized option's default and every size resolved for ``--quick``."""
+        clashes = sorted(set(self._sizes) & self._dests())
+        if clashes:
+            raise ConfigError(f"ScriptParser.add_size({clashes[0]!r})", f"{clashes[0]!r} is also the name of an option")
         parsed = super().parse_args(args, namespace)
-        if parsed.seeds is None:
-            parsed.seeds = self._seeds[1] if parsed.quick else self._seeds[0]
-        for option in ("seeds", "workers"):
-            value = getattr(parsed, option)
-            if value is not None and value < 1:
-                self.error(f"--{option} must be >= 1, got {value}")
+        choice = 1 if parsed.quick else 0
+        for dest, pair in self._sized_defaults.items():
+            if getattr(parsed, dest) is None:
+                setattr(parsed, dest, pair[choice])
+        for dest, (flag, minimum) in self._minimums.items():
+            for value in _values(getattr(parsed, dest)):
+                if value is not None and value < minimum:
+                    self.error(f"{flag} must be >= {minimum}, got {value}")
+        for name, pair in self._sizes.items():
+            setattr(parsed, name, pair[choice])
         return parsed
+
+    def _dests(self) -> set[str]:
+        return {action.dest for action in self._actions}
+
+
+def _values(value: Any) -> list[Any]:
+    """A sized option's value as a list: a list's or tuple's items (``nargs``), else the value alone."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _shown(value: Any) -> str:
+    """A declared default as the help shows it: 1,000; 0.5; 1,000 9,781 (a list); the scenario's (None)."""
+    if value is None:
+        return "the scenario's"
+    if isinstance(value, (list, tuple)):
+        return " ".join(_shown(item) for item in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def run_script(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
