@@ -80,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
         quick="two round counts at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 200; 20 with --quick)")
+    parser.add_size("size", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    trials = args.trials or size.trials
+    size, trials = args.size, args.trials
     rows = [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(size, rounds, trials)) for rounds in size.rounds]
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"FedVAE (Polato), server's view, one interaction added or removed: {size.users} users x {size.items} items, "

@@ -73,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         "Audit Hua et al.'s eps for the published V and against the recommender", out="results/audit_hua",
         quick="four audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 400; 20 with --quick)")
+    parser.add_size("audits", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=400, quick=20, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    trials = args.trials or (20 if args.quick else 400)
+    trials = args.trials
     rows = [
         AuditRow((view, eps), f"{view} at eps {eps:g}", f"{view.replace(' ', '_')}-eps{eps:g}",
                  (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}", *settings))
-        for view, eps, settings in (QUICK if args.quick else FULL)
+        for view, eps, settings in args.audits
     ]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])

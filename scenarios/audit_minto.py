@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         "Audit Minto et al.'s per-report eps0 from the proxy's view", out="results/audit_minto",
         quick="two budgets at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 1,000; 20 with --quick)")
+    parser.add_size("size", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    trials = args.trials or size.trials
+    size, trials = args.size, args.trials
     rows = [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(size, eps, trials)) for eps in size.epsilons]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])

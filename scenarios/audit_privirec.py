@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
         quick="the same grid, smaller, at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 100; 20 with --quick)")
+    parser.add_size("size", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    trials = args.trials or size.trials
+    size, trials = args.size, args.trials
     rows = [
         AuditRow((target, variant), f"{variant} ({target})", f"{variant}-{target.replace(' ', '-')}",
                  (*overrides(size, variant, trials), *change))

@@ -59,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         "Audit Ribero et al.'s eps per silo from the server's view", out="results/audit_ribero",
         quick="two audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 200; 20 with --quick)")
+    parser.add_size("epsilons", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=200, quick=20, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    trials = args.trials or (20 if args.quick else 200)
+    trials = args.trials
     rows = [AuditRow(eps, f"the server at eps {eps:g}", f"server-eps{eps:g}", (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}"))
-            for eps in (QUICK if args.quick else FULL)]
+            for eps in args.epsilons]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Ribero et al., the row of user {grid.first().target.user}, {trials} trials per world, "

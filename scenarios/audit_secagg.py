@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         "Audit secure aggregation's claim from the server's view", out="results/audit_secagg",
         quick="both graphs at 20 trials per world, 5 users (seconds)", seeds=1, quick_seeds=1,
     )
-    parser.add_argument("--trials", type=int, default=None, help="trials per world (default 150; 20 with --quick)")
+    parser.add_size("size", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    trials = args.trials or size.trials
+    size, trials = args.size, args.trials
     rows = [AuditRow(name, name, graph, overrides(size, graph, trials)) for name, graph in GRAPHS.items()]
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
     print(f"Secure aggregation, server's view, one user's input replaced: {size.users} users summing rows of {size.items} "

@@ -202,7 +202,8 @@ def _seeds(first: int, count: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_convergence", quick="a tiny data set and network (seconds)",
                           seeds=1, quick_seeds=1)
-    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 10; --quick 3)")
+    parser.add_size("size", full="default", quick="quick")
+    parser.add_sized_argument("--epochs", full=10, quick=3, type=int, minimum=1, help="epochs per run")
     parser.add_argument("--ml1m", action="store_true", help="the scenario file's full MovieLens-1M shape")
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="MovieLens-1M's ratings.dat (or its folder), prepared as the paper does, instead of "
@@ -210,15 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick and args.ml1m:
         parser.error("--quick and --ml1m choose different sizes: give one")
-    if args.epochs is not None and args.epochs < 1:
-        parser.error(f"--epochs must be at least 1, got {args.epochs}")
-    chosen = "quick" if args.quick else "ml1m" if args.ml1m else "default"
-    epochs = args.epochs or (3 if args.quick else 10)
+    chosen = "ml1m" if args.ml1m else args.size
     source = (
         f"MovieLens-1M from {args.data} (ratings >= 4, binarized, users with >= 5)" if args.data
         else "MovieLens-1M-shaped synthetic interactions"
     )
-    found = study(epochs, base_overrides(chosen, args.data, args.set), args.out, args.seeds, args.workers, args.dask)
+    found = study(args.epochs, base_overrides(chosen, args.data, args.set), args.out, args.seeds, args.workers, args.dask)
     for line in describe(found, source):
         print(line, flush=True)
     return 0

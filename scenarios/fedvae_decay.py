@@ -120,17 +120,15 @@ def describe(found: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_decay", quick="a tiny data set and network (seconds)",
                           seeds=1, quick_seeds=1)
-    parser.add_argument("--epochs", type=int, default=None, help="epochs per run (default 10; --quick 2)")
+    parser.add_size("size", full="default", quick="quick")
+    parser.add_sized_argument("--epochs", full=10, quick=2, type=int, minimum=1, help="epochs per run")
     parser.add_argument("--ml1m", action="store_true", help="the scenario file's full ml-1m shape")
     parser.add_argument("--gammas", type=float, nargs="+", default=list(GAMMAS))
     args = parser.parse_args(argv)
     if args.quick and args.ml1m:
         parser.error("--quick and --ml1m are two sizes: choose one")
-    if args.epochs is not None and args.epochs < 1:
-        parser.error(f"--epochs must be >= 1, got {args.epochs}")
-    chosen = "quick" if args.quick else "ml1m" if args.ml1m else "default"
-    epochs = args.epochs or (2 if args.quick else 10)
-    found = curves(epochs, chosen, tuple(args.gammas), args.set, args.seeds, args.out, args.workers, args.dask)
+    chosen = "ml1m" if args.ml1m else args.size
+    found = curves(args.epochs, chosen, tuple(args.gammas), args.set, args.seeds, args.out, args.workers, args.dask)
     for line in describe(found):
         print(line, flush=True)
     return 0

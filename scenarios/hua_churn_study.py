@@ -25,9 +25,9 @@ QUICK = [
 ]
 
 
-def study(seeds: int, overrides: list[str], quick: bool, out: Path, workers: int | None = None, dask: str | None = None) -> list[dict[str, Any]]:
+def study(seeds: int, overrides: list[str], out: Path, workers: int | None = None, dask: str | None = None) -> list[dict[str, Any]]:
     """Run (or resume) the sweep into ``out``; its summary rows, one per (p_join, p_leave)."""
-    done = Study(STUDY, overrides=[*(QUICK if quick else []), *overrides], seeds=seeds).run(
+    done = Study(STUDY, overrides=overrides, seeds=seeds).run(
         out, workers=workers, dask=dask, progress=sys.stderr.isatty()
     ).complete()
     return done.summary
@@ -57,8 +57,9 @@ def _half(line: dict[str, Any], column: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_churn_study", quick="a small data set, few rounds, two seeds (seconds)")
+    parser.add_size("sizes", full=[], quick=QUICK)
     args = parser.parse_args(argv)
-    print(render(study(args.seeds, args.set, args.quick, args.out, args.workers, args.dask), args.seeds))
+    print(render(study(args.seeds, [*args.sizes, *args.set], args.out, args.workers, args.dask), args.seeds))
     return 0
 
 

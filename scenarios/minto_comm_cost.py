@@ -92,14 +92,10 @@ def describe(cost: dict[str, float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/minto_comm_cost",
                           quick=f"{QUICK_ITEMS[0]} items and {QUICK_USERS} users (seconds)", seeds=1, quick_seeds=1)
-    parser.add_argument("--items", type=int, nargs="+", default=None, help="item counts (default: 1,000 and 9,781)")
-    parser.add_argument("--users", type=int, default=None, help="users (default: the scenario's; --quick: 30)")
+    parser.add_sized_argument("--items", full=PAPER_ITEMS, quick=QUICK_ITEMS, type=int, nargs="+", help="item counts")
+    parser.add_sized_argument("--users", full=None, quick=QUICK_USERS, type=int, minimum=1, help="users")
     args = parser.parse_args(argv)
-    items = tuple(args.items) if args.items else QUICK_ITEMS if args.quick else PAPER_ITEMS
-    users = args.users if args.users is not None else QUICK_USERS if args.quick else None
-    if users is not None and users < 1:
-        parser.error(f"--users must be >= 1, got {users}")
-    for cost in costs(run_study(items, users, args.seeds, args.set, args.out, args.workers, args.dask)):
+    for cost in costs(run_study(tuple(args.items), args.users, args.seeds, args.set, args.out, args.workers, args.dask)):
         print(describe(cost), flush=True)
     return 0
 

@@ -19,7 +19,7 @@ same training without LDP) and random.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +80,10 @@ def format_table(grid: Grid, cells: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/minto_tradeoff", quick="a tiny grid that runs in seconds",
                           seeds=1, quick_seeds=1)
-    parser.add_argument("--users", type=int, default=None, help="users (default: 1,000; quick: 150)")
+    parser.add_size("grid", full=FULL, quick=QUICK)
+    parser.add_sized_argument("--users", full=FULL.users, quick=QUICK.users, type=int, minimum=1, help="users")
     args = parser.parse_args(argv)
-    grid = QUICK if args.quick else FULL
-    if args.users is not None:
-        if args.users < 1:
-            parser.error(f"--users must be >= 1, got {args.users}")
-        grid = Grid(args.users, grid.items, grid.interactions_per_user, grid.epochs, grid.epsilons, grid.ks)
+    grid = replace(args.grid, users=args.users)
     print(format_table(grid, run_grid(grid, args.seeds, args.set, args.out, args.workers, args.dask)))
     return 0
 

@@ -149,10 +149,10 @@ def format_tables(grid: Grid, results: dict[str, dict[str, object]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/privirec_comm_scaling", quick="a tiny grid that runs in seconds",
                           seeds=1, quick_seeds=1)
+    parser.add_size("grid", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
-    grid = QUICK if args.quick else FULL
-    results = study(grid, args.seeds, args.set, args.out, args.workers, args.dask)
-    print(format_tables(grid, results))
+    results = study(args.grid, args.seeds, args.set, args.out, args.workers, args.dask)
+    print(format_tables(args.grid, results))
     if not all(math.isfinite(value) for method in results.values() for side in ("client", "server") for value in method[side]):  # type: ignore[union-attr]
         return 1
     return 0

@@ -362,15 +362,16 @@ def main(argv: list[str] | None = None) -> int:
                           quick="tiny data, four epsilons, two seeds (seconds)", seeds=10)
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="MovieLens-100k's folder (u.data, u.user): also run the zip-silo study")
+    parser.add_size("epsilons", full=EPSILONS, quick=QUICK_EPSILONS)
+    parser.add_size("model", full=[], quick=QUICK_MODEL)
+    parser.add_size("synthetic", full=[], quick=QUICK_SYNTHETIC)
     args = parser.parse_args(argv)
-    epsilons = QUICK_EPSILONS if args.quick else EPSILONS
-    model = QUICK_MODEL if args.quick else []
-    studies = [("synthetic", run_study(SYNTHETIC, [*(QUICK_SYNTHETIC if args.quick else []), *model, *args.set], epsilons,
-                                       args.seeds), f"synthetic ({SYNTHETIC.name})")]
+    studies = [("synthetic", run_study(SYNTHETIC, [*args.synthetic, *args.model, *args.set], args.epsilons, args.seeds),
+                f"synthetic ({SYNTHETIC.name})")]
     if args.data:
         path = str(Path(args.data).expanduser().resolve())
         source = ['data.source="movielens-100k"', f"data.path={_toml_string(path)}"]
-        studies.append(("movielens-100k", run_study(ZIP_SILOS, [*source, *model, *args.set], epsilons, args.seeds),
+        studies.append(("movielens-100k", run_study(ZIP_SILOS, [*source, *args.model, *args.set], args.epsilons, args.seeds),
                         f"MovieLens-100k zip silos ({path})"))
     parts = []
     for name, study, source in studies:

@@ -24,9 +24,11 @@ QUICK_GRID = {"protocol.epsilon": [0.1, 10000.0], "protocol.k": [2, 4]}
 BASELINES = ("kmeans", "exemplars", "full", "local", "random")
 
 
-def study(seeds: int, overrides: list[str], quick: bool, out: Path, workers: int | None = None, dask: str | None = None) -> list[dict[str, Any]]:
-    """Run (or resume) the sweep into ``out``; its summary rows, one per (epsilon, k)."""
-    done = Study(STUDY, overrides=[*(QUICK if quick else []), *overrides], grid=QUICK_GRID if quick else {}, seeds=seeds).run(
+def study(seeds: int, overrides: list[str], grid: dict[str, list[float]], out: Path, workers: int | None = None,
+          dask: str | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) the sweep into ``out``, ``grid`` replacing the study file's axes it names (``{}``: the
+    file's grid); its summary rows, one per (epsilon, k)."""
+    done = Study(STUDY, overrides=overrides, grid=grid, seeds=seeds).run(
         out, workers=workers, dask=dask, progress=sys.stderr.isatty()
     ).complete()
     return done.summary
@@ -59,8 +61,10 @@ def _half(line: dict[str, Any], column: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/ribero_epsilon_k", quick="a tiny grid with two seeds (seconds)")
+    parser.add_size("sizes", full=[], quick=QUICK)
+    parser.add_size("grid", full={}, quick=QUICK_GRID)
     args = parser.parse_args(argv)
-    print(render(study(args.seeds, args.set, args.quick, args.out, args.workers, args.dask), args.seeds))
+    print(render(study(args.seeds, [*args.sizes, *args.set], args.grid, args.out, args.workers, args.dask), args.seeds))
     return 0
 
 
