@@ -83,11 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("size", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size, trials = args.size, args.trials
-    rows = [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(size, rounds, trials)) for rounds in size.rounds]
+    rows = [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(args.size, rounds, args.trials)) for rounds in args.size.rounds]
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"FedVAE (Polato), server's view, one interaction added or removed: {size.users} users x {size.items} items, "
-          f"dropout {DROPOUT}, {trials} trials per world, bounds at {result.rows[0].document['confidence']:.0%} confidence")
+    print(f"FedVAE (Polato), server's view, one interaction added or removed: {args.size.users} users x {args.size.items} items, "
+          f"dropout {DROPOUT}, {args.trials} trials per world, bounds at {result.rows[0].document['confidence']:.0%} confidence")
     note = ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
             "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
             "more trials give a larger lower bound." if any(row.mean > 0 for row in result.rows) else

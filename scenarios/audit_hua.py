@@ -76,15 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("audits", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=400, quick=20, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    trials = args.trials
     rows = [
         AuditRow((view, eps), f"{view} at eps {eps:g}", f"{view.replace(' ', '_')}-eps{eps:g}",
-                 (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}", *settings))
+                 (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={args.trials}", *settings))
         for view, eps, settings in args.audits
     ]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Hua et al., one rating of user {grid.first().target.user}, {trials} trials per world, "
+    print(f"Hua et al., one rating of user {grid.first().target.user}, {args.trials} trials per world, "
           f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
     print(result.report(COLUMNS, args.out / FIGURE, paint, "The S2 recommender is expected above its claim "
                         "(privacy.known_leaks: it learns the rated items); the published V and the outside observer are "

@@ -78,12 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("size", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size, trials = args.size, args.trials
-    rows = [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(size, eps, trials)) for eps in size.epsilons]
+    rows = [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(args.size, eps, args.trials)) for eps in args.size.epsilons]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Minto et al., proxy's view of one report (k = 1, one epoch), {trials} trials per world, "
-          f"{size.users} users x {size.items} items, {args.seeds} audit(s) per eps0:")
+    print(f"Minto et al., proxy's view of one report (k = 1, one epoch), {args.trials} trials per world, "
+          f"{args.size.users} users x {args.size.items} items, {args.seeds} audit(s) per eps0:")
     document = result.rows[0].document
     print(f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
           f"all of them (each alone: {document['confidence']:.0%})")

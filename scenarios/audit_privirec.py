@@ -78,15 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("size", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size, trials = args.size, args.trials
     rows = [
         AuditRow((target, variant), f"{variant} ({target})", f"{variant}-{target.replace(' ', '-')}",
-                 (*overrides(size, variant, trials), *change))
+                 (*overrides(args.size, variant, args.trials), *change))
         for variant in VARIANTS for target, change in TARGETS.items()
     ]
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
-          f"{size.items} items, {size.ratings} interactions, {trials} trials per world, each bound at "
+    print(f"PriviRec (Nicolas et al.), view of user {args.size.users - 1}, one user's row added or removed: {args.size.users} users x "
+          f"{args.size.items} items, {args.size.ratings} interactions, {args.trials} trials per world, each bound at "
           f"{result.rows[0].document['confidence']:.0%} confidence")
     decoded = [row.row.name for row in result.rows if row.entry("broadcast_decoder") > 0]
     note = ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "

@@ -62,12 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("epsilons", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=200, quick=20, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    trials = args.trials
-    rows = [AuditRow(eps, f"the server at eps {eps:g}", f"server-eps{eps:g}", (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}"))
-            for eps in args.epsilons]
+    rows = [AuditRow(eps, f"the server at eps {eps:g}", f"server-eps{eps:g}",
+                     (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={args.trials}")) for eps in args.epsilons]
     grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
     result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Ribero et al., the row of user {grid.first().target.user}, {trials} trials per world, "
+    print(f"Ribero et al., the row of user {grid.first().target.user}, {args.trials} trials per world, "
           f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
     print(result.report(COLUMNS, args.out / FIGURE, paint, "The server's tests here are heuristic: a bound far below eps "
                         "says how little of the budget they extract, not that the budget is spent."))

@@ -75,11 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_size("size", full=FULL, quick=QUICK)
     parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
     args = parser.parse_args(argv)
-    size, trials = args.size, args.trials
-    rows = [AuditRow(name, name, graph, overrides(size, graph, trials)) for name, graph in GRAPHS.items()]
+    rows = [AuditRow(name, name, graph, overrides(args.size, graph, args.trials)) for name, graph in GRAPHS.items()]
     result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Secure aggregation, server's view, one user's input replaced: {size.users} users summing rows of {size.items} "
-          f"values, real cryptography, {trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
+    print(f"Secure aggregation, server's view, one user's input replaced: {args.size.users} users summing rows of {args.size.items} "
+          f"values, real cryptography, {args.trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
           "confidence over both distinguishers")
     print(result.report(COLUMNS, args.out / FIGURE, paint, "The claim is epsilon = 0 for what the server's view says beyond "
                         "the sum: a violation means the masked messages tell the two inputs apart."))
