@@ -388,13 +388,13 @@ class ScriptParser(argparse.ArgumentParser):
     `add_sized_argument` adds an option of the script's own whose default follows ``--quick``, as
     ``--seeds`` does::
 
-        QUICK = ["data.users=80", "data.ratings=1600"]
+        QUICK = ["data.users=80"]
 
-        parser = ScriptParser("My study", out="results/my_study", quick="80 users, 2 epochs (seconds)")
+        parser = ScriptParser("My study", out="results/my_study", quick="80 users, 20 rounds (seconds)")
         parser.add_size("sizes", full=[], quick=QUICK)
-        parser.add_sized_argument("--epochs", full=20, quick=2, type=int, minimum=1, help="epochs per run")
-        args = parser.parse_args()      # args.sizes: [] or QUICK; args.epochs: 20, 2, or what --epochs says
-        Study(SCENARIO, overrides=[*args.sizes, f"run.rounds={args.epochs}", *args.set], seeds=args.seeds).run(
+        parser.add_sized_argument("--rounds", full=1000, quick=20, type=int, minimum=1, help="rounds per run")
+        args = parser.parse_args()      # args.sizes: [] or QUICK; args.rounds: 1000, 20, or what --rounds says
+        Study(SCENARIO, overrides=[*args.sizes, f"run.rounds={args.rounds}", *args.set], seeds=args.seeds).run(
             args.out, workers=args.workers, dask=args.dask)
     """
 
