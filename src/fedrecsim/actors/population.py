@@ -85,7 +85,7 @@ class Population:
         self.horizon_s = horizon_s
         self._online: set[Party] = set()
         self._crashing: frozenset[Party] = frozenset()
-        self._scopes: dict[Party, trio.CancelScope] = {}
+        self._lives: dict[Party, _Life] = {}
         self._nursery: trio.Nursery | None = None
         self._snapshots: dict[Party, dict[str, Any]] = {}
         self._restarted: dict[Party, int] = {}
@@ -173,25 +173,33 @@ class Population:
                 self._leave(transition.party)
             self._followed += 1
 
-    async def _live(self, user: User, scope: trio.CancelScope, resumed: bool) -> None:
-        with scope:
+    async def _live(self, user: User, life: _Life, resumed: bool) -> None:
+        with life.scope:
             # A user retired before its task first ran must not act: the checkpoint delivers the cancel.
             await trio.lowlevel.checkpoint()
-            await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
-        if self._scopes.get(user.party) is scope:
-            del self._scopes[user.party]  # its task is over: nothing of it to retire or to resume
+            life.task = trio.lowlevel.current_task()
+            try:
+                await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
+            except _Retired:
+                pass
+        if self._lives.get(user.party) is life:
+            del self._lives[user.party]  # its task is over: nothing of it to retire or to resume
 
     def _start(self, party: Party, resumed: bool = False) -> None:
         if self._nursery is None:
             raise RuntimeError("the population is not open")
         self._retire(party)
-        scope = self._scopes[party] = trio.CancelScope()
-        self._nursery.start_soon(self._live, self.users[party], scope, resumed)
+        life = self._lives[party] = _Life()
+        self._nursery.start_soon(self._live, self.users[party], life, resumed)
 
     def _retire(self, party: Party) -> None:
-        scope = self._scopes.pop(party, None)
-        if scope is not None:
-            scope.cancel()
+        """Stop ``party``'s task at its current wait: by `Network.interrupt` where that is one of the
+        network's waits (every wait of a user's protocol code), by cancelling its scope otherwise."""
+        life = self._lives.pop(party, None)
+        if life is not None:
+            task = life.task
+            if task is None or not self.network.interrupt(party, task, _Retired()):
+                life.scope.cancel()
 
     def _join(self, party: Party, count: bool = True) -> None:
         self.network.attach(party)
@@ -214,7 +222,7 @@ class Population:
     def not_at_rest(self) -> list[Party]:
         """The users whose task runs but is not at a resume point (`User.resume`: waiting for a delivery
         until its horizon, or computing) now. Empty: a checkpoint may be taken."""
-        return [party for party in self._scopes if not self.users[party].at_rest()]
+        return [party for party in self._lives if not self.users[party].at_rest()]
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What `restore_state` needs to take up from now, taken between rounds while `not_at_rest` is empty."""
@@ -229,7 +237,7 @@ class Population:
             "leaves": self.leaves,
             "crashes": self.crashes,
             "restarts": self.restarts,
-            "running": sorted(self._scopes),
+            "running": sorted(self._lives),
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -274,6 +282,21 @@ class Population:
         for party in sorted(joined):
             if party not in self._online:
                 self._join(party)
+
+
+class _Retired(BaseException):
+    """Raised in a retired user's task where it waits (`Population._retire`) and caught at its top, as a
+    cancellation would be: a BaseException, so no ``except Exception`` of protocol code stops it."""
+
+
+class _Life:
+    """One run of a user's task: the cancel scope it runs in, and the task once it started."""
+
+    __slots__ = ("scope", "task")
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.task: trio.lowlevel.Task | None = None
 
 
 def _snapshot(user: User) -> dict[str, Any]:
