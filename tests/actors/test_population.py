@@ -366,10 +366,12 @@ class Recorder(User):
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.taken: list[int] = []
+        self.runs = 0
         self.ended: list[tuple[str, float]] = []
         self.event = trio.Event()
 
     async def run(self) -> None:
+        self.runs += 1
         try:
             while True:
                 request = (await self.recv(Request, deadline=self.horizon_s)).body
@@ -401,7 +403,7 @@ async def test_a_user_that_leaves_while_waiting_for_a_message_stops_at_that_wait
         population._join(leaving.party)
         network.send(SERVER, leaving.party, Request(1))
         await network.sleep_until(3.0)
-        assert leaving.taken == [1]  # back, one task taking its messages
+        assert leaving.taken == [1] and leaving.runs == 2  # back, one task taking its messages
         assert sorted(population.checkpoint_state()["running"]) == [quiet.party, leaving.party]
     assert population.leaves == 1 and population.joins == 1
 
@@ -416,7 +418,10 @@ async def test_a_user_retired_before_its_task_first_ran_never_acts(autojump_cloc
         population._leave(user.party)  # the joined task has not run yet
         await network.sleep_until(2.0)
         assert user.ended == [("_Retired", 1.0)]  # only the first task's end: the second never entered run
+        assert user.runs == 1
         assert population.checkpoint_state()["running"] == []
+        population._join(user.party)  # and the population closes before this task first runs
+    assert user.runs == 1
 
 
 async def test_a_user_that_leaves_while_woken_or_parked_elsewhere_stops_at_its_next_wait(autojump_clock) -> None:

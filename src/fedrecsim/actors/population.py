@@ -27,6 +27,7 @@ joins, follows the timeline from the next transition, and starts each user whose
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from itertools import islice
@@ -174,10 +175,13 @@ class Population:
             self._followed += 1
 
     async def _live(self, user: User, life: _Life, resumed: bool) -> None:
+        # A user retired before its task first ran must not act, nor one whose task a cancel (the population
+        # closing) reached first -- it would stop at its first wait, as a checkpoint here would stop it, but
+        # without that checkpoint's round trip through the scheduler.
+        if self._lives.get(user.party) is not life or trio.current_effective_deadline() == -math.inf:
+            return
+        life.task = trio.lowlevel.current_task()
         with life.scope:
-            # A user retired before its task first ran must not act: the checkpoint delivers the cancel.
-            await trio.lowlevel.checkpoint()
-            life.task = trio.lowlevel.current_task()
             try:
                 await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
             except _Retired:
@@ -197,8 +201,8 @@ class Population:
         network's waits (every wait of a user's protocol code), by cancelling its scope otherwise."""
         life = self._lives.pop(party, None)
         if life is not None:
-            task = life.task
-            if task is None or not self.network.interrupt(party, task, _Retired()):
+            task = life.task  # None: it never ran, and it will not (`_live`)
+            if task is not None and not self.network.interrupt(party, task, _Retired()):
                 life.scope.cancel()
 
     def _join(self, party: Party, count: bool = True) -> None:
