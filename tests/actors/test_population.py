@@ -441,3 +441,29 @@ async def test_a_user_that_leaves_while_woken_or_parked_elsewhere_stops_at_its_n
         assert woken.taken == [7] and woken.ended == [("Cancelled", 1.0)]
         assert parked.ended == [("Cancelled", 1.0)]
         assert population.checkpoint_state()["running"] == []
+
+
+async def test_a_joining_user_runs_in_a_task_a_retired_one_left_and_at_most_so_many_wait_idle(autojump_clock, monkeypatch) -> None:
+    import fedrecsim.actors.population as population_module
+
+    monkeypatch.setattr(population_module, "_IDLE_TASKS", 2)
+    network, population = _recorders(4)
+    users = list(population.users.values())
+    async with network.open(), population.open():
+        await network.sleep_until(1.0)
+        def children() -> frozenset[trio.lowlevel.Task]:
+            return population._nursery.child_tasks  # type: ignore[union-attr]
+
+        tasks = children()  # the four users' (the timeline of `AlwaysOnline` is over)
+        assert len(tasks) == 4
+        for user in users[:3]:
+            population._leave(user.party)
+        await network.sleep_until(2.0)
+        assert len(children()) == 3  # two of the three retired tasks wait idle, the third ended
+        for user in users[:3]:
+            population._join(user.party)
+        for user in users[:3]:
+            network.send(SERVER, user.party, Request(2))
+        await network.sleep_until(3.0)
+        assert [user.taken for user in users] == [[2], [2], [2], []] and [user.runs for user in users] == [2, 2, 2, 1]
+        assert len(children()) == 4 and len(children() - tasks) == 1  # one new task, two reused

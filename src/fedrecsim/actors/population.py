@@ -33,6 +33,7 @@ from contextlib import asynccontextmanager
 from itertools import islice
 from typing import Any
 
+import outcome
 import trio
 
 from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, PartyList, Transition
@@ -44,6 +45,8 @@ from .user import ModelUse, User
 
 # What a user's snapshot leaves out: the world it lives in (shared, or the network's), not its state.
 _NOT_STATE = frozenset({"network", "_mailbox", "model_use", "rng"})
+#: At most this many tasks whose user's life is over wait to run the next life (`Population._work`).
+_IDLE_TASKS = 1024
 
 
 class Population:
@@ -87,6 +90,8 @@ class Population:
         self._online: set[Party] = set()
         self._crashing: frozenset[Party] = frozenset()
         self._lives: dict[Party, _Life] = {}
+        # Tasks whose user's life is over, waiting to run the next one (`_work`), the latest last.
+        self._idle: dict[trio.lowlevel.Task, None] = {}
         self._nursery: trio.Nursery | None = None
         self._snapshots: dict[Party, dict[str, Any]] = {}
         self._restarted: dict[Party, int] = {}
@@ -174,34 +179,55 @@ class Population:
                 self._leave(transition.party)
             self._followed += 1
 
-    async def _live(self, user: User, life: _Life, resumed: bool) -> None:
-        # A user retired before its task first ran must not act, nor one whose task a cancel (the population
-        # closing) reached first -- it would stop at its first wait, as a checkpoint here would stop it, but
-        # without that checkpoint's round trip through the scheduler.
-        if self._lives.get(user.party) is not life or trio.current_effective_deadline() == -math.inf:
-            return
-        life.task = trio.lowlevel.current_task()
-        with life.scope:
-            try:
-                await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
-            except _Retired:
-                pass
-        if self._lives.get(user.party) is life:
-            del self._lives[user.party]  # its task is over: nothing of it to retire or to resume
+    async def _work(self, life: _Life | None) -> None:
+        """Run users' lives one after another: a task whose user's life is over waits, idle, for the next
+        `_start` (at most `_IDLE_TASKS` of them wait), so that a join mostly costs no task start."""
+        while life is not None:
+            user = life.user
+            # A user retired before its life first ran must not act, nor one whose task a cancel (the
+            # population closing) reached first -- it would stop at its first wait.
+            if self._lives.get(user.party) is life and trio.current_effective_deadline() != -math.inf:
+                life.task = trio.lowlevel.current_task()
+                with life.scope:
+                    try:
+                        await (user.resume() if life.resumed else user.run())  # type: ignore[attr-defined]
+                    except _Retired:
+                        pass
+                if self._lives.get(user.party) is life:
+                    del self._lives[user.party]  # its life is over: nothing of it to retire or to resume
+            life = await self._next_life()
+
+    async def _next_life(self) -> _Life | None:
+        """Wait, idle, for the life `_start` hands this task; None (the task ends) when enough wait."""
+        idle = self._idle
+        if len(idle) >= _IDLE_TASKS:
+            return None
+        task = trio.lowlevel.current_task()
+        idle[task] = None
+
+        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+            del idle[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
 
     def _start(self, party: Party, resumed: bool = False) -> None:
         if self._nursery is None:
             raise RuntimeError("the population is not open")
         self._retire(party)
-        life = self._lives[party] = _Life()
-        self._nursery.start_soon(self._live, self.users[party], life, resumed)
+        life = self._lives[party] = _Life(self.users[party], resumed)
+        if self._idle:
+            task, _ = self._idle.popitem()
+            trio.lowlevel.reschedule(task, outcome.Value(life))
+        else:
+            self._nursery.start_soon(self._work, life)
 
     def _retire(self, party: Party) -> None:
         """Stop ``party``'s task at its current wait: by `Network.interrupt` where that is one of the
         network's waits (every wait of a user's protocol code), by cancelling its scope otherwise."""
         life = self._lives.pop(party, None)
         if life is not None:
-            task = life.task  # None: it never ran, and it will not (`_live`)
+            task = life.task  # None: it never ran, and it will not (`_work`)
             if task is not None and not self.network.interrupt(party, task, _Retired()):
                 life.scope.cancel()
 
@@ -294,11 +320,14 @@ class _Retired(BaseException):
 
 
 class _Life:
-    """One run of a user's task: the cancel scope it runs in, and the task once it started."""
+    """One run of a user -- from `_start` until it ends or is retired: whether it resumes from a
+    checkpoint, the cancel scope it runs in, and the task running it once it started."""
 
-    __slots__ = ("scope", "task")
+    __slots__ = ("resumed", "scope", "task", "user")
 
-    def __init__(self) -> None:
+    def __init__(self, user: User, resumed: bool) -> None:
+        self.user = user
+        self.resumed = resumed
         self.scope = trio.CancelScope()
         self.task: trio.lowlevel.Task | None = None
 
