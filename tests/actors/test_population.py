@@ -355,3 +355,115 @@ async def test_a_timeline_change_to_the_state_a_party_is_already_in_is_a_no_op(a
     assert (population.joins, population.leaves) == (1, 1)
     kinds = network.ledger.summary()["kinds"]
     assert (kinds["core.join"]["msgs"], kinds["core.leave"]["msgs"]) == (2, 1)
+
+
+# ------------------------------------------------------------------ where a leaving user's task stops
+
+
+class Recorder(User):
+    """Takes requests and notes them, noting too where its task ended; replies to nobody."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.taken: list[int] = []
+        self.runs = 0
+        self.ended: list[tuple[str, float]] = []
+        self.event = trio.Event()
+
+    async def run(self) -> None:
+        self.runs += 1
+        try:
+            while True:
+                request = (await self.recv(Request, deadline=self.horizon_s)).body
+                self.taken.append(request.round)
+                if request.round == 99:
+                    await self.event.wait()  # parked outside the network's waits
+        except BaseException as exc:
+            self.ended.append((type(exc).__name__, self.now))
+            raise
+
+
+def _recorders(n: int):  # type: ignore[no-untyped-def]
+    network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger(), event_time=True)
+    network.attach(SERVER)
+    users = {Party(Role.USER, i): Recorder(Party(Role.USER, i), network, generator(5, Stream.ACTOR, 0, i)) for i in range(n)}
+    return network, Population(network, users, churn=AlwaysOnline(), seed=5, horizon_s=1e7)
+
+
+async def test_a_user_that_leaves_while_waiting_for_a_message_stops_at_that_wait(autojump_clock) -> None:
+    network, population = _recorders(2)
+    quiet, leaving = population.users[Party(Role.USER, 0)], population.users[Party(Role.USER, 1)]
+    async with network.open(), population.open():
+        await network.sleep_until(1.0)
+        population._leave(leaving.party)
+        assert population.checkpoint_state()["running"] == [quiet.party]
+        await network.sleep_until(2.0)
+        assert leaving.ended == [("_Retired", 1.0)] and quiet.ended == []  # stopped where it waited, at once
+        assert leaving.mailbox.waits_until is None
+        population._join(leaving.party)
+        network.send(SERVER, leaving.party, Request(1))
+        await network.sleep_until(3.0)
+        assert leaving.taken == [1] and leaving.runs == 2  # back, one task taking its messages
+        assert sorted(population.checkpoint_state()["running"]) == [quiet.party, leaving.party]
+    assert population.leaves == 1 and population.joins == 1
+
+
+async def test_a_user_retired_before_its_task_first_ran_never_acts(autojump_clock) -> None:
+    network, population = _recorders(1)
+    user = population.users[Party(Role.USER, 0)]
+    async with network.open(), population.open():
+        await network.sleep_until(1.0)
+        population._leave(user.party)
+        population._join(user.party)
+        population._leave(user.party)  # the joined task has not run yet
+        await network.sleep_until(2.0)
+        assert user.ended == [("_Retired", 1.0)]  # only the first task's end: the second never entered run
+        assert user.runs == 1
+        assert population.checkpoint_state()["running"] == []
+        population._join(user.party)  # and the population closes before this task first runs
+    assert user.runs == 1
+
+
+async def test_a_user_that_leaves_while_woken_or_parked_elsewhere_stops_at_its_next_wait(autojump_clock) -> None:
+    """Retired while not parked in a network wait, a task is cancelled: it runs on to its next checkpoint."""
+    from fedrecsim.network.wire import decode_trusted, encode
+
+    network, population = _recorders(2)
+    woken, parked = population.users[Party(Role.USER, 0)], population.users[Party(Role.USER, 1)]
+    async with network.open(), population.open():
+        network.send(SERVER, parked.party, Request(99))
+        await network.sleep_until(1.0)
+        assert parked.taken == [99]  # and now waits on its event
+        woken.mailbox.put(decode_trusted(encode(SERVER, woken.party, 1.0, Request(7))))  # runnable, not yet run
+        population._leave(woken.party)
+        population._leave(parked.party)
+        await network.sleep_until(2.0)
+        assert woken.taken == [7] and woken.ended == [("Cancelled", 1.0)]
+        assert parked.ended == [("Cancelled", 1.0)]
+        assert population.checkpoint_state()["running"] == []
+
+
+async def test_a_joining_user_runs_in_a_task_a_retired_one_left_and_at_most_so_many_wait_idle(autojump_clock, monkeypatch) -> None:
+    import fedrecsim.actors.population as population_module
+
+    monkeypatch.setattr(population_module, "_IDLE_TASKS", 2)
+    network, population = _recorders(4)
+    users = list(population.users.values())
+    async with network.open(), population.open():
+        await network.sleep_until(1.0)
+        def children() -> frozenset[trio.lowlevel.Task]:
+            return population._nursery.child_tasks  # type: ignore[union-attr]
+
+        tasks = children()  # the four users' (the timeline of `AlwaysOnline` is over)
+        assert len(tasks) == 4
+        for user in users[:3]:
+            population._leave(user.party)
+        await network.sleep_until(2.0)
+        assert len(children()) == 3  # two of the three retired tasks wait idle, the third ended
+        for user in users[:3]:
+            population._join(user.party)
+        for user in users[:3]:
+            network.send(SERVER, user.party, Request(2))
+        await network.sleep_until(3.0)
+        assert [user.taken for user in users] == [[2], [2], [2], []] and [user.runs for user in users] == [2, 2, 2, 1]
+        assert len(children()) == 4 and len(children() - tasks) == 1  # one new task, two reused

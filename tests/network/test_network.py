@@ -337,3 +337,63 @@ async def test_an_instant_of_large_messages_lets_go_of_each_ones_bytes_once_it_i
         received = mailbox.take_all(Payload.KIND)
     assert len(received) == 16 and all(not envelope.body.values.flags.writeable for envelope in received)
     assert peak < 18 * size, f"peak {peak / size:.1f} messages during the instant"
+
+
+class _Stop(Exception):
+    pass
+
+
+async def test_interrupt_raises_in_a_mailbox_wait_or_a_sleep_and_nowhere_else(autojump_clock) -> None:
+    """`Network.interrupt` ends a party's mailbox wait or `sleep_until` with the error, at once; a task
+    parked elsewhere, or running, is left alone (False); the interrupted wait's deadline never fires."""
+    network = _network(latency_s=0.5)
+    network.attach(ALICE)
+    mailbox = network.attach(BOB)
+    outcomes: list[str] = []
+    tasks: dict[str, trio.lowlevel.Task] = {}
+
+    async def waits(name: str, wait) -> None:  # type: ignore[no-untyped-def]
+        tasks[name] = trio.lowlevel.current_task()
+        try:
+            await wait()
+            outcomes.append(f"{name} woke")
+        except _Stop:
+            outcomes.append(f"{name} stopped at {trio.current_time():g}")
+
+    event = trio.Event()
+    async with network.open(), trio.open_nursery() as nursery:
+        nursery.start_soon(waits, "mailbox", lambda: mailbox.wait(10.0))
+        nursery.start_soon(waits, "sleep", lambda: network.sleep_until(10.0))
+        nursery.start_soon(waits, "event", event.wait)
+        await network.sleep_until(1.0)
+        assert not network.interrupt(BOB, trio.lowlevel.current_task(), _Stop())  # running, not parked
+        assert not network.interrupt(BOB, tasks["event"], _Stop())  # parked, but not in a network wait
+        assert network.interrupt(BOB, tasks["mailbox"], _Stop())
+        assert network.interrupt(ALICE, tasks["sleep"], _Stop())
+        assert not network.interrupt(BOB, tasks["mailbox"], _Stop())  # its wait is over already
+        await network.sleep_until(2.0)
+        assert sorted(outcomes) == ["mailbox stopped at 1", "sleep stopped at 1"]
+        assert mailbox.waits_until is None
+        network.send(ALICE, BOB, Payload(0, np.zeros(1)))
+        assert await mailbox.wait(20.0)  # the mailbox serves a new wait; the stale deadline at 10 stays silent
+        assert trio.current_time() == pytest.approx(2.5)
+        assert not await mailbox.wait(11.0)
+        assert trio.current_time() == pytest.approx(11.0)
+        event.set()
+    assert sorted(outcomes) == ["event woke", "mailbox stopped at 1", "sleep stopped at 1"]
+
+
+async def test_a_kinds_queue_stays_the_mailbox_queue_across_detach_and_attach(autojump_clock) -> None:
+    network = _network()
+    network.attach(ALICE)
+    mailbox = network.attach(BOB)
+    queue = mailbox.queue(Payload.KIND)
+    async with network.open():
+        network.send(ALICE, BOB, Payload(0, np.zeros(1)))
+        await network.sleep(0.01)
+        assert [envelope.body.seq for envelope in queue] == [0]
+        network.detach(BOB)
+        assert network.attach(BOB) is mailbox and mailbox.queue(Payload.KIND) is queue and not queue  # emptied
+        network.send(ALICE, BOB, Payload(1, np.zeros(1)))
+        await network.sleep(0.01)
+    assert [envelope.body.seq for envelope in queue] == [1] and mailbox.take(Payload.KIND).body.seq == 1

@@ -139,10 +139,12 @@ class Actor:
         """
         mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
+        queue = mailbox.queue(tag)
         while True:
-            envelope = mailbox.take(tag, sender)
-            if envelope is not None:
-                return envelope
+            if queue:
+                envelope = queue.popleft() if sender is None else mailbox.take(tag, sender)
+                if envelope is not None:
+                    return envelope
             if not await mailbox.wait(deadline):
                 source = f" from {sender}" if sender is not None else ""
                 raise PartyTimeout(f"{self.party} waited for {tag}{source} until t={deadline:.3f}s; none came")
@@ -190,30 +192,31 @@ class Actor:
         expected = set(senders)
         mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
+        queue = mailbox.queue(tag)
         replies: dict[Party, M] = {}
         accepted: set[Party] = set()
         rejected: set[Party] = set()
         while True:
-            envelope = mailbox.take(tag)
-            while envelope is not None:
+            while queue:
+                envelope = queue.popleft()
+                body = envelope.body
+                if accept is not None and not accept(body):
+                    continue  # not for this gather (e.g. a late reply to an earlier round): discarded
                 src = envelope.src
-                if accept is not None and not accept(envelope.body):
-                    pass
-                elif src not in expected:
+                if src not in expected:
                     problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
                     self.reject(envelope, RejectReason.UNEXPECTED, problem)
                 elif src in accepted or src in rejected:
                     self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
                 else:
-                    problem = validate(src, envelope.body) if validate is not None else None
+                    problem = validate(src, body) if validate is not None else None
                     if problem is None:
                         accepted.add(src)
                         if keep:
-                            replies[src] = envelope.body
+                            replies[src] = body
                     else:
                         rejected.add(src)
                         self.reject(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
-                envelope = mailbox.take(tag)
             if len(accepted) + len(rejected) == len(expected) or not await mailbox.wait(deadline):
                 break
         missing = sorted(expected.difference(accepted, rejected))

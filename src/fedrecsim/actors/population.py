@@ -27,11 +27,13 @@ joins, follows the timeline from the next transition, and starts each user whose
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from itertools import islice
 from typing import Any
 
+import outcome
 import trio
 
 from ..network.availability import Churn, ComputeTime, MidRoundDropout, NoComputeDelay, PartyList, Transition
@@ -43,6 +45,8 @@ from .user import ModelUse, User
 
 # What a user's snapshot leaves out: the world it lives in (shared, or the network's), not its state.
 _NOT_STATE = frozenset({"network", "_mailbox", "model_use", "rng"})
+#: At most this many tasks whose user's life is over wait to run the next life (`Population._work`).
+_IDLE_TASKS = 1024
 
 
 class Population:
@@ -85,7 +89,9 @@ class Population:
         self.horizon_s = horizon_s
         self._online: set[Party] = set()
         self._crashing: frozenset[Party] = frozenset()
-        self._scopes: dict[Party, trio.CancelScope] = {}
+        self._lives: dict[Party, _Life] = {}
+        # Tasks whose user's life is over, waiting to run the next one (`_work`), the latest last.
+        self._idle: dict[trio.lowlevel.Task, None] = {}
         self._nursery: trio.Nursery | None = None
         self._snapshots: dict[Party, dict[str, Any]] = {}
         self._restarted: dict[Party, int] = {}
@@ -173,25 +179,57 @@ class Population:
                 self._leave(transition.party)
             self._followed += 1
 
-    async def _live(self, user: User, scope: trio.CancelScope, resumed: bool) -> None:
-        with scope:
-            # A user retired before its task first ran must not act: the checkpoint delivers the cancel.
-            await trio.lowlevel.checkpoint()
-            await (user.resume() if resumed else user.run())  # type: ignore[attr-defined]
-        if self._scopes.get(user.party) is scope:
-            del self._scopes[user.party]  # its task is over: nothing of it to retire or to resume
+    async def _work(self, life: _Life | None) -> None:
+        """Run users' lives one after another: a task whose user's life is over waits, idle, for the next
+        `_start` (at most `_IDLE_TASKS` of them wait), so that a join mostly costs no task start."""
+        while life is not None:
+            user = life.user
+            # A user retired before its life first ran must not act, nor one whose task a cancel (the
+            # population closing) reached first -- it would stop at its first wait.
+            if self._lives.get(user.party) is life and trio.current_effective_deadline() != -math.inf:
+                life.task = trio.lowlevel.current_task()
+                with life.scope:
+                    try:
+                        await (user.resume() if life.resumed else user.run())  # type: ignore[attr-defined]
+                    except _Retired:
+                        pass
+                if self._lives.get(user.party) is life:
+                    del self._lives[user.party]  # its life is over: nothing of it to retire or to resume
+            life = await self._next_life()
+
+    async def _next_life(self) -> _Life | None:
+        """Wait, idle, for the life `_start` hands this task; None (the task ends) when enough wait."""
+        idle = self._idle
+        if len(idle) >= _IDLE_TASKS:
+            return None
+        task = trio.lowlevel.current_task()
+        idle[task] = None
+
+        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+            del idle[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
 
     def _start(self, party: Party, resumed: bool = False) -> None:
         if self._nursery is None:
             raise RuntimeError("the population is not open")
         self._retire(party)
-        scope = self._scopes[party] = trio.CancelScope()
-        self._nursery.start_soon(self._live, self.users[party], scope, resumed)
+        life = self._lives[party] = _Life(self.users[party], resumed)
+        if self._idle:
+            task, _ = self._idle.popitem()
+            trio.lowlevel.reschedule(task, outcome.Value(life))
+        else:
+            self._nursery.start_soon(self._work, life)
 
     def _retire(self, party: Party) -> None:
-        scope = self._scopes.pop(party, None)
-        if scope is not None:
-            scope.cancel()
+        """Stop ``party``'s task at its current wait: by `Network.interrupt` where that is one of the
+        network's waits (every wait of a user's protocol code), by cancelling its scope otherwise."""
+        life = self._lives.pop(party, None)
+        if life is not None:
+            task = life.task  # None: it never ran, and it will not (`_work`)
+            if task is not None and not self.network.interrupt(party, task, _Retired()):
+                life.scope.cancel()
 
     def _join(self, party: Party, count: bool = True) -> None:
         self.network.attach(party)
@@ -214,7 +252,7 @@ class Population:
     def not_at_rest(self) -> list[Party]:
         """The users whose task runs but is not at a resume point (`User.resume`: waiting for a delivery
         until its horizon, or computing) now. Empty: a checkpoint may be taken."""
-        return [party for party in self._scopes if not self.users[party].at_rest()]
+        return [party for party in self._lives if not self.users[party].at_rest()]
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What `restore_state` needs to take up from now, taken between rounds while `not_at_rest` is empty."""
@@ -229,7 +267,7 @@ class Population:
             "leaves": self.leaves,
             "crashes": self.crashes,
             "restarts": self.restarts,
-            "running": sorted(self._scopes),
+            "running": sorted(self._lives),
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -274,6 +312,24 @@ class Population:
         for party in sorted(joined):
             if party not in self._online:
                 self._join(party)
+
+
+class _Retired(BaseException):
+    """Raised in a retired user's task where it waits (`Population._retire`) and caught at its top, as a
+    cancellation would be: a BaseException, so no ``except Exception`` of protocol code stops it."""
+
+
+class _Life:
+    """One run of a user -- from `_start` until it ends or is retired: whether it resumes from a
+    checkpoint, the cancel scope it runs in, and the task running it once it started."""
+
+    __slots__ = ("resumed", "scope", "task", "user")
+
+    def __init__(self, user: User, resumed: bool) -> None:
+        self.user = user
+        self.resumed = resumed
+        self.scope = trio.CancelScope()
+        self.task: trio.lowlevel.Task | None = None
 
 
 def _snapshot(user: User) -> dict[str, Any]:

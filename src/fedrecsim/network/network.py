@@ -78,6 +78,7 @@ _reschedule = trio.lowlevel.reschedule
 _current_task = trio.lowlevel.current_task
 _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 _Value = outcome.Value
+_Error = outcome.Error
 
 
 class Mailbox:
@@ -118,6 +119,14 @@ class Mailbox:
             self._waiter = None
             _reschedule(waiter, _Value(True))
 
+    def queue(self, kind: str) -> deque[Envelope]:
+        """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
+        its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good."""
+        queue = self._by_kind.get(kind)
+        if queue is None:
+            queue = self._by_kind[kind] = deque()
+        return queue
+
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
         """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
         queue = self._by_kind.get(kind)
@@ -141,7 +150,8 @@ class Mailbox:
         return taken
 
     def clear(self) -> None:
-        self._by_kind.clear()
+        for queue in self._by_kind.values():
+            queue.clear()
 
     @property
     def waits_until(self) -> float | None:
@@ -169,6 +179,15 @@ class Mailbox:
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+    def _interrupt(self, task: trio.lowlevel.Task, error: BaseException) -> bool:
+        """End ``task``'s wait on this mailbox by raising ``error`` in it (as a cancel would end it: the
+        deadline's heap entry goes stale); False, and nothing done, if ``task`` is not parked here."""
+        if self._waiter is not task:
+            return False
+        self._waiter = None
+        _reschedule(task, _Error(error))
+        return True
 
     def _expire(self, deadline: float) -> None:
         """The timer for ``deadline`` is due: end the current wait if that is the deadline it waits for."""
@@ -235,6 +254,14 @@ class _Alarm:
         # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
         self._task = self._timer_at = None
         return trio.lowlevel.Abort.SUCCEEDED
+
+    def _interrupt(self, task: trio.lowlevel.Task, error: BaseException) -> bool:
+        """End ``task``'s sleep by raising ``error`` in it; False, and nothing done, if it does not sleep here."""
+        if self._task is not task:
+            return False
+        self._task = self._timer_at = None
+        _reschedule(task, _Error(error))
+        return True
 
 
 class Network:
@@ -343,6 +370,19 @@ class Network:
         self._attached.pop(crash.party, None)
         for listener in list(self.crash_listeners):
             listener(crash)
+
+    def interrupt(self, party: Party, task: trio.lowlevel.Task, error: BaseException) -> bool:
+        """Raise ``error`` in ``task`` -- ``party``'s task -- where it waits now, if that is one of the
+        network's waits: for a delivery to ``party``'s mailbox, or in `sleep_until`. The wait ends as a
+        cancel would end it (stale deadline, nothing taken from the mailbox), without a cancel scope's
+        cost. False, and nothing done, when ``task`` is not parked in such a wait (it runs, is about to, or
+        waits on something else): the caller then cancels it instead.
+        """
+        mailbox = self._mailboxes.get(party)
+        if mailbox is not None and mailbox._interrupt(task, error):
+            return True
+        sleep = task.custom_sleep_data
+        return type(sleep) is _Alarm and sleep._interrupt(task, error)
 
     def detach(self, party: Party) -> None:
         """Take ``party`` offline: messages to it are dropped until it attaches again."""
@@ -492,6 +532,8 @@ class Network:
             raise ProtocolViolation("sleep_until outside `async with network.open()`: no deadline could fire")
         alarm = _Alarm(deadline)
         self._timers.add(deadline, alarm)
+        # So that `interrupt` finds the sleep (trio leaves this attribute to code that parks tasks).
+        alarm._task.custom_sleep_data = alarm  # type: ignore[union-attr]
         await _wait_task_rescheduled(alarm._abort)
 
     async def sleep(self, seconds: float) -> None:
