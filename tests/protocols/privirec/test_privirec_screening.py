@@ -299,3 +299,29 @@ def test_skipped_items_never_change_the_lists(monkeypatch: pytest.MonkeyPatch, h
         assert screen.scored < scored.size * 400  # items were skipped
     np.testing.assert_array_equal(recommend(block, train, users, K), recommend(_float64_path(block), train, users, K))
     assert evaluate(block, train, test) == evaluate(_float64_path(block), train, test)
+
+
+def test_items_whose_reach_is_tight_are_scored_where_they_make_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the head (80 columns of 100 items of scale 2), a group of scale 0.5 whose items point along the
+    rows' own vectors x_i = A1_i + 0.5 A2_i: their scores equal their reach, and they top every list, so
+    the reach must not skip them (a reach shrunk by a constant factor would)."""
+    monkeypatch.setattr(screening, "HEAD", 1)
+    monkeypatch.setattr(screening, "MIN_GROUP", 8)
+    rng = np.random.default_rng(3)
+    q, rows = 8, 4
+    left = np.abs(rng.standard_normal((rows, 2 * q)))  # positive scores: a high 20th place
+    crowd = np.abs(rng.standard_normal((100, q))) * np.geomspace(0.3, 0.003, 100)[:, None]  # popular to rare
+    x = left[:, :q] + 0.5 * left[:, q:]
+    aligned = np.repeat(x / np.linalg.norm(x, axis=1)[:, None], 2, axis=0) * np.tile([10.0, 9.0], rows)[:, None] * np.linalg.norm(crowd, axis=1).max()
+    side = ScaledBasis(np.vstack([crowd, aligned]), np.r_[np.full(100, 2.0), np.full(8, 0.5)], q)
+    exact = left @ side.right.T
+    ceilings = _ceilings(side, left)
+    assert np.all(exact[np.arange(rows), 100 + 2 * np.arange(rows)] > 0.9999 * ceilings[np.arange(rows), 100 + 2 * np.arange(rows)])
+    excluded = _NONE
+    screen = side.screen(left, excluded, K)
+    assert screen.scored < rows * 108  # the crowd's last items are skipped
+    lists, unresolved = screened_top_k(screen, excluded, K)
+    reference = top_k(exact, excluded, K)
+    assert np.isin(reference[:, :1], np.arange(100, 108)).all()  # each row's best is one of its aligned items
+    np.testing.assert_array_equal(lists[~unresolved], reference[~unresolved])
+    assert not unresolved.all()
