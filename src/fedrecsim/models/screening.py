@@ -146,7 +146,8 @@ class _Segment:
 class _Plan:
     """The item side prepared for screening: items permuted into the tail (columns up to ``tail_stop``) and
     the groups (module docstring), one `_Segment` each; float32 copies in that order (the tail's rank-r
-    rows, the groups' rank-q rows); each column's reach; the magnitudes the bounds use."""
+    rows, the groups' rank-q rows); each column's reach; the magnitudes the bounds use; ``finite``: every
+    scale, and every item factor row's sum of squares, is finite."""
 
     columns: np.ndarray
     positions: np.ndarray
