@@ -96,6 +96,15 @@ def test_blocks_are_bit_for_bit_the_scores_of_the_rows() -> None:
         fit_gfcf(R, GFCFHyper(k=8, low_rank=True), np.random.default_rng(1)).turbo_block(R, 2, 0.5)
 
 
+def test_the_one_sparse_product_of_the_left_factor_is_bit_for_bit_the_two() -> None:
+    rng = np.random.default_rng(9)
+    train, _ = _split(4)
+    filters = fit_gfcf(interaction_matrix(train), GFCFHyper(k=12, low_rank=True, ideal_k=5, alpha=0.7), rng)
+    rows = sp.random(40, 160, density=0.2, random_state=3, format="csr") * 7.3  # weights other than 1
+    two = np.hstack([(rows @ filters.basis) * filters.spectrum, 0.3 * (rows @ filters._ideal_rows)])
+    np.testing.assert_array_equal(filters._gfcf_left(rows, 0.3), two)
+
+
 def test_exact_ties_and_rows_that_all_tie_are_left_to_the_float64_block() -> None:
     train, test = _split(11)
     R = interaction_matrix(train)

@@ -21,8 +21,8 @@ float64 factors. Per row, with tau the k-th largest a among those cells (-inf if
 1. candidates: the cells with a >= tau - 2 E. Every item whose s reaches the row's k-th largest s, t, is
    one: k cells have a >= tau, so s >= tau - E for each, so t >= tau - E; an item with s >= t is a cell
    and has a >= s - E >= tau - 2 E.
-2. the candidates are re-scored in float64 by a gathered dot product of their factor rows, v, within the
-   screen's ``error`` eps of s (not bit-equal to the dgemm: another summation order).
+2. the candidates are re-scored in float64, a row's by one matrix-vector product of their gathered factor
+   rows, v, within the screen's ``error`` eps of s (not bit-equal to the dgemm: another summation order).
 3. sorted by (v descending, item ascending), the row's list is the first k -- provided every gap between
    neighbours among the first k + 1 exceeds 2 eps: then s orders them the same, strictly (no two tie), and
    every candidate after the k-th has s below the k-th's, so the list is exactly the one the float64 block
