@@ -16,13 +16,13 @@ permuted so that each group is contiguous and each group large enough to be wort
 `ScaledBasis.screen` gives, of a block's b x m cells, only those that can reach their row's top ``depth``
 (`Screen`): the tail first, then the groups by descending scale, each sorted by descending reach; the
 first `HEAD` columns in that order (at least the whole tail -- at Gowalla's shape it holds the popular
-items whose scores make every row's top 20 -- and 4 depth) are scored whole; tau_i, the depth-th largest approximation among row
-i's head cells not excluded, is then reached by depth cells whose s >= tau_i - E_i, so the row's depth-th
-largest s, t_i, is >= tau_i - E_i. After the head an item is skipped for the whole block when its *reach*
-(below) shows s_ik < tau_i - E_i for every row i -- it cannot be in any row's top depth, ties included --
-and of the items scored only the cells with approx >= tau_i - 2 E_i are kept: an item with s >= t_i has
-approx >= t_i - E_i >= tau_i - 2 E_i. Items are sorted by reach inside each segment, so the items scored
-are a prefix of it: one product, no gather.
+items whose scores make every row's top 20 -- and 4 depth) are scored whole; tau_i, the depth-th largest
+approximation among row i's head cells not excluded, is then reached by depth cells whose s >= tau_i -
+E_i, so the row's depth-th largest s, t_i, is >= tau_i - E_i. After the head an item is skipped for the
+whole block when its *reach* (below) shows s_ik < tau_i - E_i for every row i -- it cannot be in any row's
+top depth, ties included -- and of the items scored only the cells with approx >= tau_i - 2 E_i are kept:
+an item with s >= t_i has approx >= t_i - E_i >= tau_i - 2 E_i. Items are sorted by reach inside each
+segment, so the items scored are a prefix of it: one product, no gather.
 
 The bound (`Screen.bound`). Write u = 2^-24 (float32's unit roundoff), gamma_n = n u / (1 - n u), and
 y_ij = |A1_ij| + c_k |A2_ij| (>= 0). For every cell, whatever order or fusing (FMA) the BLAS uses,
@@ -86,7 +86,7 @@ UNIT32, UNIT64 = 2.0**-24, 2.0**-53
 #: many; fewer go to the tail's rank-r product. Forming fl(A1 + c A2) and a narrow product's own overhead
 #: outweigh the rank saved on small groups: at Gowalla's shape 46 groups of >= 128 items hold 36,828 of
 #: the 40,981 items, and the screen's products took 12.7 s CPU against 13.8 at 64 and 15.2 at 512 (20.4
-#: with every item in the tail; issue 32).
+#: with every item in the tail; issue 32, measured before items were skipped).
 MIN_GROUP = 128
 
 #: Columns scored whole, in the plan's order, before any item is skipped (and at least the tail and 4 depth

@@ -321,7 +321,8 @@ def test_items_whose_reach_is_tight_are_scored_where_they_make_the_list(monkeypa
     left = np.abs(rng.standard_normal((rows, 2 * q)))  # positive scores: a high 20th place
     crowd = np.abs(rng.standard_normal((100, q))) * np.geomspace(0.3, 0.003, 100)[:, None]  # popular to rare
     x = left[:, :q] + 0.5 * left[:, q:]
-    aligned = np.repeat(x / np.linalg.norm(x, axis=1)[:, None], 2, axis=0) * np.tile([10.0, 9.0], rows)[:, None] * np.linalg.norm(crowd, axis=1).max()
+    lengths = np.tile([10.0, 9.0], rows)[:, None] * np.linalg.norm(crowd, axis=1).max()
+    aligned = np.repeat(x / np.linalg.norm(x, axis=1)[:, None], 2, axis=0) * lengths
     side = ScaledBasis(np.vstack([crowd, aligned]), np.r_[np.full(100, 2.0), np.full(8, 0.5)], q)
     exact = left @ side.right.T
     ceilings = _ceilings(side, left)
