@@ -195,6 +195,10 @@ class GraphFilters:
     @cached_property
     def _ideal_rows(self) -> np.ndarray:
         """V^{alpha-1} S_k' (m x k', S_k' the ideal filter's columns): what a row meets first in F_IDL."""
+        return self._scaled_ideal()
+
+    def _scaled_ideal(self) -> np.ndarray:
+        """`_ideal_rows`, computed anew."""
         return self._ideal_basis * degree_power(self.degrees, self.alpha - 1.0)[:, None]
 
     @cached_property
@@ -241,10 +245,23 @@ class GraphFilters:
         ideal = gamma * (rows @ self._ideal_rows)
         return np.asarray(rows @ self.item_item) + ideal @ self._ideal_items.T
 
+    @cached_property
+    def _gfcf_rows(self) -> np.ndarray:
+        """[S_k, `_ideal_rows`] (m x (k + k')): what a sparse row block meets first in `_gfcf_left`."""
+        return np.hstack([self.basis, self._scaled_ideal()])
+
     def _gfcf_left(self, rows: np.ndarray | sp.csr_matrix, gamma: float) -> np.ndarray:
         """[rows S_k Diag(t), gamma rows V^{alpha-1} S_k']: PriviRec-k's GF-CF left factor of ``rows``
-        (`_user_rows`)."""
-        return np.hstack([(rows @ self.basis) * self.spectrum, gamma * (rows @ self._ideal_rows)])
+        (`_user_rows`). A sparse block is multiplied by `_gfcf_rows` in one pass: the sparse product sums
+        each output cell over the row's entries in the same order whatever the width, so the cells are
+        bit for bit those of the two products."""
+        if not sp.issparse(rows):
+            return np.hstack([(rows @ self.basis) * self.spectrum, gamma * (rows @ self._ideal_rows)])
+        left = np.asarray(rows @ self._gfcf_rows)
+        k = self.basis.shape[1]
+        left[:, :k] *= self.spectrum
+        left[:, k:] *= gamma
+        return left
 
     def _check_turbo(self, filter: int, power: float) -> None:  # noqa: A002
         if filter not in TURBO_FILTERS:
@@ -320,9 +337,10 @@ class LowRankScores:
     def __call__(self, users: np.ndarray) -> np.ndarray:
         return self.left(self.R[users]) @ self.side.right.T
 
-    def screen(self, users: np.ndarray) -> Screen | None:
-        """The float32 screen of ``users``' scores, or None where it cannot be bounded (`ScaledBasis.screen`)."""
-        return self.side.screen(self.left(self.R[users]))
+    def screen(self, users: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], depth: int) -> Screen | None:
+        """The float32 screen of ``users``' scores without the cells ``excluded`` (block rows, items) for their
+        top ``depth``, or None where it cannot be bounded (`ScaledBasis.screen`)."""
+        return self.side.screen(self.left(self.R[users]), excluded, depth)
 
 
 def _user_rows(rows: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:

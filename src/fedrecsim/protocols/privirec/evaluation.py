@@ -12,16 +12,17 @@ The function returns a new array each call, which `recommend` then owns: it mark
 it instead of copying 128 MiB a block.
 
 Screening (issue 32). A score function that also has ``screen`` (`Screenable`: PriviRec-k's
-`fedrecsim.models.gfcf.LowRankScores`) is ranked without its float64 block: ``screen(users)`` gives float32
-approximations a of the block's float64 scores s with a per-row bound E (|a - s| <= E_i,
-`fedrecsim.models.screening`), and the float64 factors. Per row, with tau the k-th largest a among the
-items not excluded (-inf if fewer):
+`fedrecsim.models.gfcf.LowRankScores`) is ranked without its float64 block: ``screen(users, excluded, k)``
+gives the cells that can reach their row's top k (every cell not excluded whose float64 score s is at least
+the row's k-th largest) with float32 approximations a and a per-row bound E (|a - s| <= E_i,
+`fedrecsim.models.screening`, which proves the other cells out without scoring most of them), and the
+float64 factors. Per row, with tau the k-th largest a among those cells (-inf if fewer):
 
-1. candidates: the items with a >= tau - 2 E. Every item whose s reaches the row's k-th largest s, t, is
-   one: k items have a >= tau, so s >= tau - E for each, so t >= tau - E; an item with s >= t then has a
-   >= s - E >= tau - 2 E.
-2. the candidates are re-scored in float64 by a gathered dot product of their factor rows, v, within the
-   screen's ``error`` eps of s (not bit-equal to the dgemm: another summation order).
+1. candidates: the cells with a >= tau - 2 E. Every item whose s reaches the row's k-th largest s, t, is
+   one: k cells have a >= tau, so s >= tau - E for each, so t >= tau - E; an item with s >= t is a cell
+   and has a >= s - E >= tau - 2 E.
+2. the candidates are re-scored in float64, a row's by one matrix-vector product of their gathered factor
+   rows, v, within the screen's ``error`` eps of s (not bit-equal to the dgemm: another summation order).
 3. sorted by (v descending, item ascending), the row's list is the first k -- provided every gap between
    neighbours among the first k + 1 exceeds 2 eps: then s orders them the same, strictly (no two tie), and
    every candidate after the k-th has s below the k-th's, so the list is exactly the one the float64 block
@@ -56,7 +57,7 @@ class Screenable(Protocol):
 
     def __call__(self, users: np.ndarray) -> np.ndarray: ...
 
-    def screen(self, users: np.ndarray) -> Screen | None: ...
+    def screen(self, users: np.ndarray, excluded: tuple[np.ndarray, np.ndarray], depth: int) -> Screen | None: ...
 
 
 #: Cells (users x items) scored at once: 2^24, 128 MiB of float64 per array the score function makes. The
@@ -161,7 +162,7 @@ def _recommend(score_block: ScoreBlock, train: Ratings, users: np.ndarray, k: in
         batch = users[start : start + rows]
         lengths = index.indptr[batch + 1] - index.indptr[batch]
         excluded = (np.repeat(np.arange(batch.size), lengths), index.items[index.positions(batch)])
-        screen = score_block.screen(batch) if isinstance(score_block, Screenable) else None
+        screen = score_block.screen(batch, excluded, k) if isinstance(score_block, Screenable) else None
         if screen is None:
             lists, unresolved = np.empty((batch.size, k), dtype=np.int64), np.ones(batch.size, dtype=bool)
         else:
@@ -190,9 +191,9 @@ def screened_top_k(
     screen: Screen, excluded: tuple[np.ndarray, np.ndarray], k: int,
     member: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(lists, unresolved): each row's top k (as `top_k` of the float64 scores ``screen`` approximates) from
-    its float32 screen, overwritten; ``unresolved`` marks the rows it cannot decide, whose lists are
-    meaningless (module docstring).
+    """(lists, unresolved): each row's top k (as `top_k` of the float64 scores ``screen`` approximates,
+    without the cells ``excluded``) from its screen (of depth k); ``unresolved`` marks the rows it cannot
+    decide, whose lists are meaningless (module docstring).
 
     With ``member`` ((rows, items) -> bool, a user's test items) a row is decided, too, when every run of
     candidates its gaps cannot order (consecutive in the re-scored order, each gap <= 2 eps) that reaches
@@ -200,28 +201,21 @@ def screened_top_k(
     keeps its places (its outer gaps exceed 2 eps), so every place holds a test item exactly when it does
     in the float64 list -- the same hits, hence the same metrics bit for bit, whatever order the list gives
     the run's items."""
-    approx, bound = screen.approx, screen.bound
-    approx[excluded[0], screen.positions[excluded[1]]] = -np.inf
-    b, m = approx.shape
+    bound = screen.bound
+    b, m = bound.size, screen.right.shape[0]
     depth = min(k, m)
     lists = np.full((b, k), -1, dtype=np.int64)
     if depth == 0 or b == 0:
         return lists, np.zeros(b, dtype=bool)
-    width = max(1, m // (_CHUNKS_PER_PLACE * depth))
-    maxima = _chunk_maxima(approx, width)
-    reach = -np.partition(-maxima, depth - 1, axis=1)[:, depth - 1]
-    rows, columns, values = _cells_reaching(approx, maxima, reach - 2.0 * bound, width)
-    eligible = values > -np.inf
-    rows, columns, values = rows[eligible], columns[eligible], values[eligible]
-    order = np.lexsort((-values, rows))
-    rows, columns, values = rows[order], columns[order], values[order]
+    order = np.lexsort((-screen.approx, screen.rows))
+    rows, items, values = screen.rows[order], screen.items[order], screen.approx[order]
     starts = np.searchsorted(rows, np.arange(b + 1))
     counts = np.diff(starts)
     tau = np.full(b, -np.inf)
     full = counts >= depth
     tau[full] = values[starts[:-1][full] + depth - 1]
     keep = values >= tau[rows] - 2.0 * bound[rows]
-    rows, items = rows[keep], screen.columns[columns[keep]]
+    rows, items = rows[keep], items[keep]
     wide = np.bincount(rows, minlength=b) > _WIDE
     narrow = ~wide[rows]
     rows, items = rows[narrow], items[narrow]
@@ -258,18 +252,14 @@ def _differ(member: np.ndarray) -> np.ndarray:
 
 
 def _dot_products(screen: Screen, rows: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """``left[rows[i]] . right[items[i]]`` for each i (``rows`` ascending): each row's items' factor rows
-    gathered into one padded stack and multiplied by the row's left factor (the left factor is not
-    gathered once per item)."""
-    if not rows.size:
-        return np.empty(0)
-    present, counts = np.unique(rows, return_counts=True)
-    slot = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    place = np.repeat(np.arange(present.size), counts)
-    stack = np.zeros((present.size, counts.max()), dtype=np.int64)
-    stack[place, slot] = items
-    products = np.matmul(screen.right[stack], screen.left[present][:, :, None])[:, :, 0]
-    return products[place, slot]
+    """``left[rows[i]] . right[items[i]]`` for each i (``rows`` ascending): one matrix-vector product per
+    row, of its items' factor rows (gathered a row at a time, so they stay in cache) with its left factor."""
+    products = np.empty(rows.size)
+    bounds = np.searchsorted(rows, np.arange(screen.left.shape[0] + 1))
+    for row in np.flatnonzero(np.diff(bounds)):
+        start, stop = bounds[row], bounds[row + 1]
+        np.matmul(screen.right[items[start:stop]], screen.left[row], out=products[start:stop])
+    return products
 
 
 def _whole_rows(
