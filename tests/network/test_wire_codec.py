@@ -83,20 +83,33 @@ def _make(cls: type, variant: str, seed: int = 0) -> Any:
     return body
 
 
-def _assert_same(got: Any, want: Any, owned: bool = False) -> None:
-    """``got`` equals ``want`` with the same types; its arrays aligned, C-contiguous and read-only (writable
-    where ``owned``: the strict decoder's)."""
+def _aligned(cls: type, name: str) -> bool:
+    """Whether the trusted decoder must give field ``name`` of ``cls`` aligned (`ArraySpec.aligned`; True
+    for a field that holds no array, or one declared inside an optional)."""
+    annotation = typing.get_type_hints(cls, include_extras=True)[name]
+    for arg in (annotation, *typing.get_args(annotation)):
+        for extra in getattr(arg, "__metadata__", ()):
+            if isinstance(extra, ArraySpec):
+                return extra.aligned
+    return True
+
+
+def _assert_same(got: Any, want: Any, owned: bool = False, aligned: bool = True) -> None:
+    """``got`` equals ``want`` with the same types; its arrays C-contiguous, aligned (unless ``aligned`` is
+    False: a field declared so, trusted-decoded) and read-only (writable where ``owned``: the strict
+    decoder's)."""
     if isinstance(want, np.ndarray):
         assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
-        assert got.flags.aligned and got.flags.c_contiguous and got.flags.writeable == owned
+        assert got.flags.c_contiguous and got.flags.writeable == owned
+        assert got.flags.aligned or not aligned
         if not owned:
             with pytest.raises(ValueError, match="read-only"):
                 got[...] = 0
     elif isinstance(want, tuple) and not isinstance(want, Party):
         assert type(got) is tuple and len(got) == len(want)
         for got_item, want_item in zip(got, want):
-            _assert_same(got_item, want_item, owned)
+            _assert_same(got_item, want_item, owned, aligned)
     else:
         assert type(got) is type(want) and got == want
 
@@ -144,7 +157,7 @@ def _assert_decodes_back(data: bytes, src: Party, dst: Party, sent_at: float, bo
     assert end == len(data) and frame[:6] == [cls.KIND, src.role.code, src.index, dst.role.code, dst.index, sent_at]
     for field, field_codec, value in zip(dataclasses.fields(cls), codec.fields, frame[6:]):
         want = getattr(body, field.name)
-        _assert_same(getattr(envelope.body, field.name), want)
+        _assert_same(getattr(envelope.body, field.name), want, aligned=_aligned(cls, field.name))
         _assert_same(getattr(strict.body, field.name), want, owned=True)
         _assert_same(value if field_codec.convert is None else field_codec.convert(value), want)
 
@@ -212,7 +225,7 @@ def test_a_shared_broadcast_body_decodes_to_the_message_with_read_only_arrays(cl
     sent_at, decoded = SharedBody(wire._BY_CLASS[cls], data[sent_at_at:]).decoded()
     assert sent_at == 2.5
     for field in dataclasses.fields(cls):
-        _assert_same(getattr(decoded, field.name), getattr(body, field.name))
+        _assert_same(getattr(decoded, field.name), getattr(body, field.name), aligned=_aligned(cls, field.name))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -235,6 +248,44 @@ def test_an_array_is_read_in_place_when_aligned_and_copied_once_when_not(dtype: 
         assert view == ((buffer.ctypes.data + len(data) - gradient.nbytes) % size == 0)
         views += view
     assert views == 1  # one offset in `size` is aligned: there the array is a view, no copy
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
+@pytest.mark.parametrize("length", [2, 20, 4000, 1 << 18], ids=["fixext", "ext8", "ext16", "ext32"])
+@pytest.mark.parametrize("ndim", [1, 2, None])
+def test_an_array_declared_aligned_false_is_read_in_place_at_every_offset(dtype: str, length: int, ndim: int | None) -> None:
+    # The same message as above with the array declared ``aligned=False``, alone and as an optional: the
+    # trusted decoders (the compiled reader and a shared broadcast body) give a read-only view of the bytes
+    # at every offset, misaligned or not; the strict decoder an aligned array of the receiver's own.
+    fields = [("pad", bytes), ("gradient", wire.Array(dtype, ndim=ndim, aligned=False)),
+              ("maybe", wire.Array(dtype, ndim=ndim, aligned=False) | None)]
+    name = f"test.codec_unaligned_{ndim}"
+    Gradient = wire.message(name)(dataclasses.make_dataclass("Gradient", fields, frozen=True))  # noqa: N806
+    size = np.dtype(dtype).itemsize
+    gradient = np.arange(length, dtype=dtype).reshape((length,) if ndim != 2 else (2, length // 2))
+    misaligned = 0
+    for pad in (b"x" * count for count in range(size)):
+        body = Gradient(pad, gradient, gradient[::-1].copy())
+        data = encode(USER, SERVER, 0.0, body)
+        sent_at_at = len(wire._BY_CLASS[Gradient].head + wire._party_bytes(USER) + wire._party_bytes(SERVER))
+        shared = SharedBody(wire._BY_CLASS[Gradient], data[sent_at_at:])
+        for got, buffer in ((decode_trusted(data).body, data), (shared.decoded()[1], shared.data)):
+            for array, want in ((got.gradient, body.gradient), (got.maybe, body.maybe)):
+                np.testing.assert_array_equal(array, want)
+                assert array.dtype == want.dtype and not array.flags.writeable
+                assert np.shares_memory(array, np.frombuffer(buffer, np.uint8))
+                misaligned += not array.flags.aligned
+        strict = decode(data).body
+        for array in (strict.gradient, strict.maybe):
+            assert array.flags.aligned and array.flags.writeable
+            assert not np.shares_memory(array, np.frombuffer(data, np.uint8))
+    assert misaligned == 4 * (size - 1)  # the pads move each array through every offset modulo the size
+
+
+def test_the_arrays_of_a_tuple_field_cannot_be_declared_aligned_false() -> None:
+    fields = [("arrays", tuple[wire.Array("float32", aligned=False), ...])]
+    with pytest.raises(TypeError, match="tuple field are always decoded aligned"):
+        wire.message("test.codec_unaligned_tuple")(dataclasses.make_dataclass("Arrays", fields, frozen=True))
 
 
 def test_a_field_of_the_wrong_dtype_or_ndim_goes_through_the_checking_path() -> None:

@@ -22,8 +22,9 @@ ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, a
 The byte count of a message is ``len(encode(...))``: the ledger counts exactly what this module emits.
 
 `decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
-the received bytes where those are aligned, else one aligned copy -- so that no receiver can change what
-another party holds; `decode` gives arrays the receiver owns. It does not go through msgpack: each kind
+the received bytes where those are aligned, else one aligned copy (or, for a field declared
+``aligned=False``, a view of the bytes either way) -- so that no receiver can change what another party
+holds; `decode` gives arrays the receiver owns. It does not go through msgpack: each kind
 gets its own reader too (`_compile_reader`), which knows the kind's fields, their order and their
 arrays' dtypes and reads the bytes in place.
 
@@ -88,12 +89,20 @@ class ArraySpec:
         ndim: the required number of dimensions, or None for any.
         shape: per-dimension required lengths (None = any length); implies ndim.
         allow_nan: whether NaN/Inf may appear (float dtypes only).
+        aligned: whether `decode_trusted` must give the array aligned. True: where its elements' offset
+            in the message is not a multiple of their size, they are copied once (numpy's matmul gives a
+            misaligned operand to no BLAS routine: it runs its own loop, about 8 times slower). False: a
+            read-only view of the message's bytes whether aligned or not, never a copy -- for an array
+            its receivers only stream through (elementwise ufuncs, which buffer misaligned data in small
+            chunks; `numpy.vdot`, which hands it to BLAS). The bytes are the same either way, and `decode`
+            always gives an aligned array of the receiver's own.
     """
 
     dtype: str
     ndim: int | None = None
     shape: tuple[int | None, ...] | None = None
     allow_nan: bool = False
+    aligned: bool = True
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPE_BY_NAME:
@@ -109,9 +118,10 @@ def Array(  # noqa: N802 -- reads as a type in annotations
     ndim: int | None = None,
     shape: tuple[int | None, ...] | None = None,
     allow_nan: bool = False,
+    aligned: bool = True,
 ) -> Any:
-    """Annotation for an ndarray field, e.g. ``vectors: Array("float64", ndim=2)``."""
-    return Annotated[np.ndarray, ArraySpec(dtype, ndim, shape, allow_nan)]
+    """Annotation for an ndarray field, e.g. ``vectors: Array("float64", ndim=2)`` (`ArraySpec`)."""
+    return Annotated[np.ndarray, ArraySpec(dtype, ndim, shape, allow_nan, aligned)]
 
 
 # --------------------------------------------------------------------------- ndarray ext payload
@@ -241,7 +251,8 @@ _BYTES_ALIGNED = all(np.frombuffer(bytes(8 * size)[8:], np.float64).flags.aligne
 # its own, which the array must then copy again to be aligned, and calls a Python hook per array. Each
 # message kind's compiled reader (`_compile_reader`) reads its fields in place, the common forms inline,
 # and leaves every other value to `_read`. Both make each array a read-only view of the message's own
-# buffer where the elements happen to be aligned there, and one aligned copy where they are not. They read
+# buffer where the elements happen to be aligned there, and one aligned copy where they are not (a view
+# either way for a field declared ``aligned=False``: `ArraySpec.aligned`). They read
 # only what this module's encoder writes (no maps, no other ext types) and check nothing: they are for
 # bytes `encode` produced in this process.
 
@@ -289,9 +300,9 @@ def _read_list(data: Any, pos: int, length: int) -> tuple[list[Any], int]:
     return values, pos
 
 
-def _array_in_place(data: Any, start: int, end: int) -> np.ndarray:
-    """The array whose ext payload is ``data[start:end]``: a read-only view of ``data`` where aligned, else
-    one read-only aligned copy."""
+def _array_in_place(data: Any, start: int, end: int, aligned: bool = True) -> np.ndarray:
+    """The array whose ext payload is ``data[start:end]``: a read-only view of ``data`` where aligned or
+    where ``aligned`` is False, else one read-only aligned copy."""
     code, ndim = data[start], data[start + 1]
     shape = _SHAPE_STRUCTS[ndim].unpack_from(data, start + _HEADER.size)
     native = _NATIVE_LE[code]
@@ -299,10 +310,24 @@ def _array_in_place(data: Any, start: int, end: int) -> np.ndarray:
         array = _copied_array(bytes(data[start:end]), code, ndim, shape)
     else:
         array = _ndarray(shape, native, data, start + _HEADER.size + 4 * ndim)
-        if not array.flags.aligned:
+        if aligned and not array.flags.aligned:
             array = array.copy()
     array.setflags(write=False)
     return array
+
+
+def _read_unaligned_array(data: Any, pos: int) -> tuple[np.ndarray, int]:
+    """`_read` of the array value at ``data[pos:]`` of a field declared ``aligned=False``: a read-only view
+    of ``data`` whether its elements are aligned there or not (`ArraySpec.aligned`)."""
+    marker = data[pos]
+    if marker in _FIXEXT_SIZES:
+        start = pos + 2
+        length = _FIXEXT_SIZES[marker]
+    else:
+        family, length_struct = _SIZED_READS[marker]
+        length = length_struct.unpack_from(data, pos + 1)[0]
+        start = pos + 2 + length_struct.size  # the ext type byte follows the length: always _NDARRAY_EXT
+    return _array_in_place(data, start, start + length, aligned=False), start + length
 
 
 _U8, _U16, _U32, _U64 = (struct.Struct(f">{code}") for code in "BHIQ")
@@ -621,11 +646,13 @@ def _array_field(spec: ArraySpec) -> _Field:
     def inline_read(var: str, bindings: _Bindings) -> list[str]:
         """The array of an ext 8 or ext 16 value (every payload under 64 KiB but those of 1, 2, 4, 8 or 16
         bytes, which are fixext) inline: its dtype is the field's (the encoder wrote the field's code) and
-        so is its ndim where declared; the view of ``data`` where its elements are aligned, else a view of
-        a bytes copy of them. Anything else (fixext, ext 32, a big-endian machine) by `_read`."""
+        so is its ndim where declared; the view of ``data`` where its elements are aligned (or the field
+        is declared ``aligned=False``), else a view of a bytes copy of them. Anything else (fixext, ext 32,
+        a big-endian machine) by `_read`, or `_read_unaligned_array` for a field declared ``aligned=False``."""
         native = _NATIVE_LE[code]
+        fallback = f"{var}, p = _read(data, p)" if spec.aligned else f"{var}, p = _read_unaligned_array(data, p)"
         if native is None or not _BYTES_ALIGNED:
-            return [f"{var}, p = _read(data, p)"]
+            return [fallback]
         size = native.itemsize
         dtype = bindings.name(native)
         if spec.ndim == 1:
@@ -641,7 +668,7 @@ def _array_field(spec: ArraySpec) -> _Field:
                 start = [f"o = s + {2 + 4 * spec.ndim}", f"shape = {shape_struct}.unpack_from(data, s + 2)"]
             view = f"_ndarray(shape, {dtype}, data, o)"
             copy = f"_ndarray(shape, {dtype}, data[o:p])"
-        make = f"{var} = {view}" if size == 1 else f"{var} = {view} if o % {size} == 0 else {copy}"
+        make = f"{var} = {view}" if size == 1 or not spec.aligned else f"{var} = {view} if o % {size} == 0 else {copy}"
         return [
             "m = data[p]",
             "if m == 0xC8 or m == 0xC7:",
@@ -654,7 +681,7 @@ def _array_field(spec: ArraySpec) -> _Field:
             *(f"    {line}" for line in start),
             f"    {make}",
             "else:",
-            f"    {var}, p = _read(data, p)",
+            f"    {fallback}",
         ]
 
     return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline, inline_read=inline_read)
@@ -733,6 +760,8 @@ def _field_for(annotation: Any, where: str) -> _Field:
         args = typing.get_args(annotation)
         if len(args) != 2 or args[1] is not Ellipsis:
             raise TypeError(f"{where}: only homogeneous tuple[T, ...] fields are supported")
+        if any(isinstance(extra, ArraySpec) and not extra.aligned for extra in getattr(args[0], "__metadata__", ())):
+            raise TypeError(f"{where}: the arrays of a tuple field are always decoded aligned; declare them without aligned=False")
         return _tuple_field(_field_for(args[0], where))
     if origin in (typing.Union, types.UnionType):
         args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -837,7 +866,8 @@ def _compile_reader(
     (``__init__`` of a frozen dataclass sets each through ``object.__setattr__``, most of what a small
     message costs to rebuild); any other class is called as usual. The envelope's slots are set directly
     (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
-    aligned because its buffer is (`_BYTES_ALIGNED`).
+    an array whose offset in it is a multiple of its element size is aligned because its buffer is
+    (`_BYTES_ALIGNED`).
     """
     bindings = _Bindings()
     fields_lines = []
@@ -1167,8 +1197,8 @@ def decode_trusted(data: bytes) -> Envelope:
     `encode` has already checked every field (types, dtypes, shapes, NaN, ``validate``), so the network
     uses this on delivery: the receiver gets a message rebuilt from the bytes, but the checks run once per
     message instead of twice. The kind's compiled reader (`_compile_reader`) reads the bytes in place; its
-    arrays are read-only: views of the bytes where aligned, else copies. Bytes of unknown origin must go
-    through `decode`.
+    arrays are read-only: views of the bytes where aligned, else copies (views either way for a field
+    declared ``aligned=False``). Bytes of unknown origin must go through `decode`.
     """
     if type(data) is not bytes:
         data = bytes(data)

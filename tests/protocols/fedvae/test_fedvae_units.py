@@ -114,6 +114,43 @@ def test_the_ordered_sum_is_the_mean_in_party_order_whatever_the_arrival_order()
     assert OrderedSum(parties).mean() is None
 
 
+def test_gradients_read_in_place_from_their_messages_misaligned_are_checked_and_summed_as_aligned_copies() -> None:
+    """The trusted decoder gives a gradient as a read-only view of its message's bytes, misaligned for most
+    senders (`messages`): validation rejects the same ones, with the same words, and the ordered sum is the
+    same bits as for aligned copies (and as `average`)."""
+    from fedrecsim.network.wire import decode_trusted, encode
+
+    layout = Layout(300, 40, 8)  # P = 12,000 + 1,296 + ...: ext 32 payloads
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((6, layout.size)).astype(np.float32)
+    values[2, 7] = np.float32(-0.0)
+    bad = values[0].copy()
+    bad[[5, 900]] = [np.nan, np.inf]
+    huge = np.zeros(layout.size, np.float32)
+    huge[-1] = 1e30
+    server = Party(Role.SERVER, 0)
+    parties = [Party(Role.USER, index) for index in (3, 130, 300, 70_000, 131, 4)]
+
+    def received(party: Party, gradient: np.ndarray) -> np.ndarray:
+        return decode_trusted(encode(party, server, 0.5, Gradient(3, gradient))).body.values
+
+    views = [received(party, gradient) for party, gradient in zip(parties, values)]
+    assert sum(not view.flags.aligned for view in views) >= 3 and not any(view.flags.writeable for view in views)
+    ordered = OrderedSum(parties, group=4, block=1000)
+    for party, view in zip(parties, views):
+        ordered.add(party, validated_gradient(party, 3, Gradient(3, view), layout))
+    expected = average(values, np.arange(6), block=1000)
+    mean = ordered.mean()
+    assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected))
+    for wrong, problem in ((bad, "the gradient holds 2 NaN or Inf entries, the first at flat index 5"),
+                           (huge, "the gradient has an L2 norm of 1e+30 > 1e+15")):
+        for party in parties:
+            view = received(party, wrong)
+            with pytest.raises(InvalidGradient) as caught:
+                validated_gradient(party, 3, Gradient(3, view), layout)
+            assert caught.value.problem == problem, (party, view.flags.aligned)
+
+
 def test_the_ordered_sum_holds_no_gradient_it_has_summed() -> None:
     """Replies in party order are summed a group at a time and let go: the sum keeps at most a group."""
     parties = [Party(Role.USER, index) for index in range(40)]

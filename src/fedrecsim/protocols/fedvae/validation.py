@@ -37,10 +37,15 @@ class InvalidGradient(ProtocolViolation):
 
 def _finite(values: np.ndarray, what: str, party: Party, round_index: int) -> None:
     """Every entry finite and the vector's L2 norm at most `MAX_NORM`: one pass (a dot product, which is
-    NaN or Inf if any entry is) in the common case; the entries are looked at only to say what is wrong."""
+    NaN or Inf if any entry is) in the common case; the entries are looked at only to say what is wrong.
+
+    The dot product is `numpy.vdot`, which gives BLAS's dot the vector whether its elements are aligned or
+    not (a received gradient is a misaligned view of its message: `messages`); ``flat @ flat`` calls the
+    same BLAS routine for an aligned vector, but runs numpy's own loop, 8 times slower, for a misaligned one.
+    """
     flat = values.reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        squared = float(flat @ flat)
+        squared = float(np.vdot(flat, flat))
     if math.isfinite(squared) and squared <= MAX_NORM * MAX_NORM:
         return
     bad = np.flatnonzero(~np.isfinite(flat))
