@@ -240,7 +240,8 @@ async def participate(
 
         received: Ciphertexts = await _next(actor, Ciphertexts, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         senders = received.senders.tolist()
-        if not peers.keys() >= set(senders):
+        sender_set = set(senders)
+        if not peers.keys() >= sender_set:
             raise ProtocolViolation(f"{actor.party} received shares from users it gave no keys to in session {session}")
         backend.receive_rows(senders, received.ciphertexts)
         if len(senders) + 1 < t:
@@ -264,14 +265,14 @@ async def participate(
 
         unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         survivors = set(unmask.survivors.tolist())
-        if not survivors.issubset(senders):
+        if not survivors <= sender_set:
             raise ProtocolViolation(f"{actor.party} was told of survivors that sent it no shares in session {session}")
         if len(survivors) + 1 < t:
             return outcome("refused")
         if crashed(Stage.UNMASKING):
             return outcome("crashed")
         b_owners = sorted(survivors | {me})
-        sk_owners = sorted(set(senders) - survivors)
+        sk_owners = sorted(sender_set - survivors)
         b_shares, sk_shares = backend.reveal_rows(b_owners, sk_owners)
         actor.send(
             server,
