@@ -68,7 +68,8 @@ def power_rows(
     """A^(u)T (A^(u) X) by its nonzero rows, the user's items, of the m x p matrix (``weights``: the
     user's `row_weights`, if it has them)."""
     a = row_weights(items, degrees, alpha) if weights is None else weights
-    return RowBlock(np.asarray(items, dtype=np.int64), np.outer(a, a @ basis[items]), basis.shape[0])
+    rows = np.asarray(items, dtype=np.int64)
+    return RowBlock(rows, a[:, None] * (a @ basis.take(rows, axis=0)), basis.shape[0])
 
 
 def power_input(items: np.ndarray, degrees: np.ndarray, basis: np.ndarray, alpha: float = 0.5) -> np.ndarray:

@@ -27,8 +27,9 @@ from .shamir import SHARE_BYTES
 
 def _check_rows(name: str, owners: object, *rows: object) -> None:
     size = len(owners)  # type: ignore[arg-type]
-    if any(len(row) != size for row in rows):  # type: ignore[arg-type]
-        raise ValueError(f"{name}: every row array must have one row per index")
+    for row in rows:
+        if len(row) != size:  # type: ignore[arg-type]
+            raise ValueError(f"{name}: every row array must have one row per index")
 
 
 @message("secagg.setup")

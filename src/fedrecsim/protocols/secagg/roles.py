@@ -240,7 +240,8 @@ async def participate(
 
         received: Ciphertexts = await _next(actor, Ciphertexts, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         senders = received.senders.tolist()
-        if not peers.keys() >= set(senders):
+        sender_set = set(senders)
+        if not peers.keys() >= sender_set:
             raise ProtocolViolation(f"{actor.party} received shares from users it gave no keys to in session {session}")
         backend.receive_rows(senders, received.ciphertexts)
         if len(senders) + 1 < t:
@@ -264,14 +265,14 @@ async def participate(
 
         unmask: Unmask = await _next(actor, Unmask, session, min(deadline, actor.now + stage_s))  # type: ignore[assignment]
         survivors = set(unmask.survivors.tolist())
-        if not survivors.issubset(senders):
+        if not survivors <= sender_set:
             raise ProtocolViolation(f"{actor.party} was told of survivors that sent it no shares in session {session}")
         if len(survivors) + 1 < t:
             return outcome("refused")
         if crashed(Stage.UNMASKING):
             return outcome("crashed")
         b_owners = sorted(survivors | {me})
-        sk_owners = sorted(set(senders) - survivors)
+        sk_owners = sorted(sender_set - survivors)
         b_shares, sk_shares = backend.reveal_rows(b_owners, sk_owners)
         actor.send(
             server,
@@ -284,6 +285,31 @@ async def participate(
 
 
 # --------------------------------------------------------------------------------------------- server
+
+
+class _Lists:
+    """One list of positions per user of a session (`_Graph.among`), held as slices of one array: the user
+    at place p has ``places[span(p)]`` and, as party indices, ``ids[span(p)]``. A message that carries a
+    user's list carries a view of ``ids``, so the server's per-user work at each stage is a slice, not an
+    array operation."""
+
+    __slots__ = ("bounds", "ids", "places")
+
+    def __init__(self, starts: np.ndarray, places: np.ndarray, index: np.ndarray) -> None:
+        self.bounds = starts.tolist()
+        self.places = places
+        self.ids = index[places]
+
+    def span(self, place: int) -> slice:
+        return slice(self.bounds[place], self.bounds[place + 1])
+
+
+def _same(received: np.ndarray, expected: np.ndarray) -> bool:
+    """``np.array_equal`` of a message's index array and the one the server expects, compared by bytes when
+    both are integers of one dtype and shape (equal bytes then mean equal indices)."""
+    if received.dtype == expected.dtype and received.dtype.kind in "iu" and received.shape == expected.shape:
+        return received.tobytes() == expected.tobytes()
+    return bool(np.array_equal(received, expected))
 
 
 class _Graph:
@@ -304,6 +330,20 @@ class _Graph:
         self.columns = np.fromiter(itertools.chain.from_iterable(places), dtype=np.int64, count=int(self.starts[-1]))
         self.rows = np.repeat(np.arange(len(everyone)), sizes)
         self.index = np.fromiter((party.index for party in everyone), dtype=np.int32, count=len(everyone))
+
+    def among(self, mask: np.ndarray, *, itself: bool = False) -> _Lists:
+        """Every user's neighbours in ``mask`` (with ``itself``: and the user itself), ascending, at once."""
+        n = len(self.everyone)
+        keep = mask[self.columns]
+        rows, places = self.rows[keep], self.columns[keep]
+        if itself:
+            own = np.arange(n)
+            keys = np.concatenate([rows * n + places, own * n + own])
+            keys.sort()
+            rows, places = np.divmod(keys, n)
+        starts = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=starts[1:])
+        return _Lists(starts, places, self.index)
 
     def mask(self, parties: Sequence[Party]) -> np.ndarray:
         """The positions of ``parties`` as a boolean mask."""
@@ -367,16 +407,18 @@ class _Session:
 
 
 def _route(
-    graph: _Graph, u2: Sequence[Party], recipients_of: Mapping[Party, np.ndarray], shared: Mapping[Party, Shares]
+    graph: _Graph, u2: Sequence[Party], advertisers: _Lists, shared: Mapping[Party, Shares]
 ) -> dict[Party, tuple[np.ndarray, np.ndarray]]:
     """Each user of ``u2``'s sealed pairs from the others of ``u2``: (senders ascending, one row each).
 
-    ``shared[u]`` holds one row per position of ``recipients_of[u]`` (u's neighbours that advertised,
-    ascending: the server checked it); the rows addressed to users outside U2 stay with the server."""
+    ``shared[u]`` holds one row per position of u's list in ``advertisers`` (u's neighbours that
+    advertised, ascending: the server checked it); the rows addressed to users outside U2 stay with the
+    server."""
     if not u2:
         return {}
-    recipients = np.concatenate([recipients_of[party] for party in u2])
-    origin = np.repeat(graph.index[[graph.position[party] for party in u2]], [recipients_of[party].size for party in u2])
+    spans = [advertisers.span(graph.position[party]) for party in u2]
+    recipients = np.concatenate([advertisers.places[span] for span in spans])
+    origin = np.repeat(graph.index[[graph.position[party] for party in u2]], [span.stop - span.start for span in spans])
     rows = np.concatenate([shared[party].ciphertexts for party in u2])
     keep = graph.mask(u2)[recipients]
     recipients, origin, rows = recipients[keep], origin[keep], rows[keep]
@@ -426,8 +468,9 @@ async def aggregate(
     graph = graphs.by_party(everyone, places)
     net = _Graph(everyone, graph, places)
     index = net.index
-    for party in everyone:
-        server.send(party, Setup(session, ring.bits, length, t, index[net.around(party)]))
+    every = _Lists(net.starts, net.columns, index)
+    for place, party in enumerate(everyone):
+        server.send(party, Setup(session, ring.bits, length, t, every.ids[every.span(place)]))
 
     # AdvertiseKeys
     def keys_problem(party: Party, body: Advertise) -> str | None:
@@ -449,15 +492,17 @@ async def aggregate(
         places = [net.position[party] for party in u1]
         c_publics[places] = rows_of([advertised[party].c_public for party in u1], KEY_BYTES)
         s_publics[places] = rows_of([advertised[party].s_public for party in u1], KEY_BYTES)
-    recipients_of: dict[Party, np.ndarray] = {}  # each user's neighbours that advertised (positions)
+    advertisers = net.among(in_u1)  # each user's neighbours that advertised, and their keys in that order
+    c_rows, s_rows = c_publics.take(advertisers.places, axis=0), s_publics.take(advertisers.places, axis=0)
     for party in u1:
-        owners = recipients_of[party] = net.neighbours_in(party, in_u1)
-        server.send(party, Keys(session, index[owners], c_publics[owners], s_publics[owners]))
+        span = advertisers.span(net.position[party])
+        server.send(party, Keys(session, advertisers.ids[span], c_rows[span], s_rows[span]))
+    del c_rows, s_rows
 
     # ShareKeys
     def shares_problem(party: Party, body: Shares) -> str | None:
-        expected = index[recipients_of[party]]
-        if np.array_equal(body.recipients, expected):
+        expected = advertisers.ids[advertisers.span(net.position[party])]
+        if _same(body.recipients, expected):
             return None
         return f"shares for users {expected.tolist()}, received them for {body.recipients.tolist()}"
 
@@ -465,10 +510,10 @@ async def aggregate(
     u2 = tuple(sorted(shared))
     state.stages[Stage.SHARE_KEYS] = u2
     net.check(Stage.SHARE_KEYS, u2, t)
-    routed = _route(net, u2, recipients_of, shared)
+    routed = _route(net, u2, advertisers, shared)
     for party in u2:
         server.send(party, Ciphertexts(session, *routed.pop(party)))  # views of every sealed pair: none stays
-    del shared, recipients_of
+    del shared, advertisers
 
     # MaskedInputCollection
     word = np.dtype(ring.dtype).newbyteorder("<")
@@ -488,25 +533,24 @@ async def aggregate(
         np.add(total, np.frombuffer(masked[party].masked, dtype=word), out=total)  # mod 2^b, in place
     del masked
     in_u2, in_u3 = net.mask(u2), net.mask(u3)
+    survivors = net.among(in_u3)
     for party in u3:
-        server.send(party, Unmask(session, index[net.neighbours_in(party, in_u3)]))
+        server.send(party, Unmask(session, survivors.ids[survivors.span(net.position[party])]))
 
-    # Unmasking
+    # Unmasking: each holder is asked for its shares of b of its neighbours in U3 and itself, and of s^SK of
+    # its neighbours in U2 \ U3 (positions, ascending).
     dropped = in_u2 & ~in_u3
+    b_lists, sk_lists = net.among(in_u3, itself=True), net.among(dropped)
 
-    def wanted(holder: Party) -> tuple[np.ndarray, np.ndarray]:
-        """The owners (positions, ascending) whose shares of b, and of s^SK, the server asks ``holder`` for."""
-        around = net.around(holder)
-        want_b = np.sort(np.append(around[in_u3[around]], net.position[holder]))
-        return want_b, around[dropped[around]]
-
-    # `wanted` of each holder whose reply was checked, worked out once (a gather checks one reply per sender).
+    # What each holder whose reply was checked was asked for (a gather checks one reply per sender).
     asked: dict[Party, tuple[np.ndarray, np.ndarray]] = {}
 
     def reveal_problem(holder: Party, body: Reveal) -> str | None:
-        asked[holder] = wanted(holder)
-        want_b, want_sk = (index[places] for places in asked[holder])
-        if np.array_equal(body.b_owners, want_b) and np.array_equal(body.sk_owners, want_sk):
+        place = net.position[holder]
+        b_span, sk_span = b_lists.span(place), sk_lists.span(place)
+        asked[holder] = (b_lists.places[b_span], sk_lists.places[sk_span])
+        want_b, want_sk = b_lists.ids[b_span], sk_lists.ids[sk_span]
+        if _same(body.b_owners, want_b) and _same(body.sk_owners, want_sk):
             return None
         return (f"shares of b of {want_b.tolist()} and of s^SK of {want_sk.tolist()}, received them of "
                 f"{body.b_owners.tolist()} and {body.sk_owners.tolist()}")
