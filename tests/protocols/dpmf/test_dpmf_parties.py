@@ -348,7 +348,11 @@ async def test_a_user_refuses_item_vectors_and_setups_that_do_not_fit_its_items_
         assert _refusal(s2, ItemVectors(1, words[:2], raters[:2])) == "user:0 round 1: expected vectors of 3 items, received 2"
         assert _refusal(s2, ItemVectors(1, words[:, :3], raters, masks=masks[:, :3])) == (
             "user:0 round 1 vectors: expected 4 words per row, got shape (3, 3)")
+        profile = s2.u.copy()
         assert _refusal(s2, ItemVectors(1, words, raters)) == "user:0 round 1: protected item vectors must carry masks or a mask seed"
+        # Refused before it changed anything: u_i and the records of its last contribution are as they were.
+        np.testing.assert_array_equal(s2.u, profile)
+        assert s2.last_round == -1 and s2.last_signal.size == 0
         s3 = _private(_network(), _public("S3"))  # refuses before it sends anything
         assert _refusal(s3, ItemVectors(2, words, raters, masks=masks, known_raters=raters)) == (
             "user:0 round 2: S3 item vectors must carry the pieces of tau^")

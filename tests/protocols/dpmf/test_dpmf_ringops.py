@@ -31,6 +31,18 @@ def test_rows_survive_the_wire_bit_for_bit(ring: Ring, seed: int, rows: int, d: 
     np.testing.assert_array_equal(from_words(ring, body.phi, d, "test"), elements)
 
 
+def test_words_are_views_of_the_elements_where_they_can_be() -> None:
+    """A contiguous row block and its words share their bytes (no copy either way); anything else is copied."""
+    ring = Ring(64, 32)
+    elements = ring.uniform(np.random.default_rng(9), (5, 4))
+    words = to_words(ring, elements)
+    assert np.shares_memory(words, elements) and words.shape == (5, 8)
+    assert np.shares_memory(from_words(ring, words, 4, "test"), words)
+    strided = to_words(ring, elements[:, ::2])
+    assert not np.shares_memory(strided, elements)
+    np.testing.assert_array_equal(from_words(ring, strided, 2, "test"), elements[:, ::2])
+
+
 def test_a_32_bit_ring_costs_4_bytes_per_value() -> None:
     sizes = {}
     for ring in RINGS:

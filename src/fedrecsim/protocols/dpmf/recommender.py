@@ -465,8 +465,14 @@ class Recommender(Server):
         unknown = contributed.difference(served.parties)
         if unknown:
             raise ProtocolViolation(f"{self.party}: the third party reported contributors it did not serve: {sorted(unknown)[:3]}")
+        # Contributors are sorted and unique (`Aggregate.validate`) and all served: as many as served are all of
+        # them, in the served order, so their rows are every row (no gather).
+        everyone = len(contributors) == len(served.parties)
         rows = served.rows_of(contributors)
-        masks = served.masks[rows] if served.masks is not None else self._expanded_masks(served, contributors)
+        if served.masks is None:
+            masks = self._expanded_masks(served, contributors)
+        else:
+            masks = served.masks if everyone else served.masks[rows]
         present, mask_sums = sum_by_item(ring, served.row_items[rows], masks, n_items)
         items = aggregate.items.astype(np.int64)
         if not np.array_equal(present, items):

@@ -24,22 +24,31 @@ def words_per_element(ring: Ring) -> int:
     return ring.bits // 32
 
 
-# The little-endian element type of each ring width, and of a word: built once, not per message.
+# The little-endian element type of each ring width, and of a word: built once, not per message. Where the
+# machine is little-endian too (`_NATIVE`), a ring row and its words are two views of the same bytes.
 _LITTLE = {32: np.dtype("<u4"), 64: np.dtype("<u8")}
 _WORD = _LITTLE[32]
+_NATIVE = {32: _LITTLE[32] == np.dtype(np.uint32), 64: _LITTLE[64] == np.dtype(np.uint64)}
 
 
 def to_words(ring: Ring, elements: np.ndarray) -> np.ndarray:
     """``uint32[rows, d * w]``: each element as its w little-endian 32-bit words (see `messages`)."""
-    little = np.ascontiguousarray(elements, dtype=_LITTLE[ring.bits])
-    return little.view(_WORD).reshape(little.shape[0], little.shape[1] * (ring.bits // 32))
+    bits = ring.bits
+    if _NATIVE[bits] and elements.dtype == _LITTLE[bits] and elements.flags.c_contiguous and elements.ndim == 2:
+        return elements.view(_WORD)  # the last axis widens by w, the rows stay: the same bytes
+    little = np.ascontiguousarray(elements, dtype=_LITTLE[bits])
+    return little.view(_WORD).reshape(little.shape[0], little.shape[1] * (bits // 32))
 
 
 def from_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
     """The ring elements ``[rows, d]`` packed in ``words``; ProtocolViolation naming ``what`` if the shape is off."""
-    if words.ndim != 2 or words.shape[1] != d * (ring.bits // 32):
+    bits = ring.bits
+    if words.ndim != 2 or words.shape[1] != d * (bits // 32):
         raise ProtocolViolation(f"{what}: expected {d * words_per_element(ring)} words per row, got shape {words.shape}")
-    return np.ascontiguousarray(words, dtype=_WORD).view(_LITTLE[ring.bits]).astype(ring.dtype, copy=False)
+    if words.dtype != _WORD or not words.flags.c_contiguous:
+        words = np.ascontiguousarray(words, dtype=_WORD)
+    elements = words.view(_LITTLE[bits])
+    return elements if _NATIVE[bits] else elements.astype(ring.dtype)
 
 
 class Grouping:

@@ -167,16 +167,20 @@ class PrivateUser(User):
     # ------------------------------------------------------------------ iterations
 
     def _contribute(self, request: ItemVectors) -> None:
+        """Answer ``request`` (module docstring). Every check of the request comes before any state changes:
+        a refused request leaves u_i and the ``last_*`` records as they were."""
         public, ring, d = self.public, self.public.ring, self.public.d
         rows = self.items.size
         where = f"{self._name} round {request.round}"
         if request.vectors.shape[0] != rows:
             raise ProtocolViolation(f"{where}: expected vectors of {rows} items, received {request.vectors.shape[0]}")
         v_rows = ring.decode(from_words(ring, request.vectors, d, f"{where} vectors"))
+        noise = self._noise_piece(request, where)
+        protected = public.protected
+        masks = self._masks(request, where) if protected else None
         new_u, gradients = user_step(self.u, v_rows, self.ratings, public.hyper)
         self.u = project_unit_ball(new_u)
-        noise = self._noise_piece(request, where)
-        if public.protected:
+        if protected:
             rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
             real = np.add(gradients, rho, out=gradients)  # gradients is user_step's fresh array
             if request.known_raters is not None:
@@ -188,11 +192,10 @@ class PrivateUser(User):
         plain = ring.add(signal, noise)
         self.last_round, self.last_signal, self.last_plain = request.round, signal, plain
         self.last_real, self.last_rho, self.last_overflow = real, rho, overflow
-        if not public.protected:
+        if masks is None:
             self.send(self.server, NaiveContribution(request.round, to_words(ring, plain)))
             return
-        masked = ring.add(plain, self._masks(request, where))
-        self.send(THIRD_PARTY, Contribution(request.round, self._request.items, to_words(ring, masked)))
+        self.send(THIRD_PARTY, Contribution(request.round, self._request.items, to_words(ring, ring.add(plain, masks))))
 
     def _noise_piece(self, request: ItemVectors, where: str) -> np.ndarray:
         if self.public.scenario == "S3":
