@@ -111,6 +111,20 @@ def test_a_bad_key_is_one_line_and_exit_2_before_anything_runs(
     assert captured.out == "" and not (tmp_path / "out").exists()
 
 
+AUDIT_SCRIPTS = [path for path in SCRIPTS if path.stem.startswith("audit_")]
+
+
+@pytest.mark.parametrize("path", AUDIT_SCRIPTS, ids=[path.stem for path in AUDIT_SCRIPTS])
+def test_an_audit_script_refuses_zero_trials_in_one_line_before_anything_runs(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--trials 0`` is the audit's own error (it once fell back to the script's default and ran)."""
+    assert run_script(_load(path).main, ["--quick", "--trials", "0", "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and "audit.trials: must be >= 2, got 0" in captured.err
+    assert not (tmp_path / "out").exists()
+
+
 def parse(argv: list[str], **options) -> object:
     parser = ScriptParser("a study", out="results/the_study", quick="tiny", **options)
     return parser.parse_args(argv)
