@@ -12,7 +12,7 @@ is its own. Run it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not s
 ``sim_s``: `fedrecsim.run` of the scenario for three rounds with zero latency, the CPU of the second
 round (from the progress callback): the server encodes ω once, 250 users each decode it, run one
 forward/backward pass and encode their gradient, the network hashes every byte into the transcript and
-delivers, the server validates each gradient and sums it in party order as it comes (`OrderedSum`),
+delivers, the server checks each gradient in the pass that sums it in party order as it comes (`OrderedSum`),
 keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place. Round 1 is left out because it also allocates what later rounds
 reuse; round 3 is followed by the held-out users' evaluation. SecureFilter is off (plain averaging),
 because the floor aggregates nothing either. The process keeps freed memory mapped, as the ``fedrecsim``
@@ -35,7 +35,8 @@ their bytes (the transcript hashes every byte); ``check_sum_s``, one fused pass 
 checks a gradient (the finiteness and norm dot product of `validation`) and adds it to one running
 sum, 16 gradients at a time so that the sum's block stays in cache (`fused_check_and_sum`); ``adam_s``, the round's Adam step in place (`aggregation.descend`). ``bound = (floor_s + hash_s +
 check_sum_s + adam_s) / floor_s``. ``server_sum_s`` is the server's own validation and ordered sum
-(`validated_gradient`, `OrderedSum`) on the same gradients, beside the fused pass it is bounded by.
+(`dense_values`, `OrderedSum`: also one fused pass, on its own blocks and checks) on the same gradients,
+beside the fused pass it is bounded by.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
 own cost on the floor's 250 gradients (the 250 x 250 distances and the choice), both CPU: Krum is
@@ -63,7 +64,7 @@ from fedrecsim.models.multvae import Batch, Layout, dense_user_gradients, draw_n
 from fedrecsim.network.party import Party, Role
 from fedrecsim.protocols.fedvae.aggregation import OrderedSum, descend, unfiltered
 from fedrecsim.protocols.fedvae.messages import Gradient
-from fedrecsim.protocols.fedvae.validation import MAX_NORM, validated_gradient
+from fedrecsim.protocols.fedvae.validation import MAX_NORM, dense_values
 from fedrecsim.scenario import parse_scenario
 
 from .common import Options, peak_rss_mb, run_isolated
@@ -153,11 +154,14 @@ def fused_check_and_sum(gradients: np.ndarray, block: int = _BLOCK, group: int =
 
 
 def _server_sum(gradients: np.ndarray, layout: Layout) -> np.ndarray | None:
-    """The server's validation and ordered sum (`OrderedSum`) of ``gradients``, as its round runs them."""
+    """The server's validation and ordered sum (`OrderedSum`) of ``gradients``, as its round runs them:
+    each length checked on arrival, the numbers in the pass that sums them."""
     parties = [Party(Role.USER, index) for index in range(len(gradients))]
     total = OrderedSum(parties)
     for party, gradient in zip(parties, gradients):
-        total.add(party, validated_gradient(party, 2, Gradient(2, gradient), layout))
+        total.add(party, dense_values(party, 2, Gradient(2, gradient), layout), checked=False)
+    if total.settle(True):
+        raise SimulationError("the server refused one of W4's floor gradients")
     return total.mean()
 
 

@@ -168,7 +168,8 @@ class Actor:
         *,
         deadline: float,
         accept: Callable[[M], bool] | None = None,
-        validate: Callable[[Party, M], str | None] | None = None,
+        validate: Callable[[Party, M], str | Pending | None] | None = None,
+        settle: Callable[[bool], Iterable[tuple[Party, str | None]]] | None = None,
         keep: bool = True,
     ) -> Replies[M]:
         """Collect one message of ``kind`` from each of ``senders`` until all answered or ``deadline``.
@@ -184,6 +185,15 @@ class Actor:
         - ``validate(sender, body)`` returns None for a valid reply, or what is wrong with it: the reply is
           invalid, and its sender's one reply is spent (it is in ``rejected``, not ``missing``).
 
+        ``validate`` may also return `PENDING`: its verdict on that reply comes later, from ``settle`` (a
+        check it makes on several replies at once, e.g. while adding them to a sum). The sender's one reply
+        is spent at once. ``settle(final)`` is called after each batch of messages the gather took at one
+        instant, before it waits again (``final`` False), and once as it ends (``final`` True: no reply will
+        come any more); it returns ``(sender, problem or None)`` for exactly the replies deferred since its
+        last call. So the gather never waits with a verdict open: a reply refused late is recorded at the
+        instant it was taken, and this gather's rejections in the order their messages were taken, as if
+        ``validate`` had refused it at once. ``settle`` is called at the end even when nothing was deferred.
+
         With ``keep=False`` no reply is kept: ``validate`` is where the caller uses each one, as it arrives
         (e.g. adds it to a running sum), and the gather lets it go at once -- it holds one message at a
         time, never the round's, and the result's ``by_party`` is empty (``accepted`` names the senders).
@@ -196,6 +206,38 @@ class Actor:
         replies: dict[Party, M] = {}
         accepted: set[Party] = set()
         rejected: set[Party] = set()
+        # Replies whose verdict ``settle`` owes, and this batch's rejections from the first of them on, in
+        # the order taken (a deferred reply's problem is None until settled).
+        deferred: dict[Party, tuple[Envelope, M]] = {}
+        held: list[tuple[Envelope, RejectReason, str | None]] = []
+
+        def refuse(envelope: Envelope, reason: RejectReason, problem: str) -> None:
+            if deferred:
+                held.append((envelope, reason, problem))
+            else:
+                self.reject(envelope, reason, problem)
+
+        def settled(final: bool) -> None:
+            verdicts = dict(settle(final)) if settle is not None else {}
+            if verdicts.keys() != deferred.keys():
+                raise RuntimeError(
+                    f"{self.party}'s settle owed verdicts on {sorted(deferred)}'s {tag}, gave them on {sorted(verdicts)}"
+                )
+            for envelope, reason, problem in held:
+                if problem is None:
+                    src = envelope.src
+                    problem = verdicts[src]
+                    if problem is None:
+                        accepted.add(src)
+                        if keep:
+                            replies[src] = deferred[src][1]
+                        continue
+                    rejected.add(src)
+                    problem = f"{self.party} expected a valid {tag} from {src}: {problem}"
+                self.reject(envelope, reason, problem)
+            deferred.clear()
+            held.clear()
+
         while True:
             while queue:
                 envelope = queue.popleft()
@@ -205,22 +247,43 @@ class Actor:
                 src = envelope.src
                 if src not in expected:
                     problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
-                    self.reject(envelope, RejectReason.UNEXPECTED, problem)
-                elif src in accepted or src in rejected:
-                    self.reject(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
+                    refuse(envelope, RejectReason.UNEXPECTED, problem)
+                elif src in accepted or src in rejected or src in deferred:
+                    refuse(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
                 else:
                     problem = validate(src, body) if validate is not None else None
                     if problem is None:
                         accepted.add(src)
                         if keep:
                             replies[src] = body
+                    elif problem is PENDING:
+                        deferred[src] = (envelope, body)
+                        held.append((envelope, RejectReason.INVALID, None))
                     else:
                         rejected.add(src)
-                        self.reject(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
-            if len(accepted) + len(rejected) == len(expected) or not await mailbox.wait(deadline):
+                        refuse(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
+            if len(accepted) + len(rejected) + len(deferred) == len(expected):
                 break
+            if deferred:
+                settled(False)
+            if not await mailbox.wait(deadline):
+                break
+        settled(True)
         missing = sorted(expected.difference(accepted, rejected))
         return Replies(replies, missing, sorted(rejected), accepted)
 
 
-__all__ = ["Actor", "Replies"]
+class Pending:
+    """The type of `PENDING`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+#: What a gather's ``validate`` returns for a reply whose verdict its ``settle`` gives later (`Actor.gather`).
+PENDING = Pending()
+
+
+__all__ = ["PENDING", "Actor", "Pending", "Replies"]

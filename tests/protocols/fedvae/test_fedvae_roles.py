@@ -74,9 +74,9 @@ async def test_replies_arriving_out_of_party_order_are_averaged_in_party_order_b
     arrivals: list[int] = []
     add = OrderedSum.add
 
-    def spy(self, party: Party, gradient: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    def spy(self, party: Party, gradient: np.ndarray, **how: bool) -> None:  # type: ignore[no-untyped-def]
         arrivals.append(party.index)
-        add(self, party, gradient)
+        add(self, party, gradient, **how)
 
     monkeypatch.setattr(OrderedSum, "add", spy)
     omega = init_params(np.random.default_rng(0), Layout.of(ITEMS, HYPER))

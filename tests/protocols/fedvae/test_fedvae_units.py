@@ -23,7 +23,7 @@ from fedrecsim.protocols.fedvae.aggregation import (
 )
 from fedrecsim.protocols.fedvae.byzantine import as_message, choose_attackers, forge
 from fedrecsim.protocols.fedvae.messages import Gradient, SparseGradient
-from fedrecsim.protocols.fedvae.validation import InvalidGradient, validated_gradient
+from fedrecsim.protocols.fedvae.validation import InvalidGradient, dense_values, validated_gradient
 
 LAYOUT = Layout(5, 3, 2)
 USER = Party(Role.USER, 7)
@@ -104,14 +104,18 @@ def test_the_ordered_sum_is_the_mean_in_party_order_whatever_the_arrival_order()
         ordered = OrderedSum(parties, group=2, block=16)
         for position in arrival:
             if answering[int(position)] == "add":
-                ordered.add(parties[position], copies[position])
+                ordered.add(parties[position], copies[position], checked=bool(seed % 2))
             else:
                 ordered.skip(parties[position])
+            if seed % 3 == 0:
+                assert ordered.settle(False) == []  # the gather waits here: every gradient so far checked
+        assert ordered.settle(True) == []
         mean = ordered.mean()
         assert ordered.count == 4 and mean.dtype == np.float32
         assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected)), arrival
         assert np.array_equal(copies, values)  # the gradients are only read
-    assert OrderedSum(parties).mean() is None
+    empty = OrderedSum(parties)
+    assert empty.settle(True) == [] and empty.mean() is None
 
 
 def test_gradients_read_in_place_from_their_messages_misaligned_are_checked_and_summed_as_aligned_copies() -> None:
@@ -136,12 +140,17 @@ def test_gradients_read_in_place_from_their_messages_misaligned_are_checked_and_
 
     views = [received(party, gradient) for party, gradient in zip(parties, values)]
     assert sum(not view.flags.aligned for view in views) >= 3 and not any(view.flags.writeable for view in views)
-    ordered = OrderedSum(parties, group=4, block=1000)
-    for party, view in zip(parties, views):
-        ordered.add(party, validated_gradient(party, 3, Gradient(3, view), layout))
     expected = average(values, np.arange(6), block=1000)
-    mean = ordered.mean()
-    assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected))
+    for checked in (True, False):
+        ordered = OrderedSum(parties, group=4, block=1000)
+        for party, view in zip(parties, views):
+            if checked:
+                ordered.add(party, validated_gradient(party, 3, Gradient(3, view), layout))
+            else:
+                ordered.add(party, dense_values(party, 3, Gradient(3, view), layout), checked=False)
+        assert ordered.settle(True) == []
+        mean = ordered.mean()
+        assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected))
     for wrong, problem in ((bad, "the gradient holds 2 NaN or Inf entries, the first at flat index 5"),
                            (huge, "the gradient has an L2 norm of 1e+30 > 1e+15")):
         for party in parties:
@@ -162,6 +171,7 @@ def test_the_ordered_sum_holds_no_gradient_it_has_summed() -> None:
         ordered.add(party, gradient)
         del gradient
         assert sum(reference() is not None for reference in alive) < 4
+    assert ordered.settle(True) == []
     assert np.array_equal(ordered.mean(), np.full(20, sum(range(40)) / 40, dtype=np.float32))
 
 

@@ -40,10 +40,10 @@ import numpy as np
 from ...mechanisms.adam import AdamHyper, AdamState
 from ...mechanisms.krum import krum_select, pairwise_squared_distances
 from ...network.party import Party
+from .validation import BLOCK, LIMIT, square, within_bound
 
-# Coordinates summed at a time: 65,536 float32 (256 KB), with the gradients' blocks, stay in a core's
-# L2 cache. Gradients `OrderedSum` adds at a time: the partial sum is read and written once per group.
-_BLOCK = 1 << 16
+# Gradients `OrderedSum` adds at a time: the partial sum is read and written once per group. Coordinates
+# summed at a time: `validation.BLOCK` (with the gradients' blocks, it stays in a core's L2 cache).
 _GROUP = 16
 
 
@@ -83,59 +83,112 @@ def secure_filter(gradients: np.ndarray | Sequence[np.ndarray], settings: Filter
     return Selection(n, f, kept, perf_counter() - started)
 
 
-def _add_blocks(total: np.ndarray, gradients: Sequence[np.ndarray], start_empty: bool, block: int) -> None:
-    """Add ``gradients`` into ``total`` one after the other, ``block`` coordinates at a time (every
-    gradient's block, then the next block), so that the partial sum stays in cache while it is read and
-    written; with ``start_empty`` the first gradient is copied in, not added (``0 + g`` would turn a
-    ``-0.0`` into ``0.0``). Each coordinate is still summed in the order of ``gradients``."""
-    for start in range(0, total.size, block):
-        part = total[start : start + block]
-        rest = gradients
-        if start_empty:
-            part[...] = gradients[0][start : start + block]
-            rest = gradients[1:]
-        for gradient in rest:
-            part += gradient[start : start + block]
+class _Entry:
+    """A gradient on its way into a sum: its ``party``, its ``values`` (read, never written), and the
+    number of its leading ``blocks`` already checked, whose squares add up to ``squared``
+    (`validation.within_bound`); all of them for a gradient validated before it came."""
+
+    __slots__ = ("blocks", "party", "squared", "values")
+
+    def __init__(self, party: Party | None, values: np.ndarray, blocks: int) -> None:
+        self.party = party
+        self.values = values
+        self.blocks = blocks
+        self.squared = 0.0
 
 
-def average(gradients: np.ndarray | Sequence[np.ndarray], kept: np.ndarray, block: int = _BLOCK) -> np.ndarray:
-    """The mean of ``gradients[kept]``, summed in the order of ``kept`` (module docstring, step 2)."""
+def _blocks(values: np.ndarray, block: int) -> int:
+    return -(-values.size // block)
+
+
+def _add_checked(source: np.ndarray | None, target: np.ndarray, entries: Sequence[_Entry], block: int) -> int | None:
+    """``target`` <- ``source`` plus the gradients of ``entries``, added one after the other in their
+    order, ``block`` coordinates at a time (every entry's block, then the next block), so that the partial
+    sum stays in cache while it is read and written. Without a ``source`` the first gradient is copied,
+    not added (``0 + g`` would turn a ``-0.0`` into ``0.0``). Each coordinate is summed in the order of
+    ``entries``, in the same float32 additions whatever ``block``.
+
+    Each block of an entry that is not yet checked is checked as it is read, before it is added: its
+    square is added to the entry's (`validation.within_bound`, block by block). The position of the first
+    entry refused is returned at once, ``target`` then half written and ``source`` untouched; None when
+    every entry passed."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        for index, start in enumerate(range(0, target.size, block)):
+            stop = start + block
+            part = target[start:stop]
+            for position, entry in enumerate(entries):
+                piece = entry.values[start:stop]
+                if entry.blocks == index:
+                    entry.squared += square(piece)
+                    entry.blocks = index + 1
+                    if not entry.squared <= LIMIT:
+                        return position
+                if position:
+                    part += piece
+                elif source is None:
+                    part[...] = piece
+                else:
+                    np.add(source[start:stop], piece, out=part)
+    return None
+
+
+def average(gradients: np.ndarray | Sequence[np.ndarray], kept: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """The mean of ``gradients[kept]`` (validated), summed in the order of ``kept`` (module docstring,
+    step 2)."""
     chosen = [gradients[int(position)] for position in kept]
     total = np.empty_like(chosen[0])
-    _add_blocks(total, chosen, True, block)
+    _add_checked(None, total, [_Entry(None, values, _blocks(values, block)) for values in chosen], block)
     total /= total.dtype.type(kept.size)
     return total
 
 
 class OrderedSum:
-    """The sum of a round's accepted gradients in sorted party order, built while they arrive.
+    """The sum of a round's accepted gradients in sorted party order, built while they arrive; a gradient
+    not yet checked is checked in the same pass that adds it.
 
-    ``order`` is the round's selected parties, sorted. Each is resolved once: `add` (its validated dense
-    gradient) or `skip` (rejected); `mean` resolves the rest (missing at the deadline). A gradient is
-    summed as soon as every party before it in ``order`` is resolved -- in a round whose replies arrive
-    in party order (one delivery instant: the network delivers a bucket sorted by sender), at once -- and
-    until then it waits. Summed gradients are dropped: the sum holds at most ``group`` of them ready plus
-    the ones waiting for an earlier party, never the round's R. The ready ones are added ``group`` at a
-    time block by block, as `average` adds, so the result is bit-for-bit `average` of the accepted
-    gradients in party order: every coordinate is added up in that order, in the same float32 steps.
+    ``order`` is the round's selected parties, sorted. Each is resolved once: `add` (its dense gradient,
+    validated, or with ``checked=False`` only its length) or `skip` (rejected); ``settle(final=True)``
+    resolves the rest (missing at the deadline). A gradient is summed as soon as every party before it in
+    ``order`` is resolved -- in a round whose replies arrive in party order (one delivery instant: the
+    network delivers a bucket sorted by sender), at once -- and until then it waits. Summed gradients are
+    dropped: the sum holds at most ``group`` of them ready plus the ones waiting for an earlier party, never
+    the round's R. The ready ones are added ``group`` at a time block by block, as `average` adds, so the
+    result is bit-for-bit `average` of the accepted gradients in party order: every coordinate is added up
+    in that order, in the same float32 steps.
+
+    An unchecked gradient is read once, not once for its check and once for its sum: each of its blocks
+    is checked as it is read, before it is added (`validation.within_bound`'s verdict, block by block). A
+    group is added into a second buffer from the sum so far, and the two swap only when the whole group
+    passed: a gradient refused at its last block leaves no trace -- the group is added again without it,
+    from the untouched sum (the blocks the others passed are not checked again), so a refusal costs at
+    most one more pass over its group. A refused gradient is not counted, and `settle` hands it over.
+
+    `settle` (``final`` False) gives the verdict on every gradient added since its last call before the
+    caller waits for later ones (`fedrecsim.actors.actor.Actor.gather`): the unchecked ones not yet summed
+    -- their group is not complete -- are checked on their own then and summed with their group later,
+    read twice as before.
     """
 
-    def __init__(self, order: Sequence[Party], group: int = _GROUP, block: int = _BLOCK) -> None:
+    def __init__(self, order: Sequence[Party], group: int = _GROUP, block: int = BLOCK) -> None:
         self._position = {party: position for position, party in enumerate(order)}
         self._resolved = [False] * len(order)
-        self._waiting: dict[int, np.ndarray] = {}
-        self._ready: list[np.ndarray] = []
+        self._waiting: dict[int, _Entry] = {}
+        self._ready: list[_Entry] = []
         self._next = 0
         self._group = group
         self._block = block
         self._total: np.ndarray | None = None
+        self._spare: np.ndarray | None = None
+        self._refused: list[tuple[Party, np.ndarray]] = []
+        self._final = False
         self.count = 0
-        """Gradients added so far."""
+        """Gradients in the sum, or on their way into it, so far."""
 
-    def add(self, party: Party, gradient: np.ndarray) -> None:
-        """``party``'s validated dense gradient (read, never written; dropped once summed)."""
+    def add(self, party: Party, gradient: np.ndarray, *, checked: bool = True) -> None:
+        """``party``'s dense gradient of the right length (read, never written; dropped once summed):
+        validated (``checked``), or to be checked as it is summed."""
         position = self._position[party]
-        self._waiting[position] = gradient
+        self._waiting[position] = _Entry(party, gradient, _blocks(gradient, self._block) if checked else 0)
         self.count += 1
         self._resolve(position)
 
@@ -143,35 +196,72 @@ class OrderedSum:
         """``party`` contributes nothing (its gradient was rejected)."""
         self._resolve(self._position[party])
 
+    def settle(self, final: bool) -> list[tuple[Party, np.ndarray]]:
+        """The gradients refused since the last call, as ``(party, gradient)``, each left out of the sum
+        (class docstring). ``final``: no gradient comes any more -- every party not resolved is skipped and
+        everything waiting is summed now."""
+        if final:
+            self._final = True
+            self._resolved = [True] * len(self._resolved)
+            self._ready.extend(self._waiting[position] for position in sorted(self._waiting))
+            self._waiting.clear()
+            self._next = len(self._resolved)
+            self._flush()
+        else:
+            self._check_apart()
+        refused, self._refused = self._refused, []
+        return refused
+
+    def _check_apart(self) -> None:
+        """Check each gradient not yet summed on its own (`validation.within_bound`); refuse those it fails."""
+        block = self._block
+        for entry in [*self._ready, *self._waiting.values()]:
+            blocks = _blocks(entry.values, block)
+            if entry.blocks < blocks:
+                if within_bound(entry.values, block):
+                    entry.blocks = blocks
+                else:
+                    self._refuse(entry)
+        self._ready = [entry for entry in self._ready if entry.blocks == _blocks(entry.values, block)]
+
+    def _refuse(self, entry: _Entry) -> None:
+        self._refused.append((entry.party, entry.values))  # type: ignore[arg-type]
+        self._waiting.pop(self._position[entry.party], None)  # type: ignore[index]
+        self.count -= 1
+
     def _resolve(self, position: int) -> None:
         self._resolved[position] = True
         resolved, waiting, ready = self._resolved, self._waiting, self._ready
         while self._next < len(resolved) and resolved[self._next]:
-            gradient = waiting.pop(self._next, None)
-            if gradient is not None:
-                ready.append(gradient)
+            entry = waiting.pop(self._next, None)
+            if entry is not None:
+                ready.append(entry)
             self._next += 1
         if len(ready) >= self._group:
             self._flush()
 
     def _flush(self) -> None:
+        """Add the ready gradients to the sum (class docstring); a refused one is left out and the rest
+        added again from the untouched sum."""
         ready = self._ready
-        if not ready:
-            return
-        total, empty = self._total, self._total is None
-        if total is None:
-            total = self._total = np.empty_like(ready[0])
-        _add_blocks(total, ready, empty, self._block)
-        ready.clear()
+        while ready:
+            target = self._spare
+            if target is None:
+                target = np.empty_like(ready[0].values)
+            refused = _add_checked(self._total, target, ready, self._block)
+            if refused is None:
+                self._total, self._spare = target, self._total
+                ready.clear()
+                return
+            self._spare = target
+            self._refuse(ready.pop(refused))
 
     def mean(self) -> np.ndarray | None:
-        """The mean of every gradient added (None if none was), the unresolved parties skipped; the sum
-        is divided in place and handed over, so call it once, after the round's last `add`."""
-        self._resolved = [True] * len(self._resolved)
-        self._ready.extend(self._waiting[position] for position in sorted(self._waiting))
-        self._waiting.clear()
-        self._flush()
-        total, self._total = self._total, None
+        """The mean of the gradients summed (None if none was); the sum is divided in place and handed
+        over, so call it once, after ``settle(final=True)``."""
+        if not self._final:
+            raise RuntimeError("OrderedSum.mean before settle(final=True): gradients may still be unchecked")
+        total, self._total, self._spare = self._total, None, None
         if total is not None:
             total /= total.dtype.type(self.count)
         return total

@@ -11,9 +11,9 @@ index ranges or NaN/Inf. A real server cannot trust a client's encoder, so the s
 gradient itself (`validation`) and rejects a bad one; a byzantine user's malformed gradient must reach
 it to be rejected, not crash its sender.
 
-A gradient's float arrays are declared ``aligned=False``: the server reads each once for its check (a
-`numpy.vdot`) and once for its sum (elementwise adds), both of which take a misaligned read-only view of
-the message's bytes at full speed or nearly, so the trusted decoder hands them over without the aligned
+A gradient's float arrays are declared ``aligned=False``: the server reads each for its check (`numpy.vdot`
+of each block) and its sum (elementwise adds), both of which take a misaligned read-only view of the
+message's bytes at full speed or nearly, so the trusted decoder hands them over without the aligned
 copy it makes otherwise (where the elements start in the message depends on the lengths of the sender's
 index and of the round number as msgpack writes them: for most senders not at a multiple of 4). ω stays
 aligned: users multiply it in BLAS.

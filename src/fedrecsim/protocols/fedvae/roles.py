@@ -14,7 +14,11 @@ sender's reply is spent), and runs GlobalUpdate on the accepted ones in sorted p
 (`aggregation`): without SecureFilter it sums each accepted gradient as it comes, in party order
 (`OrderedSum`: the same float32 sum as adding them up after the deadline), and keeps neither a list of
 them nor the replies (`Actor.gather` with ``keep=False``): the server holds the sum, at most a group of
-gradients ready to add and those waiting for an earlier party's, never the round's R. Krum scores every
+gradients ready to add and those waiting for an earlier party's, never the round's R. A dense
+gradient's numbers (finite, norm bound) are checked in the same pass over it that adds it to the sum,
+a group at a time: the gather learns those verdicts from ``settle`` (`Actor.gather`, `PENDING`) before
+it waits again, so a gradient refused there is recorded at the instant it arrived, in the same words,
+and leaves no trace in the sum (`OrderedSum`). Krum scores every
 gradient against every other, so with Krum the validated gradients are kept until the deadline. ω and Adam's moments are the server's own
 arrays, stepped in place: ω is encoded into the round's requests (bytes of their own) before it moves.
 It receives only its run's gradient kind and membership messages; any other kind is rejected by the
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...actors.actor import PENDING, Pending
 from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
@@ -38,7 +43,7 @@ from .aggregation import FilterSettings, OrderedSum, Selection, descend, global_
 from .byzantine import as_message, forge
 from .config import Policy
 from .messages import Gradient, Model, SparseGradient
-from .validation import InvalidGradient, validated_gradient
+from .validation import DENSE, InvalidGradient, dense_values, validated_gradient, values_fault
 
 
 class FedVAEUser(User):
@@ -181,28 +186,44 @@ class FedVAEServer(Server):
         selected = self.select(sorted(self.members))
         self.send_many(selected, Model(round_index, self.omega))
         # Each reply is validated as it arrives (the gather keeps none). Without a filter it is summed then
-        # too, in party order (`OrderedSum`), and dropped; Krum needs every gradient at once: kept for it.
+        # too, in party order (`OrderedSum`), and dropped; a dense gradient's numbers are checked in the pass
+        # that sums them, so its verdict comes from `settle`. Krum needs every gradient at once: kept for it.
         krum = self.settings.kind == "krum"
         total = OrderedSum(selected)
         valid: dict[Party, np.ndarray] = {}
         faults: dict[Party, InvalidGradient] = {}
+        pending: list[Party] = []
 
-        def invalid(party: Party, body: Gradient | SparseGradient) -> str | None:
+        def invalid(party: Party, body: Gradient | SparseGradient) -> str | Pending | None:
             try:
-                gradient = validated_gradient(party, round_index, body, self.layout)
+                if krum:
+                    valid[party] = validated_gradient(party, round_index, body, self.layout)
+                elif isinstance(body, Gradient):
+                    total.add(party, dense_values(party, round_index, body, self.layout), checked=False)
+                    pending.append(party)
+                    return PENDING
+                else:
+                    total.add(party, validated_gradient(party, round_index, body, self.layout))
             except InvalidGradient as fault:
                 faults[party] = fault
                 total.skip(party)
                 return fault.problem
-            if krum:
-                valid[party] = gradient
-            else:
-                total.add(party, gradient)
             return None
+
+        def settle(final: bool) -> list[tuple[Party, str | None]]:
+            refused = dict(total.settle(final))
+            verdicts: list[tuple[Party, str | None]] = []
+            for party in pending:
+                gradient = refused.get(party)
+                if gradient is not None:
+                    faults[party] = values_fault(party, round_index, gradient, DENSE)
+                verdicts.append((party, None if gradient is None else faults[party].problem))
+            pending.clear()
+            return verdicts
 
         replies = await self.gather(
             self.kind, selected, deadline=deadline, accept=lambda reply: reply.round == round_index, validate=invalid,
-            keep=False,
+            settle=settle, keep=False,
         )
         accepted = replies.accepted
         rejected = tuple(faults[party] for party in sorted(faults))
