@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trio
 
-from fedrecsim.actors.actor import Actor, Replies
+from fedrecsim.actors.actor import PENDING, Actor, Replies
 from fedrecsim.actors.membership import Join, Leave, update_members
 from fedrecsim.actors.server import Server
 from fedrecsim.errors import PartyTimeout, ProtocolViolation
@@ -400,3 +400,60 @@ async def test_a_duplicated_join_does_not_bring_back_a_party_its_caller_dropped(
         server.mailbox.put(Envelope(Join.KIND, u0.party, SERVER, latest[u0.party][0], Join()))  # the network's copy
         assert update_members(server, members, latest) == set()
     assert members == set()
+
+
+async def test_a_verdict_deferred_to_settle_is_recorded_at_the_instant_and_in_the_order_of_its_reply(autojump_clock) -> None:
+    """``validate`` defers every verdict (`PENDING`); ``settle`` gives them before the gather waits again and
+    once at its end. u0's reply, refused by ``settle``, is recorded at the instant it was taken (not when
+    the gather ends) and before u1's duplicate and the unexpected reply from u3, taken after it in the same
+    batch -- as if ``validate`` had refused it at once; u1's and u2's replies are accepted (and kept), u0's duplicate is refused."""
+    network, server, (u0, u1, u2, u3) = _setup(4, latency_s=0.1)
+    calls: list[tuple[bool, list[Party]]] = []
+    owed: list[Party] = []
+
+    def validate(sender: Party, ping: Ping) -> object:
+        owed.append(sender)
+        return PENDING
+
+    def settle(final: bool) -> list[tuple[Party, str | None]]:
+        calls.append((final, list(owed)))
+        verdicts = [(sender, "round 3 is odd" if sender == u0.party else None) for sender in owed]
+        owed.clear()
+        return verdicts
+
+    async with network.open():
+        start = trio.current_time()
+        u0.send(SERVER, Ping(3))
+        u3.send(SERVER, Ping(2))  # not selected
+        u1.send(SERVER, Ping(2))
+        u1.send(SERVER, Ping(4))  # a duplicate of u1's pending reply
+        await trio.sleep(0.5)
+        u2.send(SERVER, Ping(6))
+        u0.send(SERVER, Ping(8))  # u0's one reply was spent
+        replies = await server.gather(
+            Ping, [u0.party, u1.party, u2.party], deadline=start + 5, validate=validate, settle=settle
+        )
+        assert trio.current_time() - start == pytest.approx(0.6)  # nobody left to wait for
+    assert calls == [(False, [u0.party, u1.party]), (True, [u2.party])]
+    assert replies.by_party == {u1.party: Ping(2), u2.party: Ping(6)}
+    assert (replies.rejected, replies.missing) == ([u0.party], [])
+    taken = pytest.approx(start + 0.5)  # the gather starts then and takes the first batch; the second arrives at 0.6
+    assert [(row.src, row.reason, row.time) for row in network.ledger.rejections] == [
+        (u0.party, RejectReason.INVALID, taken),  # a bucket is delivered sorted by sender
+        (u1.party, RejectReason.DUPLICATE, taken),
+        (u3.party, RejectReason.UNEXPECTED, taken),
+        (u0.party, RejectReason.DUPLICATE, pytest.approx(start + 0.6)),
+    ]
+    assert network.ledger.rejections[0].problem == "server:0 expected a valid test.actor_ping from user:0: round 3 is odd"
+
+
+async def test_a_settle_that_does_not_give_every_deferred_verdict_is_a_programming_error(autojump_clock) -> None:
+    network, server, (u0, u1, _) = _setup(3, latency_s=0.1)
+    async with network.open():
+        u0.send(SERVER, Ping(1))
+        u1.send(SERVER, Ping(2))
+        with pytest.raises(RuntimeError, match="settle owed verdicts"):
+            await server.gather(
+                Ping, [u0.party, u1.party], deadline=trio.current_time() + 5, validate=lambda sender, ping: PENDING,
+                settle=lambda final: [(u0.party, None)],
+            )

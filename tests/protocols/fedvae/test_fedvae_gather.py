@@ -14,12 +14,14 @@ import trio.testing
 from fedrecsim.actors.user import User
 from fedrecsim.mechanisms.adam import AdamHyper
 from fedrecsim.models.multvae import Layout, MultVAEHyper, init_params
+from fedrecsim.network.ledger import RejectReason
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.fedvae import roles
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings
 from fedrecsim.protocols.fedvae.messages import Gradient, Model
 from fedrecsim.protocols.fedvae.roles import FedVAEServer
+from fedrecsim.protocols.fedvae.validation import InvalidGradient, validated_gradient
 from fedrecsim.testing import Constant, LinkSpec, open_network
 
 LINKS = LinkSpec(Constant(0.01))
@@ -131,3 +133,57 @@ def test_the_servers_memory_in_a_round_is_a_group_of_gradients_not_the_rounds_r(
     large, small = _peak_bytes(96, layout, hyper), _peak_bytes(48, layout, hyper)
     assert large < (16 + 8) * one, large / one
     assert abs(large - small) < 2 * one, (large / one, small / one)
+
+
+@pytest.mark.parametrize("fault", ["nan", "norm"])
+async def test_a_gradient_bad_only_in_its_last_block_is_refused_in_todays_words_and_leaves_no_trace(
+    autojump_clock, monkeypatch, fault: str
+) -> None:
+    """Seven users answer at one instant with gradients of three blocks; user:3's is finite and small but
+    for its last entry (a NaN, or 3e15: a norm beyond 1e15), so the server's one pass over it finds out
+    only after adding the rest of it. user:5's has one entry too few (refused on arrival). The mean the
+    server steps along is, to the bit, the five others' summed here in party order; the ledger holds both
+    rejections at the instant they arrived, in the order they were taken, user:3's in the words the
+    server's check of that gradient alone gives."""
+    hyper = MultVAEHyper(hidden=16, latent=2, dropout=0.5, beta=0.2)
+    layout = Layout.of(4000, hyper)
+    assert layout.size > 2 * (1 << 16)  # three blocks of the sum and of the check
+    rng = np.random.default_rng(7)
+    values = rng.choice(ORDER_SENSITIVE, size=(7, layout.size))
+    values[3, -1] = np.nan if fault == "nan" else 3e15
+    short = values[5, :-1]
+    means: list[np.ndarray] = []
+    descend = roles.descend
+
+    def spy(omega, mean, *args):  # type: ignore[no-untyped-def]
+        means.append(mean.copy())
+        return descend(omega, mean, *args)
+
+    monkeypatch.setattr(roles, "descend", spy)
+    async with open_network(links=LINKS) as sim:
+        server = _server(sim.network, layout, hyper, users_per_round=10)
+        senders = [Sender(sim.network, i, short if i == 5 else values[i], 0.0) for i in range(7)]
+        sim.attach(SERVER)
+        async with sim.population(senders).open():
+            await trio.sleep(1.0)
+            start = trio.current_time()
+            report = await server.round(1, 0.0, start + 100)
+        rejections = list(sim.network.ledger.rejections)
+    expected = values[0].copy()
+    for index in (1, 2, 4, 6):
+        expected = np.add(expected, values[index], dtype=np.float32)
+    expected /= np.float32(5)
+    [mean] = means
+    assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected))
+    user3, user5 = Party(Role.USER, 3), Party(Role.USER, 5)
+    assert report.accepted == tuple(Party(Role.USER, i) for i in (0, 1, 2, 4, 6))
+    assert [fault.party for fault in report.rejected] == [user3, user5]
+    with pytest.raises(InvalidGradient) as alone:
+        validated_gradient(user3, 1, Gradient(1, values[3]), layout)
+    words = "1 NaN or Inf entry, the first at flat index" if fault == "nan" else "an L2 norm of 3e+15 > 1e+15"
+    assert words in alone.value.problem and report.rejected[0].problem == alone.value.problem
+    assert [(row.src, row.reason, row.problem) for row in rejections] == [
+        (user3, RejectReason.INVALID, f"server:0 expected a valid fedvae.gradient from user:3: {alone.value.problem}"),
+        (user5, RejectReason.INVALID, f"server:0 expected a valid fedvae.gradient from user:5: expected {layout.size} entries, received {layout.size - 1}"),
+    ]
+    assert [row.time for row in rejections] == [pytest.approx(start + 2 * LINKS.latency.seconds)] * 2

@@ -23,7 +23,7 @@ from fedrecsim.protocols.fedvae.aggregation import (
 )
 from fedrecsim.protocols.fedvae.byzantine import as_message, choose_attackers, forge
 from fedrecsim.protocols.fedvae.messages import Gradient, SparseGradient
-from fedrecsim.protocols.fedvae.validation import InvalidGradient, dense_values, validated_gradient
+from fedrecsim.protocols.fedvae.validation import DENSE, InvalidGradient, dense_values, validated_gradient, values_fault
 
 LAYOUT = Layout(5, 3, 2)
 USER = Party(Role.USER, 7)
@@ -173,6 +173,74 @@ def test_the_ordered_sum_holds_no_gradient_it_has_summed() -> None:
         assert sum(reference() is not None for reference in alive) < 4
     assert ordered.settle(True) == []
     assert np.array_equal(ordered.mean(), np.full(20, sum(range(40)) / 40, dtype=np.float32))
+
+
+def _in_party_order(values: np.ndarray, kept: list[int]) -> np.ndarray:
+    """The mean of ``values[kept]``, one float32 addition at a time in the order of ``kept``, the first
+    copied (so a -0.0 stays -0.0): what the server's sum must be, to the bit."""
+    total = values[kept[0]].copy()
+    for index in kept[1:]:
+        total = np.add(total, values[index], dtype=np.float32)
+    return total / np.float32(len(kept))
+
+
+@pytest.mark.parametrize("fault", ["nan", "inf", "norm"])
+@pytest.mark.parametrize("bad", [(0,), (2,), (4,), (3, 5), (6,), (0, 1, 2)])
+def test_a_gradient_refused_at_its_last_block_leaves_no_trace_in_the_sum(fault: str, bad: tuple[int, ...]) -> None:
+    """Seven unchecked gradients of 40 entries, summed 3 at a time in blocks of 8. Each gradient of ``bad``
+    passes its first four blocks and fails its last one (a NaN, an Inf, or a finite entry that puts its
+    norm beyond 1e15), so the pass has added its earlier blocks -- and the blocks of the group's others --
+    when it finds out. The mean is, to the bit, that of the others summed here in party order (values
+    whose float32 sum depends on the order: any partial undo by subtraction shows); `settle` hands over
+    the refused ones, in the words `validated_gradient` gives for them."""
+    parties = [Party(Role.USER, index) for index in range(7)]
+    values = np.random.default_rng(sum(bad)).choice(
+        np.array([1e8, -1e8, 1.0, 3.0, -0.0, 0.5], dtype=np.float32), size=(7, 40)
+    )
+    for index in bad:
+        values[index, 37] = {"nan": np.nan, "inf": -np.inf, "norm": 3e15}[fault]
+    ordered = OrderedSum(parties, group=3, block=8)
+    for party, row in zip(parties, values):
+        ordered.add(party, row, checked=False)
+    refused = ordered.settle(True)
+    assert [party for party, _ in refused] == [parties[index] for index in bad] and ordered.count == 7 - len(bad)
+    expected = _in_party_order(values, [index for index in range(7) if index not in bad])
+    mean = ordered.mean()
+    assert np.array_equal(mean, expected) and np.array_equal(np.signbit(mean), np.signbit(expected))
+    layout = Layout(4, 2, 2)
+    assert layout.size == 40
+    for party, gradient in refused:
+        with pytest.raises(InvalidGradient) as caught:
+            validated_gradient(party, 3, Gradient(3, gradient), layout)
+        assert caught.value.problem == values_fault(party, 3, gradient, DENSE).problem
+
+
+def test_a_gradient_refused_before_its_group_is_complete_is_checked_on_its_own_and_never_summed() -> None:
+    """The gather waits between arrivals: `settle(False)` gives the verdict on every gradient added since,
+    checking those whose group is not complete on their own; they are summed with their group later, not
+    checked again, and the refused one is never summed."""
+    parties = [Party(Role.USER, index) for index in range(5)]
+    values = gradients(4, 5)
+    values[1, 39] = np.nan
+    ordered = OrderedSum(parties, group=4, block=8)
+    ordered.add(parties[0], values[0], checked=False)
+    assert ordered.settle(False) == []
+    ordered.add(parties[2], values[2], checked=False)  # waits for user:1
+    ordered.add(parties[1], values[1], checked=False)
+    [(party, gradient)] = ordered.settle(False)
+    assert party == parties[1] and np.array_equal(gradient, values[1], equal_nan=True) and ordered.count == 2
+    ordered.add(parties[3], values[3], checked=False)
+    ordered.skip(parties[4])
+    assert ordered.settle(True) == []
+    expected = _in_party_order(values, [0, 2, 3])
+    assert np.array_equal(ordered.mean(), expected)
+
+
+def test_the_sum_is_handed_over_only_once_every_gradient_is_settled() -> None:
+    ordered = OrderedSum([USER])
+    ordered.add(USER, np.ones(4, np.float32), checked=False)
+    with pytest.raises(RuntimeError, match="settle"):
+        ordered.mean()
 
 
 def test_krum_keeps_the_honest_gradient_closest_to_the_others_and_multi_krum_averages_m() -> None:
