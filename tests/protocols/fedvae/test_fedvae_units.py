@@ -82,6 +82,22 @@ def test_the_in_place_adam_step_and_decay_are_bit_for_bit_the_pure_formulas() ->
     assert not np.array_equal(state.m, kept_m)  # the moments are the state's own arrays, overwritten
 
 
+@pytest.mark.parametrize("gamma_t", [0.0, 0.7])
+def test_the_in_place_step_taken_a_block_at_a_time_is_the_pure_formula_bit_for_bit(gamma_t: float) -> None:
+    """Blocks of 64 over 1,000 entries (the last one short), three steps, with and without eq. (4)."""
+    rng = np.random.default_rng(6)
+    hyper = AdamHyper(eta=0.01, beta1=0.8, beta2=0.99, epsilon=1e-7)
+    omega = rng.standard_normal(1000).astype(np.float32)
+    reference, reference_state, state = omega.copy(), adam_init(omega), adam_init(omega)
+    for _ in range(3):
+        mean = rng.standard_normal(1000).astype(np.float32)
+        stepped, reference_state = adam_step(reference, mean, reference_state, hyper)
+        reference = stepped + np.float32(gamma_t) * (stepped - reference) if gamma_t else stepped
+        state = adam_in_place(omega, mean, state, hyper, gamma_t, block=64)
+        assert np.array_equal(omega, reference) and np.array_equal(state.m, reference_state.m)
+        assert np.array_equal(state.v, reference_state.v) and state.t == reference_state.t
+
+
 def test_the_ordered_sum_is_the_mean_in_party_order_whatever_the_arrival_order() -> None:
     """Gradients whose float32 sum depends on the order (1e8 + 1 - 1e8 = 0, 1e8 - 1e8 + 1 = 1) arrive in
     every order; some parties are rejected, some never answer. The mean is each coordinate summed in party

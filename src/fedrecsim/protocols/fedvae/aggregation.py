@@ -15,10 +15,10 @@ Given the gradients a round accepted, in sorted party order:
 3. one Adam step (`fedrecsim.mechanisms.adam`) from ω_{t-1};
 4. ω_t <- ω_t + gamma_t (ω_t - ω_{t-1}).
 
-Steps 3 and 4 run in place (`descend`): the server's ω and Adam's moments are overwritten and the
-average is used as scratch, with `adam_step`'s float32 operations in its order, so the numbers are the
-pure formula's bit for bit and a round allocates no model-sized temporaries beyond one scratch vector
-(and ω_{t-1}'s copy when gamma_t > 0). The average is of validated gradients, so it is finite, and
+Steps 3 and 4 run in place (`descend`), a block at a time: the server's ω and Adam's moments are
+overwritten and the average is used as scratch, with `adam_step`'s float32 operations in its order, so
+the numbers are the pure formula's bit for bit and a round allocates no model-sized temporary (two
+block-sized scratch vectors; ω_{t-1} is kept a block at a time when gamma_t > 0). The average is of validated gradients, so it is finite, and
 Adam's own finiteness check (a pass over P entries) is not repeated.
 
 A round applies no update (ω and Adam's state, its step count included, are unchanged) and says so
@@ -272,32 +272,53 @@ def unfiltered(n: int) -> Selection:
     return Selection(n, 0, np.arange(n) if n else None)
 
 
-def adam_in_place(omega: np.ndarray, gradient: np.ndarray, adam: AdamState, hyper: AdamHyper) -> AdamState:
-    """One Adam step of ``omega`` along ``gradient``, in place: ``omega`` and ``adam``'s moments are
-    overwritten, and ``gradient`` is used as scratch space (its values are lost). The float32 operations
-    are `fedrecsim.mechanisms.adam.adam_step`'s, one by one in its order, so the result is bit-for-bit
-    its result (tested); only the temporaries are gone. ``gradient`` is finite: the server validated
-    every gradient it averaged."""
+def adam_in_place(
+    omega: np.ndarray, gradient: np.ndarray, adam: AdamState, hyper: AdamHyper, gamma_t: float = 0.0, block: int = BLOCK
+) -> AdamState:
+    """One Adam step of ``omega`` along ``gradient``, in place, then eq. (4)'s ``ω_t + gamma_t (ω_t -
+    ω_{t-1})`` if ``gamma_t``: ``omega`` and ``adam``'s moments are overwritten, and ``gradient`` is used
+    as scratch space (its values are lost). The float32 operations are `fedrecsim.mechanisms.adam.
+    adam_step`'s (and eq. (4)'s), one by one in its order, so the result is bit-for-bit its result
+    (tested); only the temporaries are gone. They run ``block`` entries at a time, every operation on a
+    block before the next block, so that the five vectors' blocks stay in cache between operations:
+    each vector is read and written once, not once per operation. ``gradient`` is finite: the server
+    validated every gradient it averaged."""
     dtype = omega.dtype.type
     t = adam.t + 1
     beta1, beta2 = dtype(hyper.beta1), dtype(hyper.beta2)
-    m, v = adam.m, adam.v
-    scratch = np.multiply(gradient, gradient)
-    scratch *= 1 - beta2
-    v *= beta2
-    v += scratch
-    np.multiply(gradient, 1 - beta1, out=scratch)
-    m *= beta1
-    m += scratch
-    np.divide(m, dtype(1.0 - hyper.beta1**t), out=scratch)
-    scratch *= dtype(hyper.eta)
-    root = gradient
-    np.divide(v, dtype(1.0 - hyper.beta2**t), out=root)
-    np.sqrt(root, out=root)
-    root += dtype(hyper.epsilon)
-    scratch /= root
-    omega -= scratch
-    return AdamState(m, v, t)
+    rest1, rest2 = 1 - beta1, 1 - beta2
+    bias1, bias2 = dtype(1.0 - hyper.beta1**t), dtype(1.0 - hyper.beta2**t)
+    eta, epsilon, gamma = dtype(hyper.eta), dtype(hyper.epsilon), dtype(gamma_t)
+    scratch = np.empty(min(block, omega.size), dtype=omega.dtype)
+    previous = np.empty_like(scratch) if gamma_t else None
+    for start in range(0, omega.size, block):
+        stop = start + block
+        g, m, v, w = gradient[start:stop], adam.m[start:stop], adam.v[start:stop], omega[start:stop]
+        step = scratch[: w.size]
+        np.multiply(g, g, out=step)
+        step *= rest2
+        v *= beta2
+        v += step
+        np.multiply(g, rest1, out=step)
+        m *= beta1
+        m += step
+        np.divide(m, bias1, out=step)
+        step *= eta
+        root = g
+        np.divide(v, bias2, out=root)
+        np.sqrt(root, out=root)
+        root += epsilon
+        step /= root
+        if previous is None:
+            w -= step
+            continue
+        before = previous[: w.size]
+        before[...] = w
+        w -= step
+        np.subtract(w, before, out=before)
+        before *= gamma
+        w += before
+    return AdamState(adam.m, adam.v, t)
 
 
 @dataclass(frozen=True)
@@ -320,13 +341,7 @@ def descend(omega: np.ndarray, mean: np.ndarray | None, adam: AdamState, hyper: 
     changes when the round cannot be filtered (``selection.kept`` is None)."""
     if selection.kept is None or mean is None:
         return Update(omega, adam, selection)
-    previous = omega.copy() if gamma_t else None
-    state = adam_in_place(omega, mean, adam, hyper)
-    if previous is not None:
-        np.subtract(omega, previous, out=previous)
-        previous *= omega.dtype.type(gamma_t)
-        omega += previous
-    return Update(omega, state, selection)
+    return Update(omega, adam_in_place(omega, mean, adam, hyper, gamma_t), selection)
 
 
 def global_update(
