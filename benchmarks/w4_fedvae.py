@@ -12,11 +12,11 @@ is its own. Run it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not s
 ``sim_s``: `fedrecsim.run` of the scenario for three rounds with zero latency, the CPU of the second
 round (from the progress callback): the server encodes ω once, 250 users each decode it, run one
 forward/backward pass and encode their gradient, the network hashes every byte into the transcript and
-delivers, the server checks each gradient in the pass that sums it in party order as it comes (`OrderedSum`),
-keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place. Round 1 is left out because it also allocates what later rounds
-reuse; round 3 is followed by the held-out users' evaluation. SecureFilter is off (plain averaging),
-because the floor aggregates nothing either. The process keeps freed memory mapped, as the ``fedrecsim``
-command does (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident
+delivers, the server checks each gradient in the pass that sums it in party order as it comes
+(`OrderedSum`), keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place.
+Round 1 is left out because it also allocates what later rounds reuse; round 3 is followed by the
+held-out users' evaluation. SecureFilter is off (plain averaging), because the floor aggregates nothing
+either. The process keeps freed memory mapped, as the ``fedrecsim`` command does (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident
 memory right after the run (the run comes first, so it is the run's), beside ``messages_mb``, the
 gradients' bytes of one round. With zero latency the round's gradients are all in flight at one
 instant: the peak is about ``messages_mb`` and what the process holds besides. The server reads each

@@ -65,6 +65,19 @@ async def _round(senders_of, layout: Layout, hyper: MultVAEHyper, users: int) ->
     return server
 
 
+def _means_stepped_along(monkeypatch) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+    """A list that receives a copy of each mean the server steps along (`roles.descend`)."""
+    means: list[np.ndarray] = []
+    descend = roles.descend
+
+    def spy(omega, mean, *args):  # type: ignore[no-untyped-def]
+        means.append(mean.copy())
+        return descend(omega, mean, *args)
+
+    monkeypatch.setattr(roles, "descend", spy)
+    return means
+
+
 @pytest.mark.parametrize("seed", range(6))
 async def test_the_round_sums_in_party_order_whatever_the_arrival_order_and_without_a_dropped_user(
     autojump_clock, monkeypatch, seed: int
@@ -79,14 +92,7 @@ async def test_the_round_sums_in_party_order_whatever_the_arrival_order_and_with
     arrival = rng.permutation(8)
     delays: list[float | None] = [0.1 * float(np.flatnonzero(arrival == index)[0]) for index in range(8)]
     delays[5] = None
-    means: list[np.ndarray] = []
-    descend = roles.descend
-
-    def spy(omega, mean, *args):  # type: ignore[no-untyped-def]
-        means.append(mean.copy())
-        return descend(omega, mean, *args)
-
-    monkeypatch.setattr(roles, "descend", spy)
+    means = _means_stepped_along(monkeypatch)
     await _round(lambda network: [Sender(network, i, values[i], delays[i]) for i in range(8)], layout, hyper, 10)
     answering = [index for index in range(8) if delays[index] is not None]
     expected = values[answering[0]].copy()
@@ -152,14 +158,7 @@ async def test_a_gradient_bad_only_in_its_last_block_is_refused_in_todays_words_
     values = rng.choice(ORDER_SENSITIVE, size=(7, layout.size))
     values[3, -1] = np.nan if fault == "nan" else 3e15
     short = values[5, :-1]
-    means: list[np.ndarray] = []
-    descend = roles.descend
-
-    def spy(omega, mean, *args):  # type: ignore[no-untyped-def]
-        means.append(mean.copy())
-        return descend(omega, mean, *args)
-
-    monkeypatch.setattr(roles, "descend", spy)
+    means = _means_stepped_along(monkeypatch)
     async with open_network(links=LINKS) as sim:
         server = _server(sim.network, layout, hyper, users_per_round=10)
         senders = [Sender(sim.network, i, short if i == 5 else values[i], 0.0) for i in range(7)]
@@ -182,8 +181,9 @@ async def test_a_gradient_bad_only_in_its_last_block_is_refused_in_todays_words_
         validated_gradient(user3, 1, Gradient(1, values[3]), layout)
     words = "1 NaN or Inf entry, the first at flat index" if fault == "nan" else "an L2 norm of 3e+15 > 1e+15"
     assert words in alone.value.problem and report.rejected[0].problem == alone.value.problem
+    short_words = f"expected {layout.size} entries, received {layout.size - 1}"
     assert [(row.src, row.reason, row.problem) for row in rejections] == [
         (user3, RejectReason.INVALID, f"server:0 expected a valid fedvae.gradient from user:3: {alone.value.problem}"),
-        (user5, RejectReason.INVALID, f"server:0 expected a valid fedvae.gradient from user:5: expected {layout.size} entries, received {layout.size - 1}"),
+        (user5, RejectReason.INVALID, f"server:0 expected a valid fedvae.gradient from user:5: {short_words}"),
     ]
     assert [row.time for row in rejections] == [pytest.approx(start + 2 * LINKS.latency.seconds)] * 2

@@ -18,8 +18,9 @@ Given the gradients a round accepted, in sorted party order:
 Steps 3 and 4 run in place (`descend`), a block at a time: the server's ω and Adam's moments are
 overwritten and the average is used as scratch, with `adam_step`'s float32 operations in its order, so
 the numbers are the pure formula's bit for bit and a round allocates no model-sized temporary (two
-block-sized scratch vectors; ω_{t-1} is kept a block at a time when gamma_t > 0). The average is of validated gradients, so it is finite, and
-Adam's own finiteness check (a pass over P entries) is not repeated.
+block-sized scratch vectors; ω_{t-1} is kept a block at a time when gamma_t > 0). The average is of
+validated gradients, so it is finite, and Adam's own finiteness check (a pass over P entries) is not
+repeated.
 
 A round applies no update (ω and Adam's state, its step count included, are unchanged) and says so
 when it accepted no gradient or, with Krum, fewer than Krum needs to score one (``n - f - 2 < 1``,
@@ -160,7 +161,7 @@ class OrderedSum:
     is checked as it is read, before it is added (`validation.within_bound`'s verdict, block by block). A
     group is added into a second buffer from the sum so far, and the two swap only when the whole group
     passed: a gradient refused at its last block leaves no trace -- the group is added again without it,
-    from the untouched sum (the blocks the others passed are not checked again), so a refusal costs at
+    from the untouched sum (the blocks the others passed are not checked again), so each refusal costs at
     most one more pass over its group. A refused gradient is not counted, and `settle` hands it over.
 
     `settle` (``final`` False) gives the verdict on every gradient added since its last call before the
