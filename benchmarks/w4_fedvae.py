@@ -16,13 +16,14 @@ delivers, the server checks each gradient in the pass that sums it in party orde
 (`OrderedSum`), keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place.
 Round 1 is left out because it also allocates what later rounds reuse; round 3 is followed by the
 held-out users' evaluation. SecureFilter is off (plain averaging), because the floor aggregates nothing
-either. The process keeps freed memory mapped, as the ``fedrecsim`` command does (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident
-memory right after the run (the run comes first, so it is the run's), beside ``messages_mb``, the
-gradients' bytes of one round. With zero latency the round's gradients are all in flight at one
-instant: the peak is about ``messages_mb`` and what the process holds besides. The server reads each
-gradient in place, a read-only view of its message's bytes (misaligned for most senders: the gradient
-field is declared ``aligned=False``, `fedrecsim.protocols.fedvae.messages`), so no gradient is copied
-on delivery; the bytes are let go once the gradient is summed.
+either. The process keeps freed memory mapped, as the ``fedrecsim`` command does
+(`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident memory right
+after the run (the run comes first, so it is the run's), beside ``messages_mb``, the gradients' bytes of
+one round. With zero latency the round's gradients are all in flight at one instant: the peak is about
+``messages_mb`` and what the process holds besides. The server reads each gradient in place, a read-only
+view of its message's bytes (misaligned for most senders: the gradient field is declared
+``aligned=False``, `fedrecsim.protocols.fedvae.messages`), so no gradient is copied on delivery; the
+bytes are let go once the gradient is summed.
 
 ``floor_s``: the same 250 users' gradients -- each user's own gradient, not their sum -- computed in one
 batched numpy pass without actors, messages or validation (`fedrecsim.models.multvae.

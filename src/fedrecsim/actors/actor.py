@@ -28,7 +28,7 @@ M = TypeVar("M")
 
 class Replies(Generic[M]):
     """What ``gather`` collected: the reply of each sender that answered in time, who did not, and whose
-    reply was rejected (``validate`` refused it; sorted).
+    reply was rejected (``validate`` or ``settle`` refused it; sorted).
 
     ``accepted`` lists the senders whose reply passed (sorted); ``by_party`` holds their replies -- empty
     when the gather kept none (``keep=False``). Iterating yields ``(party, message)`` of ``by_party`` in
