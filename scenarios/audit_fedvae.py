@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun, claimed_cell
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 SEED = 11
-FIGURE = "audited_leak.png"
 DROPOUT = 0.5
 
 
@@ -75,25 +74,31 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="lower right", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
-        quick="two round counts at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(args.size, rounds, args.trials)) for rounds in args.size.rounds]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"FedVAE (Polato), server's view, one interaction added or removed: {args.size.users} users x {args.size.items} items, "
-          f"dropout {DROPOUT}, {args.trials} trials per world, bounds at {result.rows[0].document['confidence']:.0%} confidence")
-    note = ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
-            "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
-            "more trials give a larger lower bound." if any(row.mean > 0 for row in result.rows) else
-            "These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
+def rows(size: Size, trials: int) -> list[AuditRow]:
+    return [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(size, rounds, trials)) for rounds in size.rounds]
+
+
+def heading(run: ScriptRun) -> str:
+    confidence = run.result.rows[0].document["confidence"]
+    return (f"FedVAE (Polato), server's view, one interaction added or removed: {run.size.users} users x {run.size.items} items, "
+            f"dropout {DROPOUT}, {run.trials} trials per world, bounds at {confidence:.0%} confidence")
+
+
+def note(result: GridResult) -> str:
+    if any(row.mean > 0 for row in result.rows):
+        return ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
+                "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
+                "more trials give a larger lower bound.")
+    return ("These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
             "privacy: run more trials (--trials).")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, note))
-    return 0
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
+    quick="two round counts at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note,
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -30,12 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun, claimed_cell
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
 SEED = 5
-FIGURE = "audited_leak.png"
 DISTINGUISHERS = ("broadcast_decoder", "degree_residual")
 VARIANTS = ("privirec", "privirec_k")
 FULL = GridSize(users=40, items=100, ratings=300, trials=100)
@@ -70,31 +69,37 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper right", fontsize=7)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
-        quick="the same grid, smaller, at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [
+def rows(size: GridSize, trials: int) -> list[AuditRow]:
+    return [
         AuditRow((target, variant), f"{variant} ({target})", f"{variant}-{target.replace(' ', '-')}",
-                 (*overrides(args.size, variant, args.trials), *change))
+                 (*overrides(size, variant, trials), *change))
         for variant in VARIANTS for target, change in TARGETS.items()
     ]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"PriviRec (Nicolas et al.), view of user {args.size.users - 1}, one user's row added or removed: {args.size.users} users x "
-          f"{args.size.items} items, {args.size.ratings} interactions, {args.trials} trials per world, each bound at "
-          f"{result.rows[0].document['confidence']:.0%} confidence")
+
+
+def heading(run: ScriptRun) -> str:
+    size = run.size
+    return (f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
+            f"{size.items} items, {size.ratings} interactions, {run.trials} trials per world, each bound at "
+            f"{run.result.rows[0].document['confidence']:.0%} confidence")
+
+
+def note(result: GridResult) -> str:
     decoded = [row.row.name for row in result.rows if row.entry("broadcast_decoder") > 0]
-    note = ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
-            f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
-            "with a lower bound capped only by the trials." if decoded else
-            "The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
+    if decoded:
+        return ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
+                f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
+                "with a lower bound capped only by the trials.")
+    return ("The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
             "other rows: the residual column).")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, note, size=(6, 4)))
-    return 0
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
+    quick="the same grid, smaller, at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note, figure_size=(6, 4),
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

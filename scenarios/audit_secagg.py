@@ -28,12 +28,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "secagg_small.toml"
 SEED = 5
-FIGURE = "claimed_vs_audited.png"
 GRAPHS = {"Bonawitz et al. 2017": "complete", "SecAgg+": "sparse"}
 DISTINGUISHERS = ("masked_match", "logistic")
 #: The data's size (users sum rows of ``items`` values) and the trials per world.
@@ -67,22 +66,24 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper right", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit secure aggregation's claim from the server's view", out="results/audit_secagg",
-        quick="both graphs at 20 trials per world, 5 users (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(name, name, graph, overrides(args.size, graph, args.trials)) for name, graph in GRAPHS.items()]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Secure aggregation, server's view, one user's input replaced: {args.size.users} users summing rows of {args.size.items} "
-          f"values, real cryptography, {args.trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
-          "confidence over both distinguishers")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, "The claim is epsilon = 0 for what the server's view says beyond "
-                        "the sum: a violation means the masked messages tell the two inputs apart."))
-    return 0
+def rows(size: GridSize, trials: int) -> list[AuditRow]:
+    return [AuditRow(name, name, graph, overrides(size, graph, trials)) for name, graph in GRAPHS.items()]
+
+
+def heading(run: ScriptRun) -> str:
+    return (f"Secure aggregation, server's view, one user's input replaced: {run.size.users} users summing rows of "
+            f"{run.size.items} values, real cryptography, {run.trials} trials per world, bounds at "
+            f"{run.result.rows[0].document['best']['confidence']:.0%} confidence over both distinguishers")
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit secure aggregation's claim from the server's view", out="results/audit_secagg",
+    quick="both graphs at 20 trials per world, 5 users (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="claimed_vs_audited.png", paint=paint,
+    note="The claim is epsilon = 0 for what the server's view says beyond the sum: a violation means the masked messages tell "
+         "the two inputs apart.",
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":
