@@ -4,7 +4,7 @@ Usage::
 
     python scenarios/audit_fedvae.py             # T = 1, 2, 4 rounds at 200 trials per world (minutes on 2 cores)
     python scenarios/audit_fedvae.py --quick     # T = 1, 2 at 20 trials per world (the test suite runs this)
-    python scenarios/audit_fedvae.py --trials 500 --workers 2
+    python scenarios/audit_fedvae.py --trials 500 --seeds 3 --workers 2
 
 FedVAE claims no differential privacy: interactions stay on the device, and the server receives each
 sampled user's Mult-VAE gradient. Each audit (`fedrecsim.audit`, docs/audit.md) runs
@@ -16,8 +16,11 @@ never in the support, so over T rounds the test "score >= 1" has FPR 0 and TPR 1
 
 With no claim there is no violation to find ("no DP claim"): the audited value is the leak these trials
 can demonstrate. A test with no false positive is capped by the trials, not by the protocol: the script
-prints the cap (the bound a perfect test reaches with as many held-out trials) beside each bound. The audits go to ``--out``
-(default ``results/audit_fedvae``), one folder each (``rounds<T>``); running the script again resumes
+prints the cap (the bound a perfect test reaches with as many held-out trials) beside each bound.
+
+With ``--seeds N`` each T is audited N times at different data seeds (another data set, target user and
+added interaction each; the table shows the mean). The audits go to ``--out`` (default
+``results/audit_fedvae``), one folder each (``rounds<T>-seed<i>``); running the script again resumes
 them. With matplotlib the figure ``audited_leak.png`` is drawn there.
 """
 
@@ -57,7 +60,7 @@ COLUMNS = (
 
 def overrides(size: Size, rounds: int, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", f"run.rounds={rounds}", *size.data(), "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
+        f"run.rounds={rounds}", *size.data(), "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
         f"protocol.hidden={size.hidden}", "protocol.latent=8", f"protocol.dropout={DROPOUT}", "protocol.secure_filter='none'",
         "protocol.baseline=false", "protocol.cutoffs=[10]", "network.latency={model='constant', seconds=0.01}",
         "audit.party='server:0'", f"audit.trials={trials}", "audit.distinguishers=['gradient_support']",
@@ -81,7 +84,7 @@ def rows(size: Size, trials: int) -> list[AuditRow]:
 def heading(run: ScriptRun) -> str:
     confidence = run.result.rows[0].document["confidence"]
     return (f"FedVAE (Polato), server's view, one interaction added or removed: {run.size.users} users x {run.size.items} items, "
-            f"dropout {DROPOUT}, {run.trials} trials per world, bounds at {confidence:.0%} confidence")
+            f"dropout {DROPOUT}, {run.trials} trials per world, {run.seeds} audit(s) per row, bounds at {confidence:.0%} confidence")
 
 
 def note(result: GridResult) -> str:
@@ -96,7 +99,7 @@ def note(result: GridResult) -> str:
 SCRIPT = AuditScript(
     SCENARIO, "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
     quick="two round counts at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
-    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note,
+    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note, data_seed=SEED,
 )
 main = SCRIPT.main
 

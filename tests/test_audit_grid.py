@@ -152,8 +152,8 @@ def test_the_cap_is_the_bound_of_a_perfect_test_at_these_held_out_trials() -> No
 
 
 def known_script(seen: list[ScriptRun], **changes: Any) -> AuditScript:
-    """A script auditing the known mechanism at eps 1 and 2: ``size`` users, 6 trials per world (4 with --quick).
-    Its heading records what it is given in ``seen``."""
+    """A script auditing the known mechanism at eps 1 and 2: ``size`` users, 6 trials per world (4 with --quick),
+    from data seed 3. Its heading records what it is given in ``seen``."""
     def rows(users: int, trials: int) -> list[AuditRow]:
         return [AuditRow(eps, f"eps {eps:g}", f"eps{eps:g}", (f"protocol.epsilon={eps}", f"data.users={users}", f"audit.trials={trials}"))
                 for eps in (1.0, 2.0)]
@@ -165,7 +165,7 @@ def known_script(seen: list[ScriptRun], **changes: Any) -> AuditScript:
     declared: dict[str, Any] = dict(
         scenario=BASE, description="Audit the known mechanism", out="results/known", quick="4 users, 4 trials", sizes=(5, 4),
         trials=(6, 4), rows=rows, heading=heading, columns=(Column("eps", 5, claimed_cell, left=True), Column("audited", 9, lambda row: row.mean)),
-        figure="figure.png", paint=lambda axes, result: None, note=lambda result: f"a note on {len(result.rows)} rows",
+        figure="figure.png", paint=lambda axes, result: None, note=lambda result: f"a note on {len(result.rows)} rows", data_seed=3,
     )
     return AuditScript(**(declared | changes))
 
@@ -193,11 +193,11 @@ def test_a_script_runs_its_full_or_quick_size_and_prints_its_heading_then_the_re
     assert (run.size, run.trials, run.seeds) == (4, 4, 1)
     assert lines == ["4 users, 4 trials per world, 1 seed(s)", *run.result.table(script.columns).splitlines(),
                      "figure skipped: matplotlib is not installed", "a note on 2 rows", *run.result.verdict().splitlines()]
-    assert [_audited(tmp_path / "quick", folder) for folder in ("eps1", "eps2")] == [(4, 4, 3), (4, 4, 3)]
+    assert [_audited(tmp_path / "quick", folder) for folder in ("eps1-seed0", "eps2-seed0")] == [(4, 4, 3), (4, 4, 3)]
     assert _printed(script, ["--out", str(tmp_path / "full")], capsys)[0] == "5 users, 6 trials per world, 1 seed(s)"
-    assert _audited(tmp_path / "full", "eps2") == (6, 5, 3)
+    assert _audited(tmp_path / "full", "eps2-seed0") == (6, 5, 3)
     assert _printed(script, ["--quick", "--trials", "8", "--out", str(tmp_path / "more")], capsys)[0].startswith("4 users, 8 trials")
-    assert _audited(tmp_path / "more", "eps1") == (8, 4, 3)
+    assert _audited(tmp_path / "more", "eps1-seed0") == (8, 4, 3)
 
 
 def test_a_script_with_a_data_seed_audits_each_row_at_each_seed_and_the_users_settings_win(

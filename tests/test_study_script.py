@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -123,6 +124,25 @@ def test_an_audit_script_refuses_zero_trials_in_one_line_before_anything_runs(
     captured = capsys.readouterr()
     assert len(captured.err.splitlines()) == 1 and "audit.trials: must be >= 2, got 0" in captured.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(300)  # each row audited twice at 2 trials per world: a few dozen tiny runs
+@pytest.mark.parametrize("path", AUDIT_SCRIPTS, ids=[path.stem for path in AUDIT_SCRIPTS])
+def test_an_audit_script_audits_each_row_in_as_many_worlds_as_seeds(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seeds 2``: every row is audited twice, on two data sets and the target found in each, and the heading
+    says so (three scripts once ran one audit per row whatever ``--seeds`` said)."""
+    out = tmp_path / "out"
+    assert run_script(_load(path).main, ["--quick", "--seeds", "2", "--trials", "2", "--workers", "1", "--out", str(out)]) == 0
+    assert "2 audit(s) per" in capsys.readouterr().out
+    folders = sorted(folder.name for folder in out.iterdir() if folder.is_dir())
+    rows = sorted({folder.rsplit("-seed", 1)[0] for folder in folders})
+    assert rows and folders == [f"{row}-seed{index}" for row in rows for index in (0, 1)]
+    for row in rows:
+        first, second = (json.loads((out / f"{row}-seed{index}" / "audit.json").read_text()) for index in (0, 1))
+        assert second["scenario"]["run"]["seed"] == first["scenario"]["run"]["seed"] + 1_000_000
+        assert (first["target"]["present"], first["target"]["absent"]) != (second["target"]["present"], second["target"]["absent"])
 
 
 def parse(argv: list[str], **options) -> object:

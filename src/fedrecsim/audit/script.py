@@ -9,12 +9,20 @@ per world, the rows those give, the heading it prints, its table's columns, its 
    defaults to 1 with or without ``--quick``) and ``--trials``, whose default is the script's, or its quick
    one with ``--quick``. ``--trials`` has no minimum of its own: a count the audit refuses is the audit's
    one-line error (``audit.trials: must be >= 2, got 0``).
-2. the grid: ``rows(size, trials)``, each audited once, or with ``data_seed`` at ``--seeds`` data seeds
-   ``data_seed + 1,000,000 i``; ``--set`` comes last. Every audit is built, and so checked, before any
-   runs: a bad key or count writes nothing.
+2. the grid: ``rows(size, trials)``, each audited at ``--seeds`` data seeds ``data_seed + 1,000,000 i``
+   (``run.seed``, into ``<folder>-seed<i>``); ``--set`` comes last. Every audit is built, and so checked,
+   before any runs: a bad key or count writes nothing.
 3. the run into ``--out`` (resumed when the script runs again; the figure is the script's own file there),
    then what it prints: the heading, and `GridResult.report` -- the table, the figure line, the note, the
    verdict.
+
+What a seed is: an audit draws its data set once, from ``run.seed``, and its target (the user, the rating,
+the neighbouring row) from that data (`fedrecsim.audit.runner`); its trials only redraw the protocol's
+randomness. So a data seed is another audited world -- the scripts' synthetic data drawn anew and the
+target found in it -- and ``--seeds N`` audits each row in N of them (`AuditedRow`: the mean, least and
+largest bound). Every script declares a
+``data_seed``: every audit has data to seed, so ``--seeds`` means the same in every script, and no script
+can ignore it.
 
 It returns 0; errors are raised for `fedrecsim.study.run_script` to print in one line with their exit
 status. A script ends::
@@ -47,7 +55,7 @@ class ScriptRun:
     Attributes:
         size: the script's size the grid ran at (its full one, or its quick one with ``--quick``).
         trials: the trials per world.
-        seeds: ``--seeds`` (the data seeds per row, for a script with ``data_seed``).
+        seeds: ``--seeds``: the data seeds (audited worlds) per row.
         grid: the audits (`AuditGrid.first` names the first one's target).
         result: their result.
     """
@@ -77,9 +85,10 @@ class AuditScript:
         figure: the figure's file name in ``--out``.
         paint: ``paint(axes, result)`` draws the figure.
         note: the script's sentence on what its numbers mean, or ``note(result)`` when it depends on them.
+        data_seed: the first data seed (``run.seed``): each row is audited at ``--seeds`` data seeds from
+            it (``SEED_STEP`` apart), into ``<folder>-seed<i>``; it wins over a ``run.seed`` of the rows'
+            settings (the user's ``--set`` wins over it).
         figure_size: the figure's size in inches.
-        data_seed: None audits each row once, at the seed its settings give; a seed audits each row at
-            ``--seeds`` data seeds from it (``SEED_STEP`` apart), into ``<folder>-seed<i>``.
     """
 
     scenario: str | Path | Mapping[str, Any]
@@ -94,8 +103,8 @@ class AuditScript:
     figure: str
     paint: Callable[[Any, GridResult], None]
     note: str | Callable[[GridResult], str]
+    data_seed: int
     figure_size: tuple[float, float] = (5, 4)
-    data_seed: int | None = None
 
     def parser(self) -> ScriptParser:
         """The script's command line: the shared options and ``--trials``."""
@@ -112,7 +121,7 @@ class AuditScript:
             (`AuditGrid.run`). SimulationError: a trial failed. SystemExit: ``--help``, a usage error.
         """
         args = self.parser().parse_args(argv)
-        seeds = None if self.data_seed is None else [self.data_seed + SEED_STEP * index for index in range(args.seeds)]
+        seeds = [self.data_seed + SEED_STEP * index for index in range(args.seeds)]
         grid = AuditGrid(self.scenario, self.rows(args.size, args.trials), seeds=seeds, settings=args.set)
         result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[self.figure])
         print(self.heading(ScriptRun(args.size, args.trials, args.seeds, grid, result)))
