@@ -16,6 +16,7 @@ from fedrecsim.audit import (
     NO_CLAIM, NO_VIOLATION, VIOLATION, AuditedRow, AuditGrid, AuditResult, AuditRow, AuditScript, Column, GridResult, GridSize,
     ScriptRun, claimed_cell,
 )
+from fedrecsim.audit.script import first_seed
 from fedrecsim.errors import ConfigError, OutputError
 
 HERE = Path(__file__).resolve().parent
@@ -212,6 +213,39 @@ def test_a_script_with_a_data_seed_audits_each_row_at_each_seed_and_the_users_se
     assert [_audited(tmp_path / "out", folder) for folder in folders] == [(4, 4, 11), (4, 4, 1_000_011)] * 2
     assert json.loads((tmp_path / "out" / "eps1-seed1" / "audit.json").read_text())["scenario"]["data"]["items"] == 12
     assert len(seen[-1].result[2.0].results) == 2
+
+
+def test_a_users_run_seed_is_where_the_data_seeds_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set run.seed=40 --seeds 2``: two audits per row at two data seeds, 40 and 1,000,040, each with its
+    own data (the ``--set`` once came last and made both audits the seed-40 one)."""
+    seen: list[ScriptRun] = []
+    out = tmp_path / "out"
+    _printed(known_script(seen, data_seed=11), ["--quick", "--seeds", "2", "--set", "run.seed=40", "--out", str(out)], capsys)
+    assert [_audited(out, folder)[2] for folder in ("eps1-seed0", "eps1-seed1")] == [40, 1_000_040]
+    views = [json.loads((out / folder / "audit.json").read_text())["target"] for folder in ("eps1-seed0", "eps1-seed1")]
+    assert views[0] != views[1]
+    assert len(seen[-1].result[1.0].results) == 2
+
+
+@pytest.mark.parametrize(("settings", "first", "rest"), [
+    ([], 11, []), (["data.items=12"], 11, ["data.items=12"]), (["run.seed=5", "data.items=12", "run.seed = 7"], 7, ["data.items=12"]),
+])
+def test_the_first_data_seed_is_the_users_last_run_seed_else_the_scripts(settings: list[str], first: int, rest: list[str]) -> None:
+    assert first_seed(settings, 11) == (first, rest)
+
+
+@pytest.mark.parametrize("value", ["'x'", "1.5", "true"])
+def test_a_run_seed_that_is_no_whole_number_is_refused_naming_it(value: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--set run.seed: expected a whole number"):
+        known_script([]).main(["--quick", "--set", f"run.seed={value}", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_with_data_seeds_refuses_a_run_seed_setting_that_would_make_them_one(tmp_path: Path) -> None:
+    rows = [AuditRow(1.0, "eps 1", "eps1", ("protocol.epsilon=1.0",))]
+    with pytest.raises(ConfigError, match=r"^run.seed: set in the grid's settings, it would make its 2 data seeds"):
+        AuditGrid(BASE, rows, seeds=[3, 1_000_003], settings=["run.seed=5"])
+    assert [audit.scenario.run.seed for _, audit in AuditGrid(BASE, rows, settings=["run.seed=5"]).audits[1.0]] == [5]
 
 
 def test_a_scripts_help_shows_its_trials_at_both_sizes() -> None:

@@ -9,9 +9,12 @@ per world, the rows those give, the heading it prints, its table's columns, its 
    defaults to 1 with or without ``--quick``) and ``--trials``, whose default is the script's, or its quick
    one with ``--quick``. ``--trials`` has no minimum of its own: a count the audit refuses is the audit's
    one-line error (``audit.trials: must be >= 2, got 0``).
-2. the grid: ``rows(size, trials)``, each audited at ``--seeds`` data seeds ``data_seed + 1,000,000 i``
-   (``run.seed``, into ``<folder>-seed<i>``); ``--set`` comes last. Every audit is built, and so checked,
-   before any runs: a bad key or count writes nothing.
+2. the grid: ``rows(size, trials)``, each audited at ``--seeds`` data seeds ``first + 1,000,000 i``
+   (``run.seed``, into ``<folder>-seed<i>``), where ``first`` is the script's ``data_seed``, or X with
+   ``--set run.seed=X`` (`first_seed`): as in ``fedrecsim sweep`` and `fedrecsim.study.Study`, the user's
+   ``run.seed`` is where the seeds start, so N seeds are N worlds whatever ``--set`` says. The rest of
+   ``--set`` comes last. Every audit is built, and so checked, before any runs: a bad key or count writes
+   nothing.
 3. the run into ``--out`` (resumed when the script runs again; the figure is the script's own file there),
    then what it prints: the heading, and `GridResult.report` -- the table, the figure line, the note, the
    verdict.
@@ -41,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
+from ..scenario import parse_override
 from ..study import ScriptParser
 from .grid import AuditGrid, AuditRow, Column, GridResult
 
@@ -87,7 +92,7 @@ class AuditScript:
         note: the script's sentence on what its numbers mean, or ``note(result)`` when it depends on them.
         data_seed: the first data seed (``run.seed``): each row is audited at ``--seeds`` data seeds from
             it (``SEED_STEP`` apart), into ``<folder>-seed<i>``; it wins over a ``run.seed`` of the rows'
-            settings (the user's ``--set`` wins over it).
+            settings, and the user's ``--set run.seed=X`` replaces it (the seeds start from X).
         figure_size: the figure's size in inches.
     """
 
@@ -121,8 +126,9 @@ class AuditScript:
             (`AuditGrid.run`). SimulationError: a trial failed. SystemExit: ``--help``, a usage error.
         """
         args = self.parser().parse_args(argv)
-        seeds = [self.data_seed + SEED_STEP * index for index in range(args.seeds)]
-        grid = AuditGrid(self.scenario, self.rows(args.size, args.trials), seeds=seeds, settings=args.set)
+        first, settings = first_seed(args.set, self.data_seed)
+        seeds = [first + SEED_STEP * index for index in range(args.seeds)]
+        grid = AuditGrid(self.scenario, self.rows(args.size, args.trials), seeds=seeds, settings=settings)
         result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[self.figure])
         print(self.heading(ScriptRun(args.size, args.trials, args.seeds, grid, result)))
         note = self.note if isinstance(self.note, str) else self.note(result)
@@ -130,4 +136,24 @@ class AuditScript:
         return 0
 
 
-__all__ = ["SEED_STEP", "AuditScript", "ScriptRun"]
+def first_seed(settings: Sequence[str], data_seed: int) -> tuple[int, list[str]]:
+    """The first data seed and the other ``--set`` overrides: X with ``--set run.seed=X`` (the last one
+    given), else ``data_seed``. The seeds count from the user's ``run.seed`` rather than one ``run.seed``
+    overriding them all, which would make every seed's audit the same.
+
+    Raises:
+        ConfigError: a malformed override, or a ``run.seed`` that is not a whole number (``--set run.seed``).
+    """
+    first, rest = data_seed, []
+    for text in settings:
+        keys, value = parse_override(text)
+        if keys != ["run", "seed"]:
+            rest.append(text)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            first = value
+        else:
+            raise ConfigError("--set run.seed", f"expected a whole number, the first data seed, got {value!r}")
+    return first, rest
+
+
+__all__ = ["SEED_STEP", "AuditScript", "ScriptRun", "first_seed"]
