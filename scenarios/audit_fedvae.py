@@ -4,7 +4,7 @@ Usage::
 
     python scenarios/audit_fedvae.py             # T = 1, 2, 4 rounds at 200 trials per world (minutes on 2 cores)
     python scenarios/audit_fedvae.py --quick     # T = 1, 2 at 20 trials per world (the test suite runs this)
-    python scenarios/audit_fedvae.py --trials 500 --workers 2
+    python scenarios/audit_fedvae.py --trials 500 --seeds 3 --workers 2
 
 FedVAE claims no differential privacy: interactions stay on the device, and the server receives each
 sampled user's Mult-VAE gradient. Each audit (`fedrecsim.audit`, docs/audit.md) runs
@@ -16,8 +16,11 @@ never in the support, so over T rounds the test "score >= 1" has FPR 0 and TPR 1
 
 With no claim there is no violation to find ("no DP claim"): the audited value is the leak these trials
 can demonstrate. A test with no false positive is capped by the trials, not by the protocol: the script
-prints the cap (the bound a perfect test reaches with as many held-out trials) beside each bound. The audits go to ``--out``
-(default ``results/audit_fedvae``), one folder each (``rounds<T>``); running the script again resumes
+prints the cap (the bound a perfect test reaches with as many held-out trials) beside each bound.
+
+With ``--seeds N`` each T is audited N times at different data seeds (another data set, target user and
+added interaction each; the table shows the mean). The audits go to ``--out`` (default
+``results/audit_fedvae``), one folder each (``rounds<T>-seed<i>``); running the script again resumes
 them. With matplotlib the figure ``audited_leak.png`` is drawn there.
 """
 
@@ -28,12 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun, claimed_cell
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "fedvae_ml1m_shape.toml"
 SEED = 11
-FIGURE = "audited_leak.png"
 DROPOUT = 0.5
 
 
@@ -58,7 +60,7 @@ COLUMNS = (
 
 def overrides(size: Size, rounds: int, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", f"run.rounds={rounds}", *size.data(), "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
+        f"run.rounds={rounds}", *size.data(), "data.test_fraction=0.1", f"protocol.users_per_round={size.users}",
         f"protocol.hidden={size.hidden}", "protocol.latent=8", f"protocol.dropout={DROPOUT}", "protocol.secure_filter='none'",
         "protocol.baseline=false", "protocol.cutoffs=[10]", "network.latency={model='constant', seconds=0.01}",
         "audit.party='server:0'", f"audit.trials={trials}", "audit.distinguishers=['gradient_support']",
@@ -75,25 +77,31 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="lower right", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
-        quick="two round counts at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(args.size, rounds, args.trials)) for rounds in args.size.rounds]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"FedVAE (Polato), server's view, one interaction added or removed: {args.size.users} users x {args.size.items} items, "
-          f"dropout {DROPOUT}, {args.trials} trials per world, bounds at {result.rows[0].document['confidence']:.0%} confidence")
-    note = ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
-            "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
-            "more trials give a larger lower bound." if any(row.mean > 0 for row in result.rows) else
-            "These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
+def rows(size: Size, trials: int) -> list[AuditRow]:
+    return [AuditRow(rounds, f"T = {rounds}", f"rounds{rounds}", overrides(size, rounds, trials)) for rounds in size.rounds]
+
+
+def heading(run: ScriptRun) -> str:
+    confidence = run.result.rows[0].document["confidence"]
+    return (f"FedVAE (Polato), server's view, one interaction added or removed: {run.size.users} users x {run.size.items} items, "
+            f"dropout {DROPOUT}, {run.trials} trials per world, {run.seeds} audit(s) per row, bounds at {confidence:.0%} confidence")
+
+
+def note(result: GridResult) -> str:
+    if any(row.mean > 0 for row in result.rows):
+        return ("The server's view of the gradients demonstrably reveals one interaction: where the held-out false-positive "
+                "rate is 0 the audited value is capped by the number of trials (the cap column), not by the protocol -- "
+                "more trials give a larger lower bound.")
+    return ("These trials demonstrate no leak (every bound is 0); with no claim to check that says nothing about "
             "privacy: run more trials (--trials).")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, note))
-    return 0
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit what FedVAE's server learns of one interaction", out="results/audit_fedvae",
+    quick="two round counts at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note, data_seed=SEED,
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -30,12 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, ScriptRun
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "hua_s1.toml"
 SEED = 7
-FIGURE = "claimed_vs_audited.png"
 SIZE = ("run.rounds=5", "data.users=20", "data.items=30", "data.ratings=150", "protocol.d=2", "protocol.replay=false",
         "protocol.baseline_rounds=1")
 #: Who looks, with which distinguishers.
@@ -68,27 +67,27 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper left", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit Hua et al.'s eps for the published V and against the recommender", out="results/audit_hua",
-        quick="four audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("audits", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=400, quick=20, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [
+def rows(audits: tuple[tuple[str, float, tuple[str, ...]], ...], trials: int) -> list[AuditRow]:
+    return [
         AuditRow((view, eps), f"{view} at eps {eps:g}", f"{view.replace(' ', '_')}-eps{eps:g}",
-                 (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={args.trials}", *settings))
-        for view, eps, settings in args.audits
+                 (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}", *settings))
+        for view, eps, settings in audits
     ]
-    grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
-    result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Hua et al., one rating of user {grid.first().target.user}, {args.trials} trials per world, "
-          f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, "The S2 recommender is expected above its claim "
-                        "(privacy.known_leaks: it learns the rated items); the published V and the outside observer are "
-                        "expected within it."))
-    return 0
+
+
+def heading(run: ScriptRun) -> str:
+    return (f"Hua et al., one rating of user {run.grid.first().target.user}, {run.trials} trials per world, "
+            f"{run.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit Hua et al.'s eps for the published V and against the recommender", out="results/audit_hua",
+    quick="four audits at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(400, 20), rows=rows, heading=heading,
+    columns=COLUMNS, figure="claimed_vs_audited.png", paint=paint, data_seed=SEED,
+    note="The S2 recommender is expected above its claim (privacy.known_leaks: it learns the rated items); the published V "
+         "and the outside observer are expected within it.",
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "minto_ldp.toml"
 SEED = 7
-FIGURE = "claimed_vs_audited.png"
 
 
 @dataclass(frozen=True)
@@ -70,25 +69,25 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper left", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit Minto et al.'s per-report eps0 from the proxy's view", out="results/audit_minto",
-        quick="two budgets at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(args.size, eps, args.trials)) for eps in args.size.epsilons]
-    grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
-    result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Minto et al., proxy's view of one report (k = 1, one epoch), {args.trials} trials per world, "
-          f"{args.size.users} users x {args.size.items} items, {args.seeds} audit(s) per eps0:")
-    document = result.rows[0].document
-    print(f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
-          f"all of them (each alone: {document['confidence']:.0%})")
-    print(result.report(COLUMNS, args.out / FIGURE, paint,
-                        "The ratio is how much of eps0 the proxy's best test demonstrably extracts from one report."))
-    return 0
+def rows(size: Size, trials: int) -> list[AuditRow]:
+    return [AuditRow(eps, f"eps0 {eps:g}", f"eps{eps:g}", overrides(size, eps, trials)) for eps in size.epsilons]
+
+
+def heading(run: ScriptRun) -> str:
+    document = run.result.rows[0].document
+    return (f"Minto et al., proxy's view of one report (k = 1, one epoch), {run.trials} trials per world, "
+            f"{run.size.users} users x {run.size.items} items, {run.seeds} audit(s) per eps0:\n"
+            f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
+            f"all of them (each alone: {document['confidence']:.0%})")
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit Minto et al.'s per-report eps0 from the proxy's view", out="results/audit_minto",
+    quick="two budgets at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials), rows=rows,
+    heading=heading, columns=COLUMNS, figure="claimed_vs_audited.png", paint=paint, data_seed=SEED,
+    note="The ratio is how much of eps0 the proxy's best test demonstrably extracts from one report.",
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ Usage::
 
     python scenarios/audit_privirec.py           # two targets x two variants at 100 trials per world (minutes)
     python scenarios/audit_privirec.py --quick   # the same grid at 20 trials per world, smaller (the suite runs this)
-    python scenarios/audit_privirec.py --trials 500 --workers 2
+    python scenarios/audit_privirec.py --trials 500 --seeds 3 --workers 2
 
 PriviRec claims confidentiality, not differential privacy: secure aggregation reveals only aggregates
 (V, P~, Y_l), which the paper says do not give information about users. Each audit (`fedrecsim.audit`,
@@ -19,9 +19,13 @@ the broadcasts:
 * ``degree_residual`` -- the DP adversary who knows every other row: V minus their degrees is the row.
 
 Two targets: the holder of the rarest item (the default: its item has degree 1) and user 1, picked
-without looking at its items (``audit.user = 1``); and both variants (PriviRec-k broadcasts no P~). The audits go to
-``--out`` (default ``results/audit_privirec``), one folder each; running the script again resumes them.
-With matplotlib the figure ``audited_leak.png`` is drawn there.
+without looking at its items (``audit.user = 1``); and both variants (PriviRec-k broadcasts no P~).
+
+With ``--seeds N`` each row is audited N times at different data seeds: another data set, so other item
+degrees and another rarest-item holder (the target column lists the user of each). The table shows the
+means. The audits go to ``--out`` (default ``results/audit_privirec``), one folder each
+(``<variant>-<target>-seed<i>``); running the script again resumes them. With matplotlib the figure
+``audited_leak.png`` is drawn there.
 """
 
 from __future__ import annotations
@@ -30,21 +34,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize, claimed_cell
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditedRow, AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun, claimed_cell
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "privirec_small.toml"
 SEED = 5
-FIGURE = "audited_leak.png"
 DISTINGUISHERS = ("broadcast_decoder", "degree_residual")
 VARIANTS = ("privirec", "privirec_k")
 FULL = GridSize(users=40, items=100, ratings=300, trials=100)
 QUICK = GridSize(users=15, items=40, ratings=90, trials=20)
 #: The target users: the relation's default, and user 1, a user picked without looking at its items.
 TARGETS = {"rarest-item holder": (), "user 1": ("audit.user=1",)}
+
+
+def targets(row: AuditedRow) -> str:
+    """The row's target users, one per data seed in seed order, each named once."""
+    return ", ".join(dict.fromkeys(str(result.document["target"]["user"]) for result in row.results))
+
+
 COLUMNS = (
     Column("variant", 12, lambda row: row.row.key[1], left=True),
-    Column("target", 24, lambda row: f"{row.row.key[0]} ({row.document['target']['user']})", left=True),
+    Column("target", 27, lambda row: f"{row.row.key[0]} ({targets(row)})", left=True),
     Column("claimed", 8, claimed_cell), Column("decoder", 9, lambda row: row.entry("broadcast_decoder")),
     Column("residual", 10, lambda row: row.entry("degree_residual")), Column("cap", 7, lambda row: row.cap),
     Column("trials/s", 10, lambda row: row.trials_per_s, ".1f"),
@@ -53,7 +63,7 @@ COLUMNS = (
 
 def overrides(size: GridSize, variant: str, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", "run.rounds=1", *size.data(),
+        "run.rounds=1", *size.data(),
         f"protocol.variant='{variant}'", "protocol.k=8", "protocol.secagg='ideal'", "network.latency={model='constant', seconds=0.01}",
         f"audit.party='user:{size.users - 1}'", f"audit.trials={trials}", f"audit.distinguishers={list(DISTINGUISHERS)}",
     )
@@ -70,31 +80,38 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper right", fontsize=7)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
-        quick="the same grid, smaller, at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [
+def rows(size: GridSize, trials: int) -> list[AuditRow]:
+    return [
         AuditRow((target, variant), f"{variant} ({target})", f"{variant}-{target.replace(' ', '-')}",
-                 (*overrides(args.size, variant, args.trials), *change))
+                 (*overrides(size, variant, trials), *change))
         for variant in VARIANTS for target, change in TARGETS.items()
     ]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"PriviRec (Nicolas et al.), view of user {args.size.users - 1}, one user's row added or removed: {args.size.users} users x "
-          f"{args.size.items} items, {args.size.ratings} interactions, {args.trials} trials per world, each bound at "
-          f"{result.rows[0].document['confidence']:.0%} confidence")
+
+
+def heading(run: ScriptRun) -> str:
+    size = run.size
+    return (f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
+            f"{size.items} items, {size.ratings} interactions, {run.trials} trials per world, {run.seeds} audit(s) per row, each bound at "
+            f"{run.result.rows[0].document['confidence']:.0%} confidence")
+
+
+def note(result: GridResult) -> str:
     decoded = [row.row.name for row in result.rows if row.entry("broadcast_decoder") > 0]
-    note = ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
-            f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
-            "with a lower bound capped only by the trials." if decoded else
-            "The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
+    if decoded:
+        return ("The paper's 'only aggregates' claim has no epsilon, and the audit shows what it is worth: a receiver of "
+                f"PriviRec's broadcasts alone tells whether the target is in the data ({', '.join(decoded)}), "
+                "with a lower bound capped only by the trials.")
+    return ("The decoder demonstrated no leak at these trials (the degrees alone leak to an adversary who knows the "
             "other rows: the residual column).")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, note, size=(6, 4)))
-    return 0
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit what PriviRec's broadcasts reveal of one user's row", out="results/audit_privirec",
+    quick="the same grid, smaller, at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="audited_leak.png", paint=paint, note=note, data_seed=SEED,
+    figure_size=(6, 4),
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -24,12 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, ScriptRun
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "ribero_synthetic.toml"
 SEED = 7
-FIGURE = "claimed_vs_audited.png"
 SIZE = ("data.users=20", "data.items=30", "data.ratings=400", "data.rank=2", "data.silos=10", "protocol.k=1",
         "protocol.support=30", "protocol.rank=2", "protocol.baselines=false", "protocol.nmf_iterations=20",
         "audit.party='server:0'")
@@ -54,23 +53,24 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper left", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit Ribero et al.'s eps per silo from the server's view", out="results/audit_ribero",
-        quick="two audits at 20 trials per world (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("epsilons", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=200, quick=20, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(eps, f"the server at eps {eps:g}", f"server-eps{eps:g}",
-                     (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={args.trials}")) for eps in args.epsilons]
-    grid = AuditGrid(SCENARIO, rows, seeds=[SEED + 1_000_000 * index for index in range(args.seeds)], settings=args.set)
-    result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Ribero et al., the row of user {grid.first().target.user}, {args.trials} trials per world, "
-          f"{args.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, "The server's tests here are heuristic: a bound far below eps "
-                        "says how little of the budget they extract, not that the budget is spent."))
-    return 0
+def rows(epsilons: tuple[float, ...], trials: int) -> list[AuditRow]:
+    return [AuditRow(eps, f"the server at eps {eps:g}", f"server-eps{eps:g}",
+                     (*SIZE, f"protocol.epsilon={eps}", f"audit.trials={trials}")) for eps in epsilons]
+
+
+def heading(run: ScriptRun) -> str:
+    return (f"Ribero et al., the row of user {run.grid.first().target.user}, {run.trials} trials per world, "
+            f"{run.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit Ribero et al.'s eps per silo from the server's view", out="results/audit_ribero",
+    quick="two audits at 20 trials per world (seconds)", sizes=(FULL, QUICK), trials=(200, 20), rows=rows, heading=heading,
+    columns=COLUMNS, figure="claimed_vs_audited.png", paint=paint, data_seed=SEED,
+    note="The server's tests here are heuristic: a bound far below eps says how little of the budget they extract, not that "
+         "the budget is spent.",
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

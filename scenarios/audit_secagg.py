@@ -4,7 +4,7 @@ Usage::
 
     python scenarios/audit_secagg.py             # Bonawitz et al. and SecAgg+ at 150 trials per world (minutes)
     python scenarios/audit_secagg.py --quick     # both at 20 trials per world, 5 users (the test suite runs this)
-    python scenarios/audit_secagg.py --trials 500 --workers 2
+    python scenarios/audit_secagg.py --trials 500 --seeds 3 --workers 2
 
 The claim (Bonawitz et al. 2017; Bell et al. 2020 for SecAgg+) is a simulation claim: the
 honest-but-curious server's view is simulatable from the sum, so any event of the view that does not
@@ -18,8 +18,10 @@ other) and by the generic logistic regression on every number it received.
 "No violation found" here means the trials did not tell the two inputs apart through the masked
 messages: a lower bound of 0 is consistent with the claim, not a proof of it. (What zero masks look
 like: tests/protocols/secagg/test_secagg_audit.py zeroes the PRG and the same audit reports a violation.)
-The audits go to ``--out`` (default ``results/audit_secagg``), one folder each; running the script again
-resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
+With ``--seeds N`` each protocol is audited N times at different data seeds (another data set, so another
+target and other pairs of inputs; the table shows the means). The audits go to ``--out`` (default
+``results/audit_secagg``), one folder each (``<graph>-seed<i>``); running the script again resumes them.
+With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.audit import AuditGrid, AuditRow, Column, GridResult, GridSize
-from fedrecsim.study import ScriptParser, run_script
+from fedrecsim.audit import AuditRow, AuditScript, Column, GridResult, GridSize, ScriptRun
+from fedrecsim.study import run_script
 
 SCENARIO = Path(__file__).resolve().parent / "secagg_small.toml"
 SEED = 5
-FIGURE = "claimed_vs_audited.png"
 GRAPHS = {"Bonawitz et al. 2017": "complete", "SecAgg+": "sparse"}
 DISTINGUISHERS = ("masked_match", "logistic")
 #: The data's size (users sum rows of ``items`` values) and the trials per world.
@@ -48,7 +49,7 @@ COLUMNS = (
 
 def overrides(size: GridSize, graph: str, trials: int) -> tuple[str, ...]:
     return (
-        f"run.seed={SEED}", "run.rounds=1", *size.data(),
+        "run.rounds=1", *size.data(),
         "availability.dropout=0.0", "protocol.mode='real'", f"protocol.graph='{graph}'", "protocol.inputs='ratings'",
         "network.latency={model='constant', seconds=0.01}", "audit.party='server:0'", f"audit.trials={trials}",
     )
@@ -67,22 +68,24 @@ def paint(axes: Any, result: GridResult) -> None:
     axes.legend(loc="upper right", fontsize=8)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(
-        "Audit secure aggregation's claim from the server's view", out="results/audit_secagg",
-        quick="both graphs at 20 trials per world, 5 users (seconds)", seeds=1, quick_seeds=1,
-    )
-    parser.add_size("size", full=FULL, quick=QUICK)
-    parser.add_sized_argument("--trials", full=FULL.trials, quick=QUICK.trials, type=int, help="trials per world")
-    args = parser.parse_args(argv)
-    rows = [AuditRow(name, name, graph, overrides(args.size, graph, args.trials)) for name, graph in GRAPHS.items()]
-    result = AuditGrid(SCENARIO, rows, settings=args.set).run(args.out, workers=args.workers, dask=args.dask, own=[FIGURE])
-    print(f"Secure aggregation, server's view, one user's input replaced: {args.size.users} users summing rows of {args.size.items} "
-          f"values, real cryptography, {args.trials} trials per world, bounds at {result.rows[0].document['best']['confidence']:.0%} "
-          "confidence over both distinguishers")
-    print(result.report(COLUMNS, args.out / FIGURE, paint, "The claim is epsilon = 0 for what the server's view says beyond "
-                        "the sum: a violation means the masked messages tell the two inputs apart."))
-    return 0
+def rows(size: GridSize, trials: int) -> list[AuditRow]:
+    return [AuditRow(name, name, graph, overrides(size, graph, trials)) for name, graph in GRAPHS.items()]
+
+
+def heading(run: ScriptRun) -> str:
+    return (f"Secure aggregation, server's view, one user's input replaced: {run.size.users} users summing rows of "
+            f"{run.size.items} values, real cryptography, {run.trials} trials per world, {run.seeds} audit(s) per row, bounds at "
+            f"{run.result.rows[0].document['best']['confidence']:.0%} confidence over both distinguishers")
+
+
+SCRIPT = AuditScript(
+    SCENARIO, "Audit secure aggregation's claim from the server's view", out="results/audit_secagg",
+    quick="both graphs at 20 trials per world, 5 users (seconds)", sizes=(FULL, QUICK), trials=(FULL.trials, QUICK.trials),
+    rows=rows, heading=heading, columns=COLUMNS, figure="claimed_vs_audited.png", paint=paint, data_seed=SEED,
+    note="The claim is epsilon = 0 for what the server's view says beyond the sum: a violation means the masked messages tell "
+         "the two inputs apart.",
+)
+main = SCRIPT.main
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ The paper runs S1 and S2 for 100 iterations and S3 for 10,000; the scenario file
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from fedrecsim.study import ScriptParser, Study, run_script
@@ -23,27 +24,29 @@ from fedrecsim.study import ScriptParser, Study, run_script
 HERE = Path(__file__).resolve().parent
 EPSILONS = (0.05, 0.1, 0.15, 0.8, 8.0, 80.0, 800.0)
 SCENARIOS = {"S1": HERE / "hua_s1.toml", "S2": HERE / "hua_s2.toml", "S3": HERE / "hua_s3_churn.toml"}
-QUICK = [
+QUICK_DATA = [
     "data.users=60", "data.items=80", "data.ratings=1500", "protocol.d=8", "protocol.eval_every=1000",
     "network.latency={model='constant', seconds=0.0}",
 ]
-QUICK_ROUNDS = {"S1": 10, "S2": 10, "S3": 30}
+#: Per scenario, its size: as its file says, or with ``--quick`` the small data set and a few rounds.
+FULL: dict[str, list[str]] = {name: [] for name in SCENARIOS}
+QUICK = {name: [*QUICK_DATA, f"run.rounds={rounds}"] for name, rounds in {"S1": 10, "S2": 10, "S3": 30}.items()}
 
 
 def sweep(
-    epsilons: tuple[float, ...], seeds: int, overrides: list[str], quick: bool, out: Path,
+    epsilons: tuple[float, ...], seeds: int, overrides: list[str], sizes: Mapping[str, list[str]], out: Path,
     workers: int | None = None, dask: str | None = None,
 ) -> dict[str, dict[float, tuple[float, float, float]]]:
     """Per scenario and eps: the means over seeds of (err_increase, noise_err_increase, paper_err_increase),
-    from summary.csv.
+    from summary.csv; ``sizes`` is per scenario (`FULL` or `QUICK`), ``overrides`` (``--set``) come after it.
 
     S1 has no noiseless twin (its noise is in the published V only): there the second number is
     err_increase itself.
     """
     table: dict[str, dict[float, tuple[float, float, float]]] = {}
     for name, path in SCENARIOS.items():
-        extra = [*QUICK, f"run.rounds={QUICK_ROUNDS[name]}"] if quick else []
-        study = Study(path, overrides=["run.seed=1", *extra, *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]}, seeds=seeds)
+        study = Study(path, overrides=["run.seed=1", *sizes[name], *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]},
+                      seeds=seeds)
         done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
         table[name] = {}
         for line in done.summary:
@@ -77,8 +80,9 @@ def render(table: dict[str, dict[float, tuple[float, float, float]]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_epsilon_sweep", quick="a small data set and few rounds (seconds)",
                           seeds=1, quick_seeds=1)
+    parser.add_size("sizes", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
-    print(render(sweep(EPSILONS, args.seeds, args.set, args.quick, args.out, args.workers, args.dask)))
+    print(render(sweep(EPSILONS, args.seeds, args.set, args.sizes, args.out, args.workers, args.dask)))
     return 0
 
 

@@ -9,13 +9,16 @@ its handlers are in place first, and they hold for the whole command:
   standard output pointed at ``/dev/null`` so that the interpreter's last flush cannot fail again (the
   recipe of the Python documentation, "Note on SIGPIPE").
 
-Everything else is `fedrecsim.cli.main`'s.
+Everything else is `fedrecsim.cli.main`'s. ``python -m fedrecsim.cli`` and the study scripts'
+`fedrecsim.study.run_script` end a closed standard output the same way, with `pipe_safe` (kept here,
+where importing it costs nothing).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 _EXIT_SIGINT = 130
 _EXIT_SIGPIPE = 141
@@ -26,13 +29,21 @@ def main() -> int:
     try:
         from fedrecsim.cli import main as command
 
-        code = command()
-        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's exit
-        return code
+        return pipe_safe(command)
     except KeyboardInterrupt:
         _quiet_stdout()
         _say("fedrecsim: interrupted")
         return _EXIT_SIGINT
+
+
+def pipe_safe(command: Callable[[], int]) -> int:
+    """``command()``'s exit status with its output flushed; or, when the reader closed standard output
+    (``| head -1``), 141 (128 + SIGPIPE, what a shell reports for a command SIGPIPE ended) with standard
+    output pointed at /dev/null, so that nothing printed or flushed on the way out fails again."""
+    try:
+        code = command()
+        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not in the interpreter's exit
+        return code
     except BrokenPipeError:
         _quiet_stdout()
         return _EXIT_SIGPIPE

@@ -1,6 +1,6 @@
 """`fedrecsim.audit.AuditGrid`, the study scripts' claimed-vs-audited table: its folders and seeds, its refusals
-before anything runs, the table's cells, and verdicts in ``fedrecsim audit``'s words -- on the protocol of
-one's own with a known epsilon (tests/audit_known_mechanism.py)."""
+before anything runs, the table's cells, and verdicts in ``fedrecsim audit``'s words; and `AuditScript`, the
+scripts' shared command -- on the protocol of one's own with a known epsilon (tests/audit_known_mechanism.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from fedrecsim.audit import (
-    NO_CLAIM, NO_VIOLATION, VIOLATION, AuditedRow, AuditGrid, AuditResult, AuditRow, Column, GridResult, GridSize,
-    claimed_cell,
+    NO_CLAIM, NO_VIOLATION, VIOLATION, AuditedRow, AuditGrid, AuditResult, AuditRow, AuditScript, Column, GridResult, GridSize,
+    ScriptRun, claimed_cell,
 )
+from fedrecsim.audit.script import first_seed
 from fedrecsim.errors import ConfigError, OutputError
 
 HERE = Path(__file__).resolve().parent
@@ -149,3 +150,105 @@ def test_the_cap_is_the_bound_of_a_perfect_test_at_these_held_out_trials() -> No
         row = AuditedRow(AuditRow("a", "a", "a", ()), (made_up(None, 0.0, NO_CLAIM, heldout=n),))
         root = 0.025 ** (1 / n)
         assert row.cap == pytest.approx(math.log(root / (1 - root)), rel=1e-9)
+
+
+def known_script(seen: list[ScriptRun], **changes: Any) -> AuditScript:
+    """A script auditing the known mechanism at eps 1 and 2: ``size`` users, 6 trials per world (4 with --quick),
+    from data seed 3. Its heading records what it is given in ``seen``."""
+    def rows(users: int, trials: int) -> list[AuditRow]:
+        return [AuditRow(eps, f"eps {eps:g}", f"eps{eps:g}", (f"protocol.epsilon={eps}", f"data.users={users}", f"audit.trials={trials}"))
+                for eps in (1.0, 2.0)]
+
+    def heading(run: ScriptRun) -> str:
+        seen.append(run)
+        return f"{run.size} users, {run.trials} trials per world, {run.seeds} seed(s)"
+
+    declared: dict[str, Any] = dict(
+        scenario=BASE, description="Audit the known mechanism", out="results/known", quick="4 users, 4 trials", sizes=(5, 4),
+        trials=(6, 4), rows=rows, heading=heading, columns=(Column("eps", 5, claimed_cell, left=True), Column("audited", 9, lambda row: row.mean)),
+        figure="figure.png", paint=lambda axes, result: None, note=lambda result: f"a note on {len(result.rows)} rows", data_seed=3,
+    )
+    return AuditScript(**(declared | changes))
+
+
+def _printed(script: AuditScript, argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert script.main([*argv, "--workers", "1"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def _audited(out: Path, folder: str) -> tuple[int, int, int]:
+    """An audit folder's (trials per world, data users, run seed), from its audit.json."""
+    document = json.loads((out / folder / "audit.json").read_text())
+    return document["trials_per_world"], document["scenario"]["data"]["users"], document["scenario"]["run"]["seed"]
+
+
+def test_a_script_runs_its_full_or_quick_size_and_prints_its_heading_then_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    seen: list[ScriptRun] = []
+    script = known_script(seen)
+    lines = _printed(script, ["--quick", "--out", str(tmp_path / "quick")], capsys)
+    run = seen[-1]
+    assert (run.size, run.trials, run.seeds) == (4, 4, 1)
+    assert lines == ["4 users, 4 trials per world, 1 seed(s)", *run.result.table(script.columns).splitlines(),
+                     "figure skipped: matplotlib is not installed", "a note on 2 rows", *run.result.verdict().splitlines()]
+    assert [_audited(tmp_path / "quick", folder) for folder in ("eps1-seed0", "eps2-seed0")] == [(4, 4, 3), (4, 4, 3)]
+    assert _printed(script, ["--out", str(tmp_path / "full")], capsys)[0] == "5 users, 6 trials per world, 1 seed(s)"
+    assert _audited(tmp_path / "full", "eps2-seed0") == (6, 5, 3)
+    assert _printed(script, ["--quick", "--trials", "8", "--out", str(tmp_path / "more")], capsys)[0].startswith("4 users, 8 trials")
+    assert _audited(tmp_path / "more", "eps1-seed0") == (8, 4, 3)
+
+
+def test_a_script_with_a_data_seed_audits_each_row_at_each_seed_and_the_users_settings_win(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[ScriptRun] = []
+    script = known_script(seen, data_seed=11, note="a fixed note")
+    lines = _printed(script, ["--quick", "--seeds", "2", "--set", "data.items=12", "--out", str(tmp_path / "out")], capsys)
+    assert lines[0] == "4 users, 4 trials per world, 2 seed(s)" and "a fixed note" in lines
+    folders = ["eps1-seed0", "eps1-seed1", "eps2-seed0", "eps2-seed1"]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [*folders, "figure.png"]
+    assert [_audited(tmp_path / "out", folder) for folder in folders] == [(4, 4, 11), (4, 4, 1_000_011)] * 2
+    assert json.loads((tmp_path / "out" / "eps1-seed1" / "audit.json").read_text())["scenario"]["data"]["items"] == 12
+    assert len(seen[-1].result[2.0].results) == 2
+
+
+def test_a_users_run_seed_is_where_the_data_seeds_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set run.seed=40 --seeds 2``: two audits per row at two data seeds, 40 and 1,000,040, each with its
+    own data (the ``--set`` once came last and made both audits the seed-40 one)."""
+    seen: list[ScriptRun] = []
+    out = tmp_path / "out"
+    _printed(known_script(seen, data_seed=11), ["--quick", "--seeds", "2", "--set", "run.seed=40", "--out", str(out)], capsys)
+    assert [_audited(out, folder)[2] for folder in ("eps1-seed0", "eps1-seed1")] == [40, 1_000_040]
+    views = [json.loads((out / folder / "audit.json").read_text())["target"] for folder in ("eps1-seed0", "eps1-seed1")]
+    assert views[0] != views[1]
+    assert len(seen[-1].result[1.0].results) == 2
+
+
+@pytest.mark.parametrize(("settings", "first", "rest"), [
+    ([], 11, []), (["data.items=12"], 11, ["data.items=12"]), (["run.seed=5", "data.items=12", "run.seed = 7"], 7, ["data.items=12"]),
+])
+def test_the_first_data_seed_is_the_users_last_run_seed_else_the_scripts(settings: list[str], first: int, rest: list[str]) -> None:
+    assert first_seed(settings, 11) == (first, rest)
+
+
+@pytest.mark.parametrize("value", ["'x'", "1.5", "true"])
+def test_a_run_seed_that_is_no_whole_number_is_refused_naming_it(value: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--set run.seed: expected a whole number"):
+        known_script([]).main(["--quick", "--set", f"run.seed={value}", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_with_data_seeds_refuses_a_run_seed_setting_that_would_make_them_one(tmp_path: Path) -> None:
+    rows = [AuditRow(1.0, "eps 1", "eps1", ("protocol.epsilon=1.0",))]
+    with pytest.raises(ConfigError, match=r"^run.seed: set in the grid's settings, it would make its 2 data seeds"):
+        AuditGrid(BASE, rows, seeds=[3, 1_000_003], settings=["run.seed=5"])
+    assert [audit.scenario.run.seed for _, audit in AuditGrid(BASE, rows, settings=["run.seed=5"]).audits[1.0]] == [5]
+
+
+def test_a_scripts_help_shows_its_trials_at_both_sizes() -> None:
+    shown = known_script([]).parser().format_help()
+    assert "Audit the known mechanism" in shown and "trials per world (default 6; 4 with --quick)" in shown
+    assert "--quick" in shown and "4 users, 4 trials" in shown and "--seeds" in shown

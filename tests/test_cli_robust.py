@@ -127,6 +127,17 @@ def test_a_closed_standard_output_ends_quietly_with_141(scenario_file, tmp_path,
     assert err == ""
 
 
+def test_a_closed_standard_output_ends_python_m_fedrecsim_cli_quietly_with_141() -> None:
+    """``python -m fedrecsim.cli protocols | head -1`` ends as the console command does (it once ended in a
+    BrokenPipeError traceback)."""
+    child = subprocess.Popen([sys.executable, "-m", "fedrecsim.cli", "protocols"], env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # type: ignore[union-attr]
+    err = child.stderr.read()  # type: ignore[union-attr]
+    assert child.wait(timeout=120) == 141, err
+    assert err == ""
+
+
 @pytest.mark.timeout(120)
 def test_ctrl_c_during_the_imports_is_one_line_and_130() -> None:
     """SIGINT once numpy is being imported (``-X importtime`` shows it), long before the command runs."""

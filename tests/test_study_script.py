@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -123,6 +126,27 @@ def test_an_audit_script_refuses_zero_trials_in_one_line_before_anything_runs(
     captured = capsys.readouterr()
     assert len(captured.err.splitlines()) == 1 and "audit.trials: must be >= 2, got 0" in captured.err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(300)  # each row audited twice at 2 trials per world: a few dozen tiny runs
+@pytest.mark.parametrize("path", AUDIT_SCRIPTS, ids=[path.stem for path in AUDIT_SCRIPTS])
+def test_an_audit_script_audits_each_row_in_as_many_worlds_as_seeds(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seeds 2 --set run.seed=7``: every row is audited twice, on two data sets (seeds 7 and 1,000,007) and the
+    target found in each, and the heading says so (three scripts once ran one audit per row whatever ``--seeds``
+    said; all six once ran both audits at seed 7, ``--set`` coming after the seeds)."""
+    out = tmp_path / "out"
+    argv = ["--quick", "--seeds", "2", "--set", "run.seed=7", "--trials", "2", "--workers", "1", "--out", str(out)]
+    assert run_script(_load(path).main, argv) == 0
+    assert "2 audit(s) per" in capsys.readouterr().out
+    folders = sorted(folder.name for folder in out.iterdir() if folder.is_dir())
+    rows = sorted({folder.rsplit("-seed", 1)[0] for folder in folders})
+    assert rows and folders == [f"{row}-seed{index}" for row in rows for index in (0, 1)]
+    for row in rows:
+        first, second = (json.loads((out / f"{row}-seed{index}" / "audit.json").read_text()) for index in (0, 1))
+        assert (first["scenario"]["run"]["seed"], second["scenario"]["run"]["seed"]) == (7, 1_000_007)
+        assert (first["target"]["present"], first["target"]["absent"]) != (second["target"]["present"], second["target"]["absent"])
 
 
 def parse(argv: list[str], **options) -> object:
@@ -270,3 +294,53 @@ def test_a_script_with_a_bad_declaration_says_so_in_one_line(capsys: pytest.Capt
         f"{Path(sys.argv[0]).name}: error: ScriptParser.add_size('--grid'): expected a Python identifier, "
         "the attribute the parsed arguments carry"
     ]
+
+
+#: A study script of the shape of scenarios/*.py, at a tiny size: ``main`` runs a study of fcf_static.toml.
+TINY_STUDY = (
+    "import sys\n"
+    "from fedrecsim.study import ScriptParser, Study, run_script\n"
+    "def main(argv=None):\n"
+    "    parser = ScriptParser('a tiny study', out='results/tiny', quick='tiny')\n"
+    "    args = parser.parse_args(argv)\n"
+    f"    done = Study({str(SCENARIOS / 'fcf_static.toml')!r}, seeds=args.seeds, overrides=[\n"
+    "        'run.rounds=1', 'data.users=20', 'data.items=30', 'data.ratings=200', *args.set]).run(args.out, workers=1)\n"
+    "    for row in done.runs:\n"
+    "        print(row['seed'], row['transcript'])\n"
+    "    return 0\n"
+)
+
+
+@pytest.mark.timeout(300)  # two tiny runs, in a pool of one worker process
+def test_a_study_scripts_seeds_start_from_the_users_run_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--seeds 2 --set run.seed=40``: two runs at seeds 40 and 41 with two transcripts, as ``fedrecsim sweep``
+    counts them (docs/studies.md), never two runs of seed 40."""
+    script = tmp_path / "tiny_study.py"
+    script.write_text(TINY_STUDY)
+    assert run_script(_load(script).main, ["--seeds", "2", "--set", "run.seed=40", "--out", str(tmp_path / "out")]) == 0
+    printed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [seed for seed, _ in printed] == ["40", "41"] and len({transcript for _, transcript in printed}) == 2
+
+
+@pytest.mark.timeout(120)
+def test_a_closed_standard_output_ends_a_script_quietly_with_141(tmp_path: Path) -> None:
+    """``script.py | head -1``: the reader takes one line and closes the pipe while the script still prints;
+    the script ends with 141 and nothing on stderr (it once ended in a BrokenPipeError traceback)."""
+    script = tmp_path / "chatty.py"
+    script.write_text(
+        "import sys\n"
+        "from fedrecsim.study import run_script\n"
+        "def main(argv=None):\n"
+        "    for line in range(200_000):\n"
+        "        print('line', line)\n"
+        "    return 0\n"
+        "sys.exit(run_script(main))\n"
+    )
+    environment = dict(os.environ, PYTHONPATH=str(SCENARIOS.parent / "src"))
+    child = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.readline() == "line 0\n"
+    child.stdout.close()
+    err = child.stderr.read()
+    assert child.wait(timeout=100) == 141, err
+    assert err == ""

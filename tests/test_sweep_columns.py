@@ -121,6 +121,15 @@ def test_n_seeds_give_n_runs_and_a_grid_over_another_run_key_reaches_the_run(tmp
     assert len({row["run"] for row in rows}) == 6 and len({row["transcript"] for row in rows}) == 6
 
 
+def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -> None:
+    """``--set run.seed=40 --seeds 2``: runs at seeds 40 and 41, two transcripts (not two runs of seed 40)."""
+    done = _sweep(tmp_path, FCF, "--set", "run.seed=40", "--seeds", "2", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    rows = read_csv(tmp_path / "out" / "sweep.csv")
+    assert [row["seed"] for row in rows] == ["40", "41"] and len({row["transcript"] for row in rows}) == 2
+    assert [_result(tmp_path / "out", row)["seed"] for row in rows] == [40, 41]
+
+
 @pytest.mark.parametrize(("arguments", "named"), [
     (["--grid", "run.seed=1,2", "--seeds", "2"], "run.seed: is swept by a grid"),
     (["--zip", "run.seed=1,2", "--zip", "protocol.d=4,8"], "run.seed: a grid over run.seed lists the seeds"),

@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
+from fedrecsim_entry import pipe_safe
+
 from . import __version__
 from .allocator import keep_freed_memory
 from .errors import (
@@ -190,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A closed standard output (``fedrecsim protocols | head -1``) raises `BrokenPipeError` out of here: the
     console entry point (``fedrecsim_entry.main``) ends it quietly with 141, and ends a Ctrl-C that came
-    before this module was even imported with 130.
+    before this module was even imported with 130; ``python -m fedrecsim.cli`` ends it the same way
+    (``fedrecsim_entry.pipe_safe``).
     """
     args = _parser().parse_args(argv)
     try:
@@ -504,4 +507,4 @@ def _sigterm_as_interrupt() -> Iterator[list[bool]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(pipe_safe(main))

@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from fedrecsim_entry import pipe_safe
+
 from .data import prepare_data
 from .errors import CheckpointError, ConfigError, DatasetError, OutputError, SimulationError
 from .scenario import Scenario, apply_overrides, load_scenario, parse_override
@@ -504,11 +506,18 @@ def run_script(main: Callable[[list[str] | None], int], argv: list[str] | None =
     `CheckpointError`) is ``<script>: error: <message>`` and exit status 2, as the ``fedrecsim`` command
     does; any other `SimulationError` (failed runs, see `StudyResult.complete`) is ``<script>: simulation
     error: <message>`` and 1; Ctrl-C is one line and 130 (the sweep keeps its complete runs, so running
-    the script again resumes). Anything else is a bug and keeps its traceback. A script ends with::
+    the script again resumes). A standard output its reader closed (``script.py | head -1``) ends quietly
+    with 141, as the ``fedrecsim`` command does (``fedrecsim_entry.pipe_safe``). Anything else is a bug
+    and keeps its traceback. A script ends with::
 
         if __name__ == "__main__":
             sys.exit(run_script(main))
     """
+    return pipe_safe(lambda: _status(main, argv))
+
+
+def _status(main: Callable[[list[str] | None], int], argv: list[str] | None) -> int:
+    """``main(argv)``'s exit status, or its error's (`run_script`), printed on stderr in one line."""
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "script"
     try:
         return main(argv)

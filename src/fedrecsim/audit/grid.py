@@ -18,7 +18,9 @@ synthetic data size of its own (full, and smaller with ``--quick``) states it as
 
 Invariants: row keys and folders are unique in a grid; the rows keep their order in the table and the
 verdict; the overrides of an audit are the row's, then ``run.seed``, then the grid's ``settings`` (the
-user's ``--set``, applied last so that they win).
+user's ``--set``, applied last so that they win); with data seeds, ``settings`` hold no ``run.seed`` (it
+would make every seed's audit the same one: a caller moves the seeds instead, as `AuditScript` does with
+``--set run.seed=X``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, OutputError
+from ..scenario import parse_override
 from .bounds import cp_lower, cp_upper, epsilon_from
 from .runner import NO_CLAIM, NO_VIOLATION, PLAN, VIOLATION, Audit, AuditResult
 
@@ -227,10 +230,12 @@ class AuditGrid:
         rows: the claims to audit.
         seeds: data seeds: each row is audited at each (``run.seed``); None audits each row once, at the
             seed its overrides give.
-        settings: overrides applied last to every audit (the script's ``--set``).
+        settings: overrides applied last to every audit (the script's ``--set``); with ``seeds``, no
+            ``run.seed`` among them.
 
     Raises:
-        ConfigError: two rows with one key or folder, or an audit `Audit` refuses (named key).
+        ConfigError: two rows with one key or folder, ``run.seed`` in ``settings`` with ``seeds``, or an
+        audit `Audit` refuses (named key).
     """
 
     def __init__(self, base: str | Path | Mapping[str, Any], rows: Sequence[AuditRow], *,
@@ -239,6 +244,9 @@ class AuditGrid:
             values = [getattr(row, attribute) for row in rows]
             if len(set(values)) != len(values):
                 raise ConfigError("audit grid", f"two rows share a {attribute}: {values}")
+        if seeds is not None and any(parse_override(text)[0] == ["run", "seed"] for text in settings):
+            raise ConfigError("run.seed", f"set in the grid's settings, it would make its {len(seeds)} data seeds (--seeds) "
+                              "one and the same audit; start the seeds from it instead")
         self.rows = tuple(rows)
         self.audits: dict[Hashable, list[tuple[str, Audit]]] = {}
         for row in rows:

@@ -27,7 +27,7 @@ def _script(name: str) -> ModuleType:
 @pytest.mark.timeout(300)
 def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     sweep = _script("hua_epsilon_sweep")
-    table = sweep.sweep(sweep.EPSILONS, 1, [], quick=True, out=tmp_path)
+    table = sweep.sweep(sweep.EPSILONS, 1, [], sizes=sweep.QUICK, out=tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["S1", "S2", "S3"]
     for name, by_epsilon in table.items():
         noise_only = [by_epsilon[epsilon][1] for epsilon in sweep.EPSILONS]
