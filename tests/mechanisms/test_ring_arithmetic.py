@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -103,6 +104,37 @@ def test_overflow_is_counted_and_clamped_never_wrapped(data: st.DataObject) -> N
     assert np.all(u[outside & (x < 0)] == top + 1)  # -2^(b-1), the most negative element
     decoded = ring.decode(u)
     assert np.all(np.sign(decoded[outside]) == np.sign(x[outside]))
+
+
+def _fits_exactly(ring: Ring, value: float) -> bool:
+    """The definition of `Ring.fits` in exact arithmetic: round(x 2^f) (ties to even) in [-2^(b-1), 2^(b-1))."""
+    if not math.isfinite(value):
+        return False
+    return -(2 ** (ring.bits - 1)) <= round(Fraction(value) * 2**ring.frac_bits) < 2 ** (ring.bits - 1)
+
+
+@settings(max_examples=200)
+@given(st.data())
+def test_fits_agrees_with_its_definition_inside_near_and_past_the_range(data: st.DataObject) -> None:
+    ring = data.draw(rings)
+    # Arrays well inside the range (answered by one reduction), around its ends, and past them.
+    bound = ring.max_abs * data.draw(st.sampled_from([1e-6, 0.5, 1.0, 1.0 + 2.0**-30, 2.0]))
+    x = data.draw(hnp.arrays(np.float64, data.draw(hnp.array_shapes(min_dims=1, max_dims=2, max_side=6)),
+                             elements=st.floats(-bound, bound, allow_nan=False)))
+    expected = np.array([_fits_exactly(ring, value) for value in x.ravel()], dtype=bool).reshape(x.shape)
+    assert np.array_equal(ring.fits(x), expected)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=str)
+def test_one_value_past_the_range_among_small_ones_is_the_one_that_does_not_fit(ring: Ring) -> None:
+    beyond = max(math.nextafter(ring.max_abs, math.inf), ring.max_abs + ring.resolution)
+    for odd in (beyond, -2 * ring.max_abs, math.nan, -math.inf):
+        x = np.full((3, 4), 0.25)
+        x[1, 2] = odd
+        expected = np.ones((3, 4), dtype=bool)
+        expected[1, 2] = False
+        assert np.array_equal(ring.fits(x), expected)
+    assert ring.fits(np.full((2, 2), ring.max_abs)).all()
 
 
 @pytest.mark.parametrize("ring", RINGS, ids=str)

@@ -16,6 +16,7 @@ and `fits` lets callers check headroom before they add.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -92,6 +93,8 @@ class Ring:
             A bool array of the shape of ``x``: True where round(x * 2^f) lies in [-2^(b-1), 2^(b-1)).
         """
         values = self._reals(x, "fits", finite=False)
+        if values.ndim and values.size and self._inside(values):
+            return np.ones(values.shape, dtype=bool)  # the common case: everything well inside the range
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = np.rint(np.ldexp(values, self.frac_bits))
         half = math.ldexp(1.0, self.bits - 1)
@@ -119,7 +122,7 @@ class Ring:
             # The common case, a float64 array well inside the range: one reduction proves every element
             # finite and in range (a NaN fails the comparison), so no clamping and no checks are needed.
             # Scaling by 2^f is exact, as np.ldexp is.
-            if float(np.abs(x).max()) <= self._safe_abs:
+            if self._inside(x):
                 return np.rint(x * self._scale).astype(_SIGNED[self.bits]).view(self.dtype), 0
         values = self._reals(x, "encode", finite=True)
         # Writing into ``out`` keeps 0-d inputs as arrays (ufuncs would hand back numpy scalars).
@@ -254,14 +257,20 @@ class Ring:
             and a.shape == b.shape and a.ndim > 0
         )
 
-    @property
+    # The fields are frozen, so what derives from them is computed once per ring.
+    @functools.cached_property
     def _scale(self) -> float:
         return math.ldexp(1.0, self.frac_bits)
 
-    @property
+    @functools.cached_property
     def _safe_abs(self) -> float:
         """A bound below which ``x * 2^f`` rounds into the signed range for sure (half a step below max_abs)."""
         return math.ldexp(1.0, self.bits - 1 - self.frac_bits) * (1.0 - 2.0**-20)
+
+    def _inside(self, values: np.ndarray) -> bool:
+        """Whether every element of the non-empty float64 array ``values`` is at most `_safe_abs` in magnitude:
+        then each is finite (a NaN fails the comparison) and ``round(x * 2^f)`` fits the signed range."""
+        return float(np.abs(values).max()) <= self._safe_abs
 
     def _pair(self, a: object, b: object, method: str) -> tuple[np.ndarray, np.ndarray]:
         left = self._elements(a, f"{method}(a)")

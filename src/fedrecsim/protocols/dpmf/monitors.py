@@ -228,12 +228,16 @@ class Verifier:
         self.overflow.tally(encoded, sum(user.last_overflow for user in contributors), f"{where}: contributions did not fit")
         expected = ring.sub(plain_sums, self._alpha(present))
         self.masks.tally(present.size, np.count_nonzero(np.any(update.before_addback != expected, axis=1)), f"{where}: masks did not cancel")
-        keep = np.isin(present, update.updated)
-        truth = self.eta_truth(present[keep])
+        # The aggregated items that were updated; usually all of them, and then the arrays are read whole
+        # instead of copied through an all-True mask.
+        keep: np.ndarray | slice = np.isin(present, update.updated, kind="table")
+        if keep.all():
+            keep = slice(None)
+        used = present[keep]
+        truth = self.eta_truth(used)
         noise = ring.sub(update.unmasked[keep], signal_sums[keep])
         self.eta.tally(truth.shape[0], np.count_nonzero(np.any(noise != truth, axis=1)), f"{where}: the noise left is not eta_j")
         pieces = grouping.counts
-        used = present[keep]
         if self.public.scenario == "S3":
             eta_pieces, drawn_for = self._pieces[used], self._k[used]
         else:
@@ -246,7 +250,7 @@ class Verifier:
         return self._rho(served, update, keep, pieces[keep], real_sums, rho_sums, ring.decode(truth), where)
 
     def _rho(
-        self, served: Served, update: Update, keep: np.ndarray, pieces: np.ndarray, real_sums: np.ndarray,
+        self, served: Served, update: Update, keep: np.ndarray | slice, pieces: np.ndarray, real_sums: np.ndarray,
         rho_sums: np.ndarray, eta: np.ndarray, where: str,
     ) -> dict[str, float]:
         """The rho~ accounting, the aggregate range check, and the shortfall measurement, per updated item."""

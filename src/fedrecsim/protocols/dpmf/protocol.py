@@ -480,7 +480,8 @@ class _Traffic:
 
     def begin_round(self, users: Iterable[Party]) -> None:
         """Snapshot the counters of ``users``, which hold every user served this round, as they were at its
-        start: taken right after the start, or after the serving when nothing was delivered in between."""
+        start: taken right after the start when an attempt will move messages before the serving (otherwise
+        `start` takes it, after the serving, when nothing was delivered in between)."""
         party = self.ledger.party
         self._round_start = {
             p: (c["recv_bytes"], c["sent_bytes"]) for p in users if self._rated[p.index] <= PAPER_RATED_ITEMS for c in (party(p),)
@@ -502,9 +503,15 @@ class _Traffic:
             self.paper_up[0] += up
             self.paper_up[1] = max(self.paper_up[1], up)
 
-    def start(self, parties: list[Party]) -> None:
+    def start(self, parties: list[Party], round_start: bool = False) -> None:
+        """Snapshot the counters of the served ``parties`` and the third party as the serving left them. With
+        ``round_start`` nothing was delivered since the round began, so the same counters are also the
+        round's start for `end_round` (one ledger read per party instead of two)."""
         party = self.ledger.party
         self._before = {p: (c["recv_bytes"], c["sent_bytes"]) for p in [*parties, THIRD_PARTY] for c in (party(p),)}
+        if round_start:
+            before, rated = self._before, self._rated
+            self._round_start = {p: before[p] for p in parties if rated[p.index] <= PAPER_RATED_ITEMS}
 
     def measure(self) -> dict[str, float]:
         party = self.ledger.party
@@ -589,11 +596,9 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
                 traffic.begin_round(users)
                 await _preshare(recommender, verifier, config, timing.round_timeout_s)
             served = recommender.serve(round_index, timing.round_timeout_s)
-            if not presharing:
-                # Nothing was delivered since the round began (no await; a send counts only on its
-                # sender's account, the server's), so the served users' counters are still the start's.
-                traffic.begin_round(served.parties)
-            traffic.start(served.parties)
+            # Without an attempt nothing was delivered since the round began (no await; a send counts only on
+            # its sender's account, the server's), so the served users' counters are still the start's.
+            traffic.start(served.parties, round_start=not presharing)
             update = await recommender.collect(ctx.network.now + timing.round_timeout_s)
             row = _round_row(round_index, served, update)
             if config.check_invariants:

@@ -484,7 +484,7 @@ class Recommender(Server):
             missing_rows = served.rows_of(missing)
             held, held_sums = sum_by_item(ring, served.row_items[missing_rows], served.eta_pieces[missing_rows], n_items)
             # Pieces of items nobody contributed to are not needed: those items are not updated.
-            found = np.isin(held, items)
+            found = np.isin(held, items, kind="table")
             back = np.zeros((items.size, d), dtype=ring.dtype)
             back[np.searchsorted(items, held[found])] = held_sums[found]
             unmasked = ring.add(before, back)
@@ -528,7 +528,9 @@ class Recommender(Server):
 
     def _step(self, update: Update) -> None:
         """Eq. (9), normalized: v_j -= gamma (A_j / c_j + 2 mu v_j) for every updated item."""
-        keep = np.isin(update.items, update.updated)
+        keep: np.ndarray | slice = np.isin(update.items, update.updated, kind="table")
+        if keep.all():
+            keep = slice(None)  # every aggregated item is updated (the usual case): no masked copies
         sums = self.public.ring.decode(update.unmasked[keep])
         divisors = update.divisors[keep]
         items = update.items[keep]
