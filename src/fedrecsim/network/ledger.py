@@ -80,7 +80,7 @@ _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 # A delivery's content row starts with ``struct.pack("<dQ", time, length)``; its row in the structure
 # fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src index, dst role code, dst index, length,
 # the kind's length)`` then the kind. `record_delivered` joins both from parts: the packed time and length,
-# each party's `_party_row`, the kind's `_kind_row`.
+# the link's `_link_row` (both parties), the kind's `_kind_row`.
 _TIME = struct.Struct("<d")
 _LENGTH = struct.Struct("<Q")
 #: `record_delivered` hashes a message of at most this many bytes joined to its prefix, in one call.
@@ -153,6 +153,8 @@ class Ledger:
     def __init__(self, record_transcript: bool = False) -> None:
         self._parties: dict[Party, list[int]] = {}
         self._kinds: dict[str, list[int]] = {}
+        # Per round, bytes and messages sent: kept only by a combined ledger (`combined`); an attributed
+        # one derives them from its per-round, per-role counters (`_round_totals`).
         self._rounds: dict[int, list[int]] = {}
         self._online: dict[int, int] = {}
         self._dropped_by_reason: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
@@ -165,7 +167,6 @@ class Ledger:
         self._structure = xxhash.xxh3_128()
         self._structure_folded_at = b""
         self.round = 0
-        self._round_counters = self._rounds[0] = [0, 0]
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
         self._start_round_roles()
 
@@ -177,9 +178,11 @@ class Ledger:
 
     def begin_round(self, round_index: int, online: int) -> None:
         """Attribute subsequent sends to ``round_index``, which starts with ``online`` parties online."""
+        if round_index and self._setup_parties is None:
+            # The set-up ends: its counters part from the parties' (`_start_round_roles`).
+            self._setup_parties = {party: list(counters) for party, counters in self._parties.items()}
         self.round = round_index
         self._online[round_index] = online
-        self._round_counters = self._rounds.setdefault(round_index, [0, 0])
         self._round_roles = self._by_round.setdefault(round_index, {})
 
     def fold(self) -> None:
@@ -208,7 +211,8 @@ class Ledger:
         self._structure = xxhash.xxh3_128(self._structure_folded_at)
 
     def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
-        # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round).
+        # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round);
+        # the round's totals are its roles' (`_round_totals`).
         counters = self._parties.get(src)
         if counters is None:
             counters = self._parties[src] = [0, 0, 0, 0, 0]
@@ -219,15 +223,12 @@ class Ledger:
             per_kind = self._kinds[kind] = [0, 0]
         per_kind[0] += 1
         per_kind[1] += nbytes
-        per_round = self._round_counters
-        per_round[0] += nbytes
-        per_round[1] += 1
         per_role = self._round_roles.get(src.role)
         if per_role is None:
             per_role = self._round_roles[src.role] = [0, 0, 0, 0, 0]
         per_role[_SENT_BYTES] += nbytes
         per_role[_SENT_MSGS] += 1
-        if not self.round:
+        if not self.round and self._setup_parties is not None:
             setup = self._setup_parties.get(src)
             if setup is None:
                 setup = self._setup_parties[src] = [0, 0, 0, 0, 0]
@@ -253,7 +254,7 @@ class Ledger:
                 per_role = self._round_roles[dst.role] = [0, 0, 0, 0, 0]
             per_role[_RECV_BYTES] += nbytes
             per_role[_RECV_MSGS] += 1
-            if not round_index:
+            if not round_index and self._setup_parties is not None:
                 setup = self._setup_parties.get(dst)
                 if setup is None:
                     setup = self._setup_parties[dst] = [0, 0, 0, 0, 0]
@@ -273,10 +274,8 @@ class Ledger:
         else:
             self._hash.update(at + length)
             self._hash.update(data)
-        rows = _PARTY_ROWS
         self._structure.update(b"".join((
-            at, rows.get(src) or _party_row(src), rows.get(dst) or _party_row(dst), length,
-            _KIND_ROWS.get(kind) or _kind_row(kind),
+            at, _LINK_ROWS.get((src, dst)) or _link_row(src, dst), length, _KIND_ROWS.get(kind) or _kind_row(kind),
         )))
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
@@ -318,10 +317,15 @@ class Ledger:
     # ------------------------------------------------------------------ rounds per role
 
     def _start_round_roles(self) -> None:
-        """The per-round, per-role counters (module docstring, "Rounds") and each party's set-up counters."""
+        """The per-round, per-role counters (module docstring, "Rounds") and each party's set-up counters.
+
+        Until the first round other than 0 begins, every message counted is a set-up message, so each
+        party's set-up counters are its counters: ``_setup_parties`` is None and nothing counts them twice.
+        `begin_round` copies them then; from there on the set-up's late receipts and drops count apart.
+        """
         self._by_round: dict[int, dict[Role, list[int]]] = {0: {}}
         self._round_roles = self._by_round[0]
-        self._setup_parties: dict[Party, list[int]] = {}
+        self._setup_parties: dict[Party, list[int]] | None = None
         self.rounds_attributed = True
 
     def _count_in_round(self, round_index: int, party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
@@ -334,13 +338,24 @@ class Ledger:
         counters[msgs_at] += 1
         if bytes_at is not None:
             counters[bytes_at] += nbytes
-        if round_index == 0:
+        if round_index == 0 and self._setup_parties is not None:
             setup = self._setup_parties.get(party)
             if setup is None:
                 setup = self._setup_parties[party] = [0, 0, 0, 0, 0]
             setup[msgs_at] += 1
             if bytes_at is not None:
                 setup[bytes_at] += nbytes
+
+    def _round_totals(self) -> dict[int, list[int]]:
+        """Per round, ``[bytes, messages]`` sent in it: the sums of its roles' sent counters (a message is
+        sent by one party of one role, in the round current then), or a combined ledger's sums."""
+        if not self.rounds_attributed:
+            return self._rounds
+        return {
+            index: [sum(counters[_SENT_BYTES] for counters in roles.values()),
+                    sum(counters[_SENT_MSGS] for counters in roles.values())]
+            for index, roles in self._by_round.items()
+        }
 
     def rounds_by_role(self) -> list[dict[str, Any]]:
         """``[{"round": r, "roles": {role: {counter: int}}}, ...]`` for every round with traffic or begun,
@@ -362,13 +377,15 @@ class Ledger:
 
     def setup_party(self, party: Party) -> dict[str, int]:
         """The five counters of ``party`` in the set-up, round 0 (zeros if it had no set-up traffic)."""
-        return dict(zip(_COUNTER_NAMES, self._setup_parties.get(party, [0, 0, 0, 0, 0])))
+        setup = self._parties if self._setup_parties is None else self._setup_parties
+        return dict(zip(_COUNTER_NAMES, setup.get(party, [0, 0, 0, 0, 0])))
 
     def setup_parties(self) -> dict[str, dict[str, int]]:
         """Each party with set-up traffic (round 0) and its five counters there, in party order."""
         if not self.rounds_attributed:
             return {}
-        return {str(party): self.setup_party(party) for party in sorted(self._setup_parties)}
+        setup = self._parties if self._setup_parties is None else self._setup_parties
+        return {str(party): self.setup_party(party) for party in sorted(setup)}
 
     # ------------------------------------------------------------------ across processes
 
@@ -377,7 +394,7 @@ class Ledger:
         return {
             "parties": {party: list(counters) for party, counters in self._parties.items()},
             "kinds": {kind: list(counts) for kind, counts in self._kinds.items()},
-            "rounds": {index: list(counts) for index, counts in self._rounds.items()},
+            "rounds": {index: list(counts) for index, counts in self._round_totals().items()},
             "online": dict(self._online),
             "dropped": dict(self._dropped_by_reason),
             "rejected": dict(self._rejected_by_reason),
@@ -416,7 +433,7 @@ class Ledger:
                     per_party[key] = per_party.get(key, 0) + count
             ledger._hash.update(part["digest"])
             ledger._structure.update(part["structure_digest"])
-        ledger.round = max(ledger._rounds)
+        ledger.round = max(ledger._rounds, default=0)
         ledger.rounds_attributed = False
         return ledger
 
@@ -487,7 +504,7 @@ class Ledger:
         kinds = {kind: {"msgs": counts[0], "bytes": counts[1]} for kind, counts in sorted(self._kinds.items())}
         per_round = [
             {"round": index, "bytes": counts[0], "msgs": counts[1], "online": self._online.get(index, 0)}
-            for index, counts in sorted(self._rounds.items())
+            for index, counts in sorted(self._round_totals().items())
             if counts[1] or index in self._online
         ]
         withheld = {str(party): dict(sorted(counts.items())) for party, counts in sorted(self._withheld.items())}
@@ -527,13 +544,13 @@ class Ledger:
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status, row.round))
 
 
-def _party_row(party: Party) -> bytes:
-    """A party's part of a structure row: role code and index, packed once per party."""
-    row = _PARTY_ROWS.get(party)
+def _link_row(src: Party, dst: Party) -> bytes:
+    """A link's part of a structure row: each end's role code and index, packed once per link."""
+    row = _LINK_ROWS.get((src, dst))
     if row is None:
-        row = _PARTY_ROW.pack(party.role.code, party.index)
-        if len(_PARTY_ROWS) < _ROW_CACHE_LIMIT:
-            _PARTY_ROWS[party] = row
+        row = _LINK_ROW.pack(src.role.code, src.index, dst.role.code, dst.index)
+        if len(_LINK_ROWS) < _ROW_CACHE_LIMIT:
+            _LINK_ROWS[(src, dst)] = row
     return row
 
 
@@ -546,11 +563,11 @@ def _kind_row(kind: str) -> bytes:
     return row
 
 
-_PARTY_ROW = struct.Struct("<BQ")
+_LINK_ROW = struct.Struct("<BQBQ")
 _KIND_LENGTH = struct.Struct("<H")
-_PARTY_ROWS: dict[Party, bytes] = {}
+_LINK_ROWS: dict[tuple[Party, Party], bytes] = {}
 _KIND_ROWS: dict[str, bytes] = {}
-#: The parties whose rows are kept packed (W1's scale, 100,000 users, and some).
+#: The links whose rows are kept packed (W1's scale, 100,000 users each way, and some).
 _ROW_CACHE_LIMIT = 1 << 20
 
 
