@@ -656,33 +656,34 @@ def _array_field(spec: ArraySpec) -> _Field:
         size = native.itemsize
         dtype = bindings.name(native)
         if spec.ndim == 1:
-            start = ["o = s + 6"]
-            count = f"(p - o) // {size}"
+            start = "o = s + 6"
+            count = f"(p - o) >> {size.bit_length() - 1}"
             view = f"_frombuffer(data, {dtype}, {count}, o)"
             copy = f"_frombuffer(data[o:p], {dtype})"
+            shape = []
         else:
             if spec.ndim is None:
-                start = ["n = data[s + 1]", "o = s + 2 + 4 * n", "shape = _SHAPE_STRUCTS[n].unpack_from(data, s + 2)"]
+                shape = ["n = data[s + 1]", "shape = _SHAPE_STRUCTS[n].unpack_from(data, s + 2)"]
+                start = "o = s + 2 + 4 * n"
             else:
-                shape_struct = bindings.name(_SHAPE_STRUCTS[spec.ndim])
-                start = [f"o = s + {2 + 4 * spec.ndim}", f"shape = {shape_struct}.unpack_from(data, s + 2)"]
+                start = f"o = s + {2 + 4 * spec.ndim}"
+                shape = [f"shape = {bindings.name(_SHAPE_STRUCTS[spec.ndim])}.unpack_from(data, s + 2)"]
             view = f"_ndarray(shape, {dtype}, data, o)"
             copy = f"_ndarray(shape, {dtype}, data[o:p])"
-        make = f"{var} = {view}" if size == 1 or not spec.aligned else f"{var} = {view} if o % {size} == 0 else {copy}"
-        return [
-            "m = data[p]",
-            "if m == 0xC8 or m == 0xC7:",
-            "    if m == 0xC8:",
-            "        s = p + 4",
-            "        p = s + (data[p + 1] << 8 | data[p + 2])",
-            "    else:",
-            "        s = p + 3",
-            "        p = s + data[p + 1]",
-            *(f"    {line}" for line in start),
-            f"    {make}",
-            "else:",
-            f"    {fallback}",
-        ]
+        make = f"{var} = {view}" if size == 1 or not spec.aligned else f"{var} = {view} if o & {size - 1} == 0 else {copy}"
+        # Each length form's branch is whole (no second test of the marker); ext 8 first, the form of a
+        # payload under 256 bytes, which the many small arrays of a protocol's per-user messages take.
+        branches = []
+        for test, length, skip in (("m == 0xC7", "data[p + 1]", 3), ("m == 0xC8", "(data[p + 1] << 8 | data[p + 2])", 4)):
+            branches += [
+                f"{'if' if not branches else 'elif'} {test}:",
+                f"    s = p + {skip}",
+                f"    p = s + {length}",
+                *(f"    {line}" for line in shape),
+                f"    {start}",
+                f"    {make}",
+            ]
+        return ["m = data[p]", *branches, "else:", f"    {fallback}"]
 
     return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline, inline_read=inline_read)
 
@@ -840,7 +841,7 @@ def _compile_encoders(
         "def pack(src, dst, sent_at, body):",
         "    src = _PARTY_BYTES.get(src) or _party_bytes(src)",
         "    dst = _PARTY_BYTES.get(dst) or _party_bytes(dst)",
-        "    sent_at = _FLOAT.pack(0xCB, float(sent_at))",
+        "    sent_at = _FLOAT.pack(0xCB, sent_at if type(sent_at) is float else float(sent_at))",
         *(f"    {line}" for line in lines),
         f"    out = ({bindings.name(head)}, src, dst, sent_at, {', '.join(chunks)})",
         "    try:",
