@@ -19,12 +19,13 @@ import trio
 from fedrecsim.actors.membership import Join
 from fedrecsim.mechanisms.laplace import theorem1_noise
 from fedrecsim.mechanisms.ring import Ring
-from fedrecsim.models.mf import MFHyper, unit_rows
+from fedrecsim.models.mf import MFHyper, unit_rows, user_step
 from fedrecsim.network.ledger import Ledger, RejectReason
 from fedrecsim.network.links import Constant, LinkSpec, Links
 from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
 from fedrecsim.errors import PartyTimeout, ProtocolViolation
+from fedrecsim.protocols.dpmf.central import project_unit_ball
 from fedrecsim.protocols.dpmf.messages import (
     Aggregate,
     Contribution,
@@ -582,3 +583,21 @@ async def test_the_third_party_works_each_server_roster_once_and_discards_stale_
          "third_party:0 expected a valid dpmf.presharing_share from user:1: items below 6, received item 6"),
     ]
     assert (problems[0][0], problems[0][1], problems[0][2]) == (ALICE, ItemRequest.KIND, RejectReason.UNEXPECTED)
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_a_users_step_is_the_models_user_step_bit_for_bit(normalize: bool) -> None:
+    """`PrivateUser._step` (in place, fewer numpy calls) moves u_i and returns the gradient rows exactly as
+    `user_step` followed by the unit-ball projection, for any number of rated items (none included)."""
+    hyper = MFHyper(d=7, gamma=0.3, lam=0.01, normalize=normalize)
+    public = PublicParameters("S2", "protected", "explicit", hyper, Ring(64, 32), 1.0, N_ITEMS, (1.0, 5.0), PublicCoin(1, N_ITEMS, 7))
+    rng = np.random.default_rng(21)
+    for rows in (0, 1, 2, 5):
+        for scale in (0.1, 3.0):  # 3.0: steps that leave the unit ball, so the projection acts
+            user = PrivateUser(ALICE, _network(), np.random.default_rng(rows), np.arange(rows), rng.uniform(1, 5, rows), public)
+            user.u = rng.standard_normal(7) * scale
+            v_rows = rng.standard_normal((rows, 7)) * scale
+            expected_u, expected_gradients = user_step(user.u.copy(), v_rows, user.ratings, hyper)
+            gradients = user._step(v_rows.copy())
+            np.testing.assert_array_equal(gradients.view(np.uint64), expected_gradients.view(np.uint64))
+            np.testing.assert_array_equal(user.u.view(np.uint64), project_unit_ball(expected_u).view(np.uint64))

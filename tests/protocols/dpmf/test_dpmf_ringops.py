@@ -9,12 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from fedrecsim.errors import ProtocolViolation, WireError
+from fedrecsim.errors import ConfigError, ProtocolViolation, WireError
 from fedrecsim.mechanisms import Ring
 from fedrecsim.network.party import SERVER, THIRD_PARTY, Party, Role
 from fedrecsim.network.wire import decode, encode
 from fedrecsim.protocols.dpmf.messages import Aggregate, Contribution, ItemRequest, ItemVectors, Roster
-from fedrecsim.protocols.dpmf.ringops import Grouping, expand_masks, from_words, split_by_item, sum_by_item, to_words
+from fedrecsim.protocols.dpmf.ringops import (
+    Grouping, decode_words, encode_rows, expand_masks, from_words, split_by_item, sum_by_item, to_words,
+)
 
 RINGS = [Ring(32, 16), Ring(64, 32)]
 USER = Party(Role.USER, 3)
@@ -244,3 +246,46 @@ def test_an_empty_grouping_has_no_items_counts_or_sums() -> None:
     grouping = Grouping(np.empty(0, dtype=np.int64), 5)
     assert grouping.present.size == grouping.counts.size == grouping.starts.size == 0
     assert grouping.sum(np.empty((0, 2), dtype=np.uint64)).shape == (0, 2)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=lambda ring: f"Z_2^{ring.bits}")
+def test_decoding_words_is_decoding_their_elements_bit_for_bit(ring: Ring) -> None:
+    rng = np.random.default_rng(11)
+    elements = ring.uniform(rng, (5, 7))
+    edges = np.array([[0, 1, 2 ** (ring.bits - 1) - 1, 2 ** (ring.bits - 1), 2**ring.bits - 1, 2, 3]], dtype=ring.dtype)
+    for block in (elements, edges, elements[:0]):
+        words = to_words(ring, block)
+        decoded = decode_words(ring, words, 7, "test")
+        assert decoded.dtype == np.float64 and decoded.shape == block.shape
+        np.testing.assert_array_equal(decoded.view(np.uint64), ring.decode(block).view(np.uint64))
+    with pytest.raises(ProtocolViolation, match="test: expected"):
+        decode_words(ring, np.zeros((2, 5), dtype=np.uint32), 7, "test")
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=lambda ring: f"Z_2^{ring.bits}")
+def test_encoding_rows_in_scratch_is_the_rings_encoding_bit_for_bit(ring: Ring) -> None:
+    """Inside the range (ties, negative zero, the exact ends), past it (clamped and counted by `Ring.encode`),
+    empty; the rows themselves are left as they were."""
+    rng = np.random.default_rng(12)
+    step, top = ring.resolution, ring.max_abs
+    cases = [
+        rng.standard_normal((4, 6)) * 100,
+        np.array([[0.5 * step, 1.5 * step, -2.5 * step, -0.0, top, -top]]),
+        np.array([[top * 2, -top * 4, 1.0, np.nextafter(top, np.inf), 3.0, -1.0]]),
+        np.empty((0, 6)),
+    ]
+    for rows in cases:
+        before = rows.copy()
+        scratch = np.full(rows.shape, np.nan)
+        elements, overflow = encode_rows(ring, rows, scratch)
+        expected, expected_overflow = ring.encode(rows)
+        assert elements.dtype == ring.dtype and overflow == expected_overflow
+        np.testing.assert_array_equal(elements, expected)
+        np.testing.assert_array_equal(rows, before)
+    assert encode_rows(ring, cases[2], np.empty((1, 6)))[1] >= 2  # the two past the range, clamped
+
+
+def test_encoding_rows_refuses_what_the_ring_refuses() -> None:
+    ring = Ring(64, 32)
+    with pytest.raises(ConfigError, match="Ring.encode"):
+        encode_rows(ring, np.array([[1.0, np.nan]]), np.empty((1, 2)))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...actors.user import User
 from ...errors import PartyTimeout, ProtocolViolation
-from ...models.mf import unit_rows, user_step
+from ...models.mf import unit_rows
 from ...network.party import THIRD_PARTY
 from ...network.wire import Envelope
 from .central import project_unit_ball
@@ -43,7 +43,7 @@ from .messages import (
 )
 from .noise import pieces
 from .public import PublicParameters
-from .ringops import expand_masks, from_words, to_words
+from .ringops import decode_words, encode_rows, expand_masks, from_words, to_words
 
 
 class TrustingUser(User):
@@ -174,28 +174,48 @@ class PrivateUser(User):
         where = f"{self._name} round {request.round}"
         if request.vectors.shape[0] != rows:
             raise ProtocolViolation(f"{where}: expected vectors of {rows} items, received {request.vectors.shape[0]}")
-        v_rows = ring.decode(from_words(ring, request.vectors, d, f"{where} vectors"))
+        v_rows = decode_words(ring, request.vectors, d, f"{where} vectors")
         noise = self._noise_piece(request, where)
         protected = public.protected
         masks = self._masks(request, where) if protected else None
-        new_u, gradients = user_step(self.u, v_rows, self.ratings, public.hyper)
-        self.u = project_unit_ball(new_u)
+        real = self._step(v_rows)
         if protected:
             rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
-            real = np.add(gradients, rho, out=gradients)  # gradients is user_step's fresh array
+            real += rho
             if request.known_raters is not None:
                 real *= (request.known_raters / request.raters)[:, None]
         else:
-            rho = np.zeros_like(gradients)
-            real = gradients
-        signal, overflow = ring.encode(real)
-        plain = ring.add(signal, noise)
+            rho = np.zeros_like(real)
+        signal, overflow = encode_rows(ring, real, v_rows)  # the item vectors are spent: their rows are scratch
+        # Ring elements of one dtype: their unsigned addition wraps mod 2^b (what `Ring.add` does for them).
+        plain = np.add(signal, noise)
         self.last_round, self.last_signal, self.last_plain = request.round, signal, plain
         self.last_real, self.last_rho, self.last_overflow = real, rho, overflow
         if masks is None:
             self.send(self.server, NaiveContribution(request.round, to_words(ring, plain)))
             return
-        self.send(THIRD_PARTY, Contribution(request.round, self._request.items, to_words(ring, ring.add(plain, masks))))
+        self.send(THIRD_PARTY, Contribution(request.round, self._request.items, to_words(ring, np.add(plain, masks))))
+
+    def _step(self, v_rows: np.ndarray) -> np.ndarray:
+        """Move u_i by eq. (2) (then back into the unit ball) and return its gradient rows -2 e_ij u_i(t-1).
+
+        Bit for bit `fedrecsim.models.mf.user_step` (the same operations on the same operands, in the same
+        order), in fewer numpy calls: each result is computed in place on an array this step allocated.
+        """
+        u, ratings, hyper = self.u, self.ratings, self.public.hyper
+        errors = v_rows @ u
+        np.subtract(ratings, errors, out=errors)
+        grad_u = errors @ v_rows
+        grad_u *= -2.0
+        if hyper.normalize and ratings.size:
+            grad_u /= ratings.size
+        new_u = np.multiply(u, 2.0 * hyper.lam)
+        new_u += grad_u
+        new_u *= hyper.gamma
+        np.subtract(u, new_u, out=new_u)
+        self.u = project_unit_ball(new_u)
+        errors *= -2.0
+        return np.multiply(errors[:, None], u)
 
     def _noise_piece(self, request: ItemVectors, where: str) -> np.ndarray:
         if self.public.scenario == "S3":
