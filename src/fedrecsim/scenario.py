@@ -344,8 +344,9 @@ class ByzantineTable:
 
     party: str = param(doc="the byzantine party, e.g. user:3")
     corrupt: Literal["nan", "huge", "shape", "dtype", "kind"] = param(
-        doc="nan: every float NaN | huge: every float 1e300 | shape: the first array one row short | "
-        "dtype: the first array float32 (float64 if it was) | kind: another kind of the protocol"
+        doc="nan: every float NaN | huge: every float 1e300 (a float32 array: its largest finite value) | "
+        "shape: the first array one row short | dtype: the first array float32 (float64 if it was) | "
+        "kind: another kind of the protocol"
     )
     kind: str = param("", doc='the kind it corrupts (e.g. fcf.item_gradients); "" = everything it sends')
 

@@ -187,6 +187,16 @@ def test_nan_and_huge_replace_every_float_and_nothing_else(corruption: Corruptio
         assert body.weight == HUGE and np.all(body.values == HUGE)
 
 
+def test_huge_gives_a_float32_array_its_largest_finite_value_not_an_overflow() -> None:
+    """1e300 does not fit a float32: it would become inf (a NaN/inf forgery, not a huge one). The wire must let
+    the forgery through, so its values are float32's largest finite value."""
+    data = encode(ALICE, SERVER, 0.0, Single(np.ones(3, dtype=np.float32)))
+    with np.errstate(over="raise"):
+        body = decode(forge(data, Corruption.HUGE)).body
+    assert body.values.dtype == np.float32
+    np.testing.assert_array_equal(body.values, np.full(3, np.float32(3.4028234663852886e38)))
+
+
 def test_a_message_without_floats_is_not_changed_by_nan() -> None:
     data = encode(ALICE, SERVER, 0.0, Counts(2, np.array([1, 2], dtype=np.int32)))
     assert forge(data, Corruption.NAN) == data

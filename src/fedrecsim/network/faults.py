@@ -37,7 +37,8 @@ from .wire import _DTYPE_CODES, _DTYPES, _HEADER, _SHAPE_STRUCTS, Broadcast, _un
 
 _NDARRAY_EXT = 1
 _ENVELOPE_HEADER_LEN = 6
-#: The value every float of a message becomes under `Corruption.HUGE`: finite, so the wire lets it through.
+#: The value every float of a message becomes under `Corruption.HUGE`: finite, so the wire lets it through
+#: (a float32 array gets its own largest finite value instead, which is what 1e300 would overflow past).
 HUGE = 1e300
 
 
@@ -218,7 +219,7 @@ def _filled(value: Any, fill: float) -> Any:
         return [_filled(item, fill) for item in value]
     array = _array_of(value)
     if array is not None and array.dtype.kind == "f":
-        return _ext(np.full_like(array, fill))
+        return _ext(np.full_like(array, min(fill, float(np.finfo(array.dtype).max)) if math.isfinite(fill) else fill))
     return value
 
 
