@@ -201,7 +201,8 @@ def _seeds(first: int, count: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_convergence", quick="a tiny data set and network (seconds)",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per grid point, at seeds run.seed, run.seed + 1, ...; every NDCG printed is their mean")
     parser.add_size("size", full="default", quick="quick")
     parser.add_sized_argument("--epochs", full=10, quick=3, type=int, minimum=1, help="epochs per run")
     parser.add_argument("--ml1m", action="store_true", help="the scenario file's full MovieLens-1M shape")

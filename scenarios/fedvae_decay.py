@@ -119,11 +119,13 @@ def describe(found: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/fedvae_decay", quick="a tiny data set and network (seconds)",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per gamma, at seeds run.seed, run.seed + 1, ...; every curve is their mean")
     parser.add_size("size", full="default", quick="quick")
     parser.add_sized_argument("--epochs", full=10, quick=2, type=int, minimum=1, help="epochs per run")
     parser.add_argument("--ml1m", action="store_true", help="the scenario file's full ml-1m shape")
-    parser.add_argument("--gammas", type=float, nargs="+", default=list(GAMMAS))
+    parser.add_argument("--gammas", type=float, nargs="+", default=list(GAMMAS),
+                        help=f"the gammas, one run each (default {' '.join(f'{gamma:g}' for gamma in GAMMAS)})")
     args = parser.parse_args(argv)
     if args.quick and args.ml1m:
         parser.error("--quick and --ml1m are two sizes: choose one")

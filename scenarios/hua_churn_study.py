@@ -56,7 +56,8 @@ def _half(line: dict[str, Any], column: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_churn_study", quick="a small data set, few rounds, two seeds (seconds)")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_churn_study", quick="a small data set, few rounds, two seeds (seconds)",
+                          seeds_help="runs per (p_join, p_leave), at seeds run.seed, run.seed + 1, ...; err_increase is their mean with its 95%% interval")
     parser.add_size("sizes", full=[], quick=QUICK)
     args = parser.parse_args(argv)
     print(render(study(args.seeds, [*args.sizes, *args.set], args.out, args.workers, args.dask), args.seeds))

@@ -111,7 +111,8 @@ def _size(nbytes: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_comm_cost", quick="a tenth of the size, to check the script runs",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per transport, at seeds run.seed, run.seed + 1, ...; a largest figure is the largest over them, a mean their mean")
     parser.add_size("sizes", full=[], quick=QUICK)
     args = parser.parse_args(argv)
     print(table(measure([*args.sizes, *args.set], args.out, args.seeds, args.workers, args.dask)))

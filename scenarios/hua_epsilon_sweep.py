@@ -79,7 +79,9 @@ def render(table: dict[str, dict[float, tuple[float, float, float]]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/hua_epsilon_sweep", quick="a small data set and few rounds (seconds)",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per scenario and eps, at seeds run.seed, run.seed + 1, ...; every figure is their mean",
+                          out_help="the folder of the three sweep folders S1, S2, S3")
     parser.add_size("sizes", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
     print(render(sweep(EPSILONS, args.seeds, args.set, args.sizes, args.out, args.workers, args.dask)))

@@ -91,7 +91,8 @@ def describe(cost: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/minto_comm_cost",
-                          quick=f"{QUICK_ITEMS[0]} items and {QUICK_USERS} users (seconds)", seeds=1, quick_seeds=1)
+                          quick=f"{QUICK_ITEMS[0]} items and {QUICK_USERS} users (seconds)", seeds=1, quick_seeds=1,
+                          seeds_help="runs per item count, at seeds run.seed, run.seed + 1, ...; every figure is their mean")
     parser.add_sized_argument("--items", full=PAPER_ITEMS, quick=QUICK_ITEMS, type=int, nargs="+", help="item counts")
     parser.add_sized_argument("--users", full=None, quick=QUICK_USERS, type=int, minimum=1, help="users")
     args = parser.parse_args(argv)

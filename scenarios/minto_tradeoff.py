@@ -79,7 +79,8 @@ def format_table(grid: Grid, cells: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/minto_tradeoff", quick="a tiny grid that runs in seconds",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per (eps, k) cell, at seeds run.seed, run.seed + 1, ...; HR@10 is their mean")
     parser.add_size("grid", full=FULL, quick=QUICK)
     parser.add_sized_argument("--users", full=FULL.users, quick=QUICK.users, type=int, minimum=1, help="users")
     args = parser.parse_args(argv)

@@ -148,7 +148,9 @@ def format_tables(grid: Grid, results: dict[str, dict[str, object]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/privirec_comm_scaling", quick="a tiny grid that runs in seconds",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per method and size, at seeds run.seed, run.seed + 1, ...; every byte count is their mean",
+                          out_help="the folder of one sweep folder per method: privirec, privirec_k, fcf")
     parser.add_size("grid", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
     results = study(args.grid, args.seeds, args.set, args.out, args.workers, args.dask)

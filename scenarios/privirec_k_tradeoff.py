@@ -81,7 +81,8 @@ def format_table(grid: Grid, done: StudyResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/privirec_k_tradeoff", quick="a tiny grid that runs in seconds",
-                          seeds=1, quick_seeds=1)
+                          seeds=1, quick_seeds=1,
+                          seeds_help="runs per k, at seeds run.seed, run.seed + 1, ...; every number is their mean")
     parser.add_size("grid", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
     print(format_table(args.grid, study(args.grid, args.seeds, args.set, args.out, args.workers, args.dask)))

@@ -359,7 +359,10 @@ def _toml_string(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ScriptParser(__doc__.splitlines()[0], out="results/ribero_acceptance",
-                          quick="tiny data, four epsilons, two seeds (seconds)", seeds=10)
+                          quick="tiny data, four epsilons, two seeds (seconds)", seeds=10,
+                          seeds_help="seeds run.seed, run.seed + 1, ..., each a data set, split and silos every epsilon shares; "
+                                     "the differences are paired by seed",
+                          out_help="the folder of the sweep folders synthetic and (with --data) movielens-100k")
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="MovieLens-100k's folder (u.data, u.user): also run the zip-silo study")
     parser.add_size("epsilons", full=EPSILONS, quick=QUICK_EPSILONS)

@@ -60,7 +60,8 @@ def _half(line: dict[str, Any], column: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(__doc__.splitlines()[0], out="results/ribero_epsilon_k", quick="a tiny grid with two seeds (seconds)")
+    parser = ScriptParser(__doc__.splitlines()[0], out="results/ribero_epsilon_k", quick="a tiny grid with two seeds (seconds)",
+                          seeds_help="runs per (epsilon, k), at seeds run.seed, run.seed + 1, ...; mean_rank is their mean with its 95%% interval")
     parser.add_size("sizes", full=[], quick=QUICK)
     parser.add_size("grid", full={}, quick=QUICK_GRID)
     args = parser.parse_args(argv)

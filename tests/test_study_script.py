@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from types import ModuleType
 
 import pytest
 
+from fedrecsim.audit.script import SEED_STEP
 from fedrecsim.errors import ConfigError
 from fedrecsim.study import ScriptParser, run_script
 
@@ -228,7 +230,52 @@ def test_a_sized_options_help_shows_both_defaults(capsys: pytest.CaptureFixture[
     assert "trials per world (default 1,000; 20 with --quick)" in shown
     assert "item counts (default 1,000 9,781; 300 with --quick)" in shown
     assert "users (default the scenario's; 30 with --quick)" in shown
-    assert "runs per grid point (default 3; 2 with --quick)" in shown
+    assert "runs per grid point, at seeds run.seed, run.seed + 1, ... (default 3; 2 with --quick)" in shown
+    assert "the sweep folder (default o; re-running resumes it)" in shown
+
+
+def test_a_script_says_what_its_seeds_and_its_folder_are(capsys: pytest.CaptureFixture[str]) -> None:
+    ScriptParser("a study", out="o", quick="tiny", seeds=2, seeds_help="data worlds per row",
+                 out_help="the folder of two sweep folders").print_help()
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--seeds SEEDS data worlds per row (default 2; 2 with --quick)" in shown
+    assert "--out OUT the folder of two sweep folders (default o; re-running resumes it)" in shown
+    assert "runs per grid point" not in shown and "the sweep folder" not in shown
+
+
+def _option_help(path: Path, option: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """What ``path --help`` says of ``option`` (``--seeds``), on one line."""
+    with pytest.raises(SystemExit):
+        _load(path).main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    return re.split(r" --[a-z]+ [A-Z]", shown.split(f" {option} {option.strip('-').upper()} ", 1)[1], maxsplit=1)[0]
+
+
+@pytest.mark.parametrize("path", AUDIT_SCRIPTS, ids=[path.stem for path in AUDIT_SCRIPTS])
+def test_an_audit_scripts_help_says_seeds_are_data_worlds_and_out_the_audits_folder(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each seed is another data world in its own folder ``<row>-seed<i>`` (the help once said "runs per grid
+    point", and "the sweep folder" for a folder of audits); the seeds it names are the ones the script runs."""
+    script = _load(path).SCRIPT
+    first = script.data_seed
+    seeds = _option_help(path, "--seeds", capsys)
+    assert seeds.startswith(f"data worlds each row is audited in, a data set and its target each, at run.seed {first:,}, "
+                            f"{first + SEED_STEP:,}, ... (--set run.seed=X: X, X + {SEED_STEP:,}, ...), into <row>-seed<i>;")
+    assert seeds.endswith("(default 1; 1 with --quick)")
+    out = _option_help(path, "--out", capsys)
+    assert out == f"the audits' folder: one folder per row and data seed, and the figure (default {script.out}; re-running resumes it)"
+
+
+STUDY_SCRIPTS = [path for path in SCRIPTS if not path.stem.startswith("audit_")]
+
+
+@pytest.mark.parametrize("path", STUDY_SCRIPTS, ids=[path.stem for path in STUDY_SCRIPTS])
+def test_a_study_scripts_help_says_what_its_numbers_are_over_the_seeds(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not only "runs per grid point": what the printed numbers are over the seeds (a mean, the largest, paired)."""
+    seeds = _option_help(path, "--seeds", capsys)
+    assert "run.seed, run.seed + 1, ..." in seeds
+    assert any(word in seeds for word in ("their mean", "the largest", "paired by seed")), seeds
 
 
 @pytest.mark.parametrize("argv, message", [

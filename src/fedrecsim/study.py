@@ -376,14 +376,24 @@ def _value_lists(axes: Mapping[str, Sequence[Any]], name: str) -> dict[str, list
     return lists
 
 
+#: What ``--seeds`` counts in a study script that says nothing else (`ScriptParser`'s ``seeds_help``).
+SEEDS_HELP = "runs per grid point, at seeds run.seed, run.seed + 1, ..."
+
+
 class ScriptParser(argparse.ArgumentParser):
     """The command line every study script shares; a script adds its own options with ``add_argument``.
 
-    ``--quick`` (a small version, seconds), ``--seeds N`` (runs per point; default ``seeds``, or
-    ``quick_seeds`` with ``--quick``), ``--set KEY=VALUE`` (repeatable; applied to every run, after the
-    script's own sizes), ``--out DIR`` (the sweep folder; default ``out``; re-running resumes it),
-    ``--workers N`` (local processes, default the cores) and ``--dask ADDRESS`` (an existing Dask
-    scheduler instead). `parse_args` resolves ``seeds`` and refuses a count below 1 (exit 2, one line).
+    ``--quick`` (a small version, seconds), ``--seeds N`` (default ``seeds``, or ``quick_seeds`` with
+    ``--quick``), ``--set KEY=VALUE`` (repeatable; applied to every run, after the script's own sizes),
+    ``--out DIR`` (default ``out``; re-running resumes it), ``--workers N`` (local processes, default the
+    cores) and ``--dask ADDRESS`` (an existing Dask scheduler instead). `parse_args` resolves ``seeds``
+    and refuses a count below 1 (exit 2, one line).
+
+    What ``--seeds`` and ``--out`` are differs between scripts, and ``--help`` says it in the script's
+    words: ``seeds_help`` is what N counts and what the printed numbers are over them (default: runs per
+    grid point, at seeds ``run.seed``, ``run.seed + 1``, ..., as `Study` runs them), ``out_help`` what the
+    folder holds (default: the sweep folder). A script whose numbers are means over the seeds says so;
+    an audit script's seeds are data worlds, not runs (`fedrecsim.audit.AuditScript`).
 
     What a script runs at full size and what with ``--quick`` it declares once, before `parse_args`:
     `add_size` names a value (override list, grid, size record, rows) the parsed arguments carry, and
@@ -400,7 +410,8 @@ class ScriptParser(argparse.ArgumentParser):
             args.out, workers=args.workers, dask=args.dask)
     """
 
-    def __init__(self, description: str, *, out: str | Path, quick: str, seeds: int = 3, quick_seeds: int = 2) -> None:
+    def __init__(self, description: str, *, out: str | Path, quick: str, seeds: int = 3, quick_seeds: int = 2,
+                 seeds_help: str = SEEDS_HELP, out_help: str = "the sweep folder") -> None:
         super().__init__(description=description)
         #: Per size name and per sized option's dest: (full, quick).
         self._sizes: dict[str, tuple[Any, Any]] = {}
@@ -408,9 +419,9 @@ class ScriptParser(argparse.ArgumentParser):
         #: Per option's dest: (its flag, the least value it takes).
         self._minimums: dict[str, tuple[str, int]] = {}
         self.add_argument("--quick", action="store_true", help=quick)
-        self.add_sized_argument("--seeds", full=seeds, quick=quick_seeds, type=int, minimum=1, help="runs per grid point")
+        self.add_sized_argument("--seeds", full=seeds, quick=quick_seeds, type=int, minimum=1, help=seeds_help)
         self.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key in every run (repeatable)")
-        self.add_argument("--out", type=Path, default=Path(out), help=f"the sweep folder (default {out}; re-running resumes it)")
+        self.add_argument("--out", type=Path, default=Path(out), help=f"{out_help} (default {out}; re-running resumes it)")
         self.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
         self._minimums["workers"] = ("--workers", 1)
         self.add_argument("--dask", default=None, metavar="ADDRESS", help="run on an existing Dask scheduler (tcp://host:8786)")

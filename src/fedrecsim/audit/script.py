@@ -51,6 +51,8 @@ from .grid import AuditGrid, AuditRow, Column, GridResult
 
 #: The distance between a script's data seeds (``run.seed``): the i-th is ``data_seed + SEED_STEP * i``.
 SEED_STEP = 1_000_000
+#: What ``--out`` is in an audit script's ``--help``.
+OUT_HELP = "the audits' folder: one folder per row and data seed, and the figure"
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,8 @@ class AuditScript:
 
     def parser(self) -> ScriptParser:
         """The script's command line: the shared options and ``--trials``."""
-        parser = ScriptParser(self.description, out=self.out, quick=self.quick, seeds=1, quick_seeds=1)
+        parser = ScriptParser(self.description, out=self.out, quick=self.quick, seeds=1, quick_seeds=1,
+                              seeds_help=seeds_help(self.data_seed), out_help=OUT_HELP)
         parser.add_size("size", full=self.sizes[0], quick=self.sizes[1])
         parser.add_sized_argument("--trials", full=self.trials[0], quick=self.trials[1], type=int, help="trials per world")
         return parser
@@ -134,6 +137,13 @@ class AuditScript:
         note = self.note if isinstance(self.note, str) else self.note(result)
         print(result.report(self.columns, args.out / self.figure, self.paint, note, size=self.figure_size))
         return 0
+
+
+def seeds_help(data_seed: int) -> str:
+    """What ``--seeds`` is in an audit script's ``--help``: what `AuditScript.main` does with it."""
+    return (f"data worlds each row is audited in, a data set and its target each, at run.seed {data_seed:,}, "
+            f"{data_seed + SEED_STEP:,}, ... (--set run.seed=X: X, X + {SEED_STEP:,}, ...), into <row>-seed<i>; "
+            "the table shows the mean bound")
 
 
 def first_seed(settings: Sequence[str], data_seed: int) -> tuple[int, list[str]]:
