@@ -80,12 +80,54 @@ def test_a_bad_row_is_refused_before_anything_is_written(tmp_path: Path) -> None
 def test_a_folder_with_the_users_file_of_that_name_is_refused_and_the_scripts_own_is_resumed(tmp_path: Path) -> None:
     (tmp_path / "figure.png").write_text("the user's")
     grid = AuditGrid(BASE, [AuditRow("a", "a", "a", ())])
-    with pytest.raises(OutputError, match="figure.png: exists and is not this script's"):
+    with pytest.raises(OutputError) as caught:
         grid.run(tmp_path, workers=1, own=["figure.png"])
+    assert str(caught.value) == (f"{tmp_path / 'figure.png'}: exists, and {tmp_path} holds no audit of this script (figure.png): "
+                                 "it is not this script's file; give another --out (nothing in it is changed)")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["figure.png"]
     grid.run(tmp_path / "study", workers=1)
     (tmp_path / "study" / "figure.png").write_text("the script's, from the run before")
     assert grid.run(tmp_path / "study", workers=1, own=["figure.png"]).rows[0].document["trials_run"] == 0
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_a_folder_of_the_older_layout_is_refused_saying_what_it_holds_and_what_to_do(tmp_path: Path) -> None:
+    """Audits written one folder per row (before each data seed had ``<row>-seed<i>``) and their figure: the
+    grid with data seeds names the old folders and the new layout, and changes nothing (it once said the
+    script's own figure "is not this script's")."""
+    rows = [AuditRow(1.0, "eps 1", "eps1", ("protocol.epsilon=1.0",)), AuditRow(2.0, "eps 2", "eps2", ("protocol.epsilon=2.0",))]
+    out = tmp_path / "out"
+    AuditGrid(BASE, rows).run(out, workers=1)
+    (out / "figure.png").write_text("the figure of the older layout")
+    before = _contents(out)
+    with pytest.raises(OutputError) as caught:
+        AuditGrid(BASE, rows, seeds=[3]).run(out, workers=1, own=["figure.png"])
+    assert str(caught.value) == (
+        f"{out}: holds audits in the older layout, one folder per row (eps1, eps2), from before each data seed had its own "
+        "folder; this version writes <row>-seed<i> (eps1-seed0, ...) and its own figure: give another --out, or move this "
+        "folder aside (nothing in it is changed)")
+    assert _contents(out) == before
+
+
+def test_another_size_in_the_folder_is_refused_naming_the_row_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--quick`` and then the full size into one ``--out``: one line naming the row's folder and why, before any
+    audit runs (it once said "another scenario, party, target or distinguishers" of a folder the user never chose)."""
+    script = known_script([])
+    out = tmp_path / "out"
+    _printed(script, ["--quick", "--out", str(out)], capsys)
+    before = _contents(out)
+    with pytest.raises(OutputError) as caught:
+        script.main(["--out", str(out), "--workers", "1"])
+    assert str(caught.value) == (
+        f"{out / 'eps1-seed0'}: holds an audit of the row 'eps 1' other than this run's: another size, --set or version of "
+        "the script (--quick and the full size are different audits); give another --out (nothing in it is changed)")
+    assert _contents(out) == before
 
 
 def made_up(claimed: float | None, bound: float, verdict: str, heldout: int = 100) -> AuditResult:

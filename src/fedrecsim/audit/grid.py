@@ -5,7 +5,9 @@ parties, targets, variants: one `AuditRow` each -- and, with data seeds, each ro
 `AuditGrid` builds every `Audit` first, so a bad key, party or target is refused before anything runs;
 `AuditGrid.run` then runs them, each into its own folder under the output folder: ``<row.folder>``, or
 with data seeds ``<row.folder>-seed<i>`` for the i-th seed (``run.seed`` set to it). Running the grid
-again resumes every audit (`Audit.run`).
+again resumes every audit (`Audit.run`); an output folder it cannot resume (audits in the layout without
+seeds, a row's folder holding another audit, a file of the user's named as the script's figure) is
+refused before anything runs, in one line saying what is there and what to do, and nothing in it changes.
 
 The result (`GridResult`) has one `AuditedRow` per row: its audits over the seeds (mean, least and
 largest bound, trials/s over all of them). `GridResult.table` lays the rows out in the script's own
@@ -248,6 +250,7 @@ class AuditGrid:
             raise ConfigError("run.seed", f"set in the grid's settings, it would make its {len(seeds)} data seeds (--seeds) "
                               "one and the same audit; start the seeds from it instead")
         self.rows = tuple(rows)
+        self.seeds = None if seeds is None else tuple(seeds)
         self.audits: dict[Hashable, list[tuple[str, Audit]]] = {}
         for row in rows:
             runs = [(row.folder, [])] if seeds is None else [
@@ -269,18 +272,43 @@ class AuditGrid:
                 where no audit of this grid has run is the user's: the grid refuses ``out`` before anything runs.
 
         Raises:
-            OutputError: ``out`` holds one of ``own`` and no audit of this grid, or an audit folder that is
-            not this audit's (`Audit.run`). SimulationError: a trial failed.
+            OutputError: before anything runs, naming what ``out`` holds and what to do: this grid's audits
+            in the layout without data seeds (one folder per row, where the grid writes
+            ``<row>-seed<i>``), one of ``own`` and no audit of this grid, or a folder of the grid that is not
+            its audit's (another size or ``--set``; `Audit.folder_problem`). Nothing in ``out`` is changed.
+            SimulationError: a trial failed.
         """
         out = Path(out)
-        ours = any((out / folder / PLAN).exists() for folder in self.folders())
-        for name in own:
-            if (out / name).exists() and not ours:
-                raise OutputError(out / name, "exists and is not this script's; choose another --out")
+        self._check_out(out, own)
         return GridResult(tuple(
             AuditedRow(row, tuple(audit.run(out / folder, workers=workers, dask=dask) for folder, audit in self.audits[row.key]))
             for row in self.rows
         ))
+
+    def _check_out(self, out: Path, own: Sequence[str]) -> None:
+        """Refuse ``out`` before anything runs (`run`), saying what is there and what to do."""
+        unseeded = [row.folder for row in self.rows if self.seeds is not None and (out / row.folder / PLAN).exists()]
+        if unseeded:
+            example = self.folders()[0]
+            raise OutputError(out, f"holds audits in the older layout, one folder per row ({', '.join(unseeded)}), from before "
+                              f"each data seed had its own folder; this version writes <row>-seed<i> ({example}, ...) and its "
+                              "own figure: give another --out, or move this folder aside (nothing in it is changed)")
+        if not any((out / folder / PLAN).exists() for folder in self.folders()):
+            for name in own:
+                if (out / name).exists():
+                    names = sorted(path.name for path in out.iterdir())
+                    held = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                    raise OutputError(out / name, f"exists, and {out} holds no audit of this script ({held}): it is not this "
+                                      "script's file; give another --out (nothing in it is changed)")
+        for row in self.rows:
+            for folder, audit in self.audits[row.key]:
+                problem = audit.folder_problem(out / folder)
+                if problem is not None and (out / folder / PLAN).exists():
+                    raise OutputError(out / folder, f"holds an audit of the row {row.name!r} other than this run's: another size, "
+                                      "--set or version of the script (--quick and the full size are different audits); give "
+                                      "another --out (nothing in it is changed)")
+                if problem is not None:
+                    raise OutputError(out / folder, problem)
 
     def first(self) -> Audit:
         """The first row's first audit (its target, its claim: what a script's heading names)."""

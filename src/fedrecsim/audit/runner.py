@@ -171,6 +171,11 @@ class Audit:
                 f"{self.party} receives nothing in this run (parties of role {self.party.role.value}: {shown}): there is no view to audit",
             )
 
+    def folder_problem(self, out: str | Path) -> str | None:
+        """Why `run` would refuse ``out`` (not a folder, not an audit folder, another audit's), or None: it is
+        missing or holds this audit, to resume."""
+        return _folder_problem(Path(os.path.abspath(out)), self.identity())
+
     def run(
         self, out: str | Path, *, workers: int | None = None, dask: str | None = None, progress: bool | TextIO | None = None,
     ) -> AuditResult:
@@ -209,26 +214,34 @@ def _party_order(name: str) -> tuple[str, int]:
     return role, int(index) if index.isdigit() else 0
 
 
+def _folder_problem(path: Path, identity: dict[str, Any]) -> str | None:
+    """Why the audit of ``identity`` cannot run into ``path``: it is not a folder, not an audit folder, or
+    another audit's; None when it is missing or holds this audit (to resume)."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_dir():
+        return "exists and is not a folder"
+    try:
+        document = json.loads((path / PLAN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        document = None
+    if not isinstance(document, dict) or document.get("format") != AUDIT_FORMAT:
+        return f"exists and is not a fedrecsim audit folder (no {PLAN}); choose a new location"
+    if document.get("identity") != json.loads(_canonical(identity)):
+        return "holds another audit (another scenario, party, target or distinguishers); choose a new location"
+    return None
+
+
 def _check_folder(path: Path, identity: dict[str, Any], *, create: bool) -> None:
-    marker = path / PLAN
-    if os.path.lexists(path):
-        if path.is_symlink() or not path.is_dir():
-            raise OutputError(path, "exists and is not a folder")
-        try:
-            document = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            document = None
-        if not isinstance(document, dict) or document.get("format") != AUDIT_FORMAT:
-            raise OutputError(path, f"exists and is not a fedrecsim audit folder (no {PLAN}); choose a new location")
-        if document.get("identity") != json.loads(_canonical(identity)):
-            raise OutputError(path, "holds another audit (another scenario, party, target or distinguishers); choose a new location")
-        return
-    if create:
+    problem = _folder_problem(path, identity)
+    if problem is not None:
+        raise OutputError(path, problem)
+    if create and not os.path.lexists(path):
         try:
             os.makedirs(path)
         except OSError as exc:
             raise OutputError(path, f"cannot create the audit folder: {exc.strerror}") from None
-        _write_atomically(marker, json.dumps({"format": AUDIT_FORMAT, "identity": identity}, indent=2, allow_nan=False) + "\n")
+        _write_atomically(path / PLAN, json.dumps({"format": AUDIT_FORMAT, "identity": identity}, indent=2, allow_nan=False) + "\n")
 
 
 def _write_atomically(path: Path, text: str | bytes) -> None:
