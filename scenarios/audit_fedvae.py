@@ -84,7 +84,7 @@ def rows(size: Size, trials: int) -> list[AuditRow]:
 def heading(run: ScriptRun) -> str:
     confidence = run.result.rows[0].document["confidence"]
     return (f"FedVAE (Polato), server's view, one interaction added or removed: {run.size.users} users x {run.size.items} items, "
-            f"dropout {DROPOUT}, {run.trials} trials per world, {run.seeds} audit(s) per row, bounds at {confidence:.0%} confidence")
+            f"dropout {DROPOUT}, {run.counts}, bounds at {confidence:.0%} confidence")
 
 
 def note(result: GridResult) -> str:

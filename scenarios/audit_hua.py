@@ -20,8 +20,8 @@ with the most ratings (``one_rating``), and the claim is eps for the whole run (
   V is scored: ``published_projection`` and ``item_norm``): the claim is expected to hold for it.
 
 With ``--seeds N`` each row is audited N times at different data seeds (mean, least and largest bound).
-The audits go to ``--out`` (default ``results/audit_hua``), one folder each; running the script again
-resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
+The audits go to ``--out`` (default ``results/audit_hua``), one folder each
+(``<view>-eps<eps>-seed<i>``); running the script again resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def rows(audits: tuple[tuple[str, float, tuple[str, ...]], ...], trials: int) ->
 
 
 def heading(run: ScriptRun) -> str:
-    return (f"Hua et al., one rating of user {run.grid.first().target.user}, {run.trials} trials per world, "
-            f"{run.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
+    return f"Hua et al., one rating of user {run.grid.first().target.user}, {run.counts}; audited: the best distinguisher's lower bound"
 
 
 SCRIPT = AuditScript(

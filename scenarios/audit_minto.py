@@ -16,7 +16,7 @@ a report is exactly as revealing as eps0 allows, which is what an audit needs to
 
 With ``--seeds N`` each eps0 is audited N times at different data seeds (the mean, least and largest
 bound are printed). The audits go to ``--out`` (default ``results/audit_minto``), one folder each
-(``eps<eps0>-seed<seed>``); running the script again resumes them. With matplotlib the figure
+(``eps<eps0>-seed<i>``, the i-th data seed); running the script again resumes them. With matplotlib the figure
 ``claimed_vs_audited.png`` is drawn there.
 """
 
@@ -75,8 +75,8 @@ def rows(size: Size, trials: int) -> list[AuditRow]:
 
 def heading(run: ScriptRun) -> str:
     document = run.result.rows[0].document
-    return (f"Minto et al., proxy's view of one report (k = 1, one epoch), {run.trials} trials per world, "
-            f"{run.size.users} users x {run.size.items} items, {run.seeds} audit(s) per eps0:\n"
+    return (f"Minto et al., proxy's view of one report (k = 1, one epoch), {run.size.users} users x {run.size.items} items, "
+            f"{run.counts}:\n"
             f"audited: the best distinguisher's lower bound, at {document['best']['confidence']:.0%} confidence over "
             f"all of them (each alone: {document['confidence']:.0%})")
 

@@ -91,7 +91,7 @@ def rows(size: GridSize, trials: int) -> list[AuditRow]:
 def heading(run: ScriptRun) -> str:
     size = run.size
     return (f"PriviRec (Nicolas et al.), view of user {size.users - 1}, one user's row added or removed: {size.users} users x "
-            f"{size.items} items, {size.ratings} interactions, {run.trials} trials per world, {run.seeds} audit(s) per row, each bound at "
+            f"{size.items} items, {size.ratings} interactions, {run.counts}, each bound at "
             f"{run.result.rows[0].document['confidence']:.0%} confidence")
 
 

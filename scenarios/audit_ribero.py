@@ -14,8 +14,8 @@ the most entries, added to or removed from its silo (``one_user``), and the clai
 projection of the target's silo's prototype onto the target's row; ``logistic`` learns from every number received.
 
 With ``--seeds N`` each eps is audited N times at different data seeds (mean, least and largest bound).
-The audits go to ``--out`` (default ``results/audit_ribero``), one folder each; running the script again
-resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
+The audits go to ``--out`` (default ``results/audit_ribero``), one folder each
+(``server-eps<eps>-seed<i>``); running the script again resumes them. With matplotlib the figure ``claimed_vs_audited.png`` is drawn there.
 """
 
 from __future__ import annotations
@@ -59,8 +59,7 @@ def rows(epsilons: tuple[float, ...], trials: int) -> list[AuditRow]:
 
 
 def heading(run: ScriptRun) -> str:
-    return (f"Ribero et al., the row of user {run.grid.first().target.user}, {run.trials} trials per world, "
-            f"{run.seeds} audit(s) per row; audited: the best distinguisher's lower bound")
+    return f"Ribero et al., the row of user {run.grid.first().target.user}, {run.counts}; audited: the best distinguisher's lower bound"
 
 
 SCRIPT = AuditScript(

@@ -74,7 +74,7 @@ def rows(size: GridSize, trials: int) -> list[AuditRow]:
 
 def heading(run: ScriptRun) -> str:
     return (f"Secure aggregation, server's view, one user's input replaced: {run.size.users} users summing rows of "
-            f"{run.size.items} values, real cryptography, {run.trials} trials per world, {run.seeds} audit(s) per row, bounds at "
+            f"{run.size.items} values, real cryptography, {run.counts}, bounds at "
             f"{run.result.rows[0].document['best']['confidence']:.0%} confidence over both distinguishers")
 
 

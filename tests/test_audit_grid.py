@@ -203,7 +203,7 @@ def known_script(seen: list[ScriptRun], **changes: Any) -> AuditScript:
 
     def heading(run: ScriptRun) -> str:
         seen.append(run)
-        return f"{run.size} users, {run.trials} trials per world, {run.seeds} seed(s)"
+        return f"{run.size} users, {run.counts}"
 
     declared: dict[str, Any] = dict(
         scenario=BASE, description="Audit the known mechanism", out="results/known", quick="4 users, 4 trials", sizes=(5, 4),
@@ -234,10 +234,10 @@ def test_a_script_runs_its_full_or_quick_size_and_prints_its_heading_then_the_re
     lines = _printed(script, ["--quick", "--out", str(tmp_path / "quick")], capsys)
     run = seen[-1]
     assert (run.size, run.trials, run.seeds) == (4, 4, 1)
-    assert lines == ["4 users, 4 trials per world, 1 seed(s)", *run.result.table(script.columns).splitlines(),
+    assert lines == ["4 users, 4 trials per world, 1 audit per row (data seed 3)", *run.result.table(script.columns).splitlines(),
                      "figure skipped: matplotlib is not installed", "a note on 2 rows", *run.result.verdict().splitlines()]
     assert [_audited(tmp_path / "quick", folder) for folder in ("eps1-seed0", "eps2-seed0")] == [(4, 4, 3), (4, 4, 3)]
-    assert _printed(script, ["--out", str(tmp_path / "full")], capsys)[0] == "5 users, 6 trials per world, 1 seed(s)"
+    assert _printed(script, ["--out", str(tmp_path / "full")], capsys)[0] == "5 users, 6 trials per world, 1 audit per row (data seed 3)"
     assert _audited(tmp_path / "full", "eps2-seed0") == (6, 5, 3)
     assert _printed(script, ["--quick", "--trials", "8", "--out", str(tmp_path / "more")], capsys)[0].startswith("4 users, 8 trials")
     assert _audited(tmp_path / "more", "eps1-seed0") == (8, 4, 3)
@@ -249,7 +249,7 @@ def test_a_script_with_a_data_seed_audits_each_row_at_each_seed_and_the_users_se
     seen: list[ScriptRun] = []
     script = known_script(seen, data_seed=11, note="a fixed note")
     lines = _printed(script, ["--quick", "--seeds", "2", "--set", "data.items=12", "--out", str(tmp_path / "out")], capsys)
-    assert lines[0] == "4 users, 4 trials per world, 2 seed(s)" and "a fixed note" in lines
+    assert lines[0] == "4 users, 4 trials per world, 2 audits per row (data seeds 11, 1,000,011)" and "a fixed note" in lines
     folders = ["eps1-seed0", "eps1-seed1", "eps2-seed0", "eps2-seed1"]
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [*folders, "figure.png"]
     assert [_audited(tmp_path / "out", folder) for folder in folders] == [(4, 4, 11), (4, 4, 1_000_011)] * 2
@@ -262,7 +262,8 @@ def test_a_users_run_seed_is_where_the_data_seeds_start(tmp_path: Path, capsys: 
     own data (the ``--set`` once came last and made both audits the seed-40 one)."""
     seen: list[ScriptRun] = []
     out = tmp_path / "out"
-    _printed(known_script(seen, data_seed=11), ["--quick", "--seeds", "2", "--set", "run.seed=40", "--out", str(out)], capsys)
+    lines = _printed(known_script(seen, data_seed=11), ["--quick", "--seeds", "2", "--set", "run.seed=40", "--out", str(out)], capsys)
+    assert lines[0] == "4 users, 4 trials per world, 2 audits per row (data seeds 40, 1,000,040)"  # the heading names them
     assert [_audited(out, folder)[2] for folder in ("eps1-seed0", "eps1-seed1")] == [40, 1_000_040]
     views = [json.loads((out / folder / "audit.json").read_text())["target"] for folder in ("eps1-seed0", "eps1-seed1")]
     assert views[0] != views[1]

@@ -141,7 +141,7 @@ def test_an_audit_script_audits_each_row_in_as_many_worlds_as_seeds(
     out = tmp_path / "out"
     argv = ["--quick", "--seeds", "2", "--set", "run.seed=7", "--trials", "2", "--workers", "1", "--out", str(out)]
     assert run_script(_load(path).main, argv) == 0
-    assert "2 audit(s) per" in capsys.readouterr().out
+    assert "2 audits per row (data seeds 7, 1,000,007)" in capsys.readouterr().out
     folders = sorted(folder.name for folder in out.iterdir() if folder.is_dir())
     rows = sorted({folder.rsplit("-seed", 1)[0] for folder in folders})
     assert rows and folders == [f"{row}-seed{index}" for row in rows for index in (0, 1)]

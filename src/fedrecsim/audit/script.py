@@ -62,16 +62,29 @@ class ScriptRun:
     Attributes:
         size: the script's size the grid ran at (its full one, or its quick one with ``--quick``).
         trials: the trials per world.
-        seeds: ``--seeds``: the data seeds (audited worlds) per row.
+        data_seeds: the data seeds (``run.seed`` of each audited world), ``--seeds`` of them.
         grid: the audits (`AuditGrid.first` names the first one's target).
         result: their result.
     """
 
     size: Any
     trials: int
-    seeds: int
+    data_seeds: tuple[int, ...]
     grid: AuditGrid
     result: GridResult
+
+    @property
+    def seeds(self) -> int:
+        """``--seeds``: the data seeds (audited worlds) per row."""
+        return len(self.data_seeds)
+
+    @property
+    def counts(self) -> str:
+        """What every row was audited on, as a heading says it: ``20 trials per world, 2 audits per row (data
+        seeds 7, 1,000,007)``."""
+        audits = "1 audit" if self.seeds == 1 else f"{self.seeds} audits"
+        named = ", ".join(f"{seed:,}" for seed in self.data_seeds)
+        return f"{self.trials:,} trials per world, {audits} per row (data seed{'s' if self.seeds > 1 else ''} {named})"
 
 
 @dataclass(frozen=True)
@@ -133,7 +146,7 @@ class AuditScript:
         seeds = [first + SEED_STEP * index for index in range(args.seeds)]
         grid = AuditGrid(self.scenario, self.rows(args.size, args.trials), seeds=seeds, settings=settings)
         result = grid.run(args.out, workers=args.workers, dask=args.dask, own=[self.figure])
-        print(self.heading(ScriptRun(args.size, args.trials, args.seeds, grid, result)))
+        print(self.heading(ScriptRun(args.size, args.trials, tuple(seeds), grid, result)))
         note = self.note if isinstance(self.note, str) else self.note(result)
         print(result.report(self.columns, args.out / self.figure, self.paint, note, size=self.figure_size))
         return 0
