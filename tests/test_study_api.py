@@ -249,14 +249,17 @@ def test_data_sizes_are_the_split_a_run_trains_on() -> None:
 
 
 def test_the_readme_study_example_runs_and_prints_a_line_per_point(tmp_path: Path) -> None:
-    """The README's "Studies" tour shows a study scripted in Python: it runs as shown."""
+    """The README's "Studies" tour shows a study scripted in Python: saved as a file and run with python, as
+    a user does, it runs as shown (it once ran only as ``python -c``: as a file without the main guard, every
+    worker started the study anew and all six runs failed, then the summary had no test_rmse column)."""
     readme = (ROOT / "README.md").read_text()
     match = re.search(r"<!-- study-example -->\n```python\n(.*?)\n```", readme, re.DOTALL)
     assert match, "the README lost its study example"
     code = match.group(1)
     assert len(code.splitlines()) <= 12
     (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tmp_path,
+    (tmp_path / "example.py").write_text(code + "\n")
+    completed = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, check=False, cwd=tmp_path,
                                timeout=300, env=ENV)
     assert completed.returncode == 0, completed.stderr
     lines = completed.stdout.splitlines()
@@ -265,6 +268,30 @@ def test_the_readme_study_example_runs_and_prints_a_line_per_point(tmp_path: Pat
         fields = line.split()
         assert fields[0] == str(d) and 0 < float(fields[1]) < 10 and float(fields[2]) > 0 and fields[3] == "3"
     assert len(read_study(tmp_path / "results" / "fcf-d").runs) == 6
+
+
+#: A study started at a script's top level, without the main guard: every worker imports the script again.
+UNGUARDED = (
+    "from fedrecsim.study import Study\n"
+    "Study('scenarios/fcf_static.toml', overrides=['run.rounds=1', 'data.users=20', 'data.items=30', 'data.ratings=200'],\n"
+    "      seeds=2).run('results/unguarded', workers=2).complete()\n"
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_study_at_a_scripts_top_level_fails_saying_it_needs_the_main_guard(tmp_path: Path) -> None:
+    """The runs of a study started without ``if __name__ == "__main__":`` fail, each worker having started the
+    study again; the error says so (it was "BrokenProcessPool: A process in the process pool was terminated
+    abruptly ...", then the README's example read a summary column that was not there: a KeyError)."""
+    (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")
+    (tmp_path / "unguarded.py").write_text(UNGUARDED)
+    completed = subprocess.run([sys.executable, "unguarded.py"], capture_output=True, text=True, check=False, cwd=tmp_path,
+                               timeout=300, env=ENV)
+    assert completed.returncode == 1
+    last = completed.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedrecsim.errors.SimulationError: 2 of 2 runs in ")
+    assert 'must do it under if __name__ == "__main__":, since each worker imports the script again' in last
+    assert [row["status"] for row in read_study(tmp_path / "results" / "unguarded").runs] == ["failed", "failed"]
 
 
 def test_script_parser_is_public() -> None:

@@ -83,6 +83,7 @@ import tomllib
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -848,10 +849,19 @@ def _run_missing(
     return failures
 
 
+#: A run's error when its local worker process died (`_outcome`): what can kill one, and the usual cause
+#: of a pool that dies at once -- a script that starts a study at its top level, which every worker, importing
+#: the script again as Python's spawn and forkserver start methods do, starts anew.
+WORKER_DIED = ("BrokenProcessPool: a worker process died (killed, out of memory, or failed to start: a script that runs a "
+               'study at its top level must do it under if __name__ == "__main__":, since each worker imports the script again)')
+
+
 def _outcome(future: Any) -> dict[str, Any]:
     """A finished future's outcome; an engine's own failure (a worker that died) is the run's error."""
     try:
         return future.result()
+    except BrokenProcessPool:
+        return {"error": WORKER_DIED}
     except Exception as exc:  # noqa: BLE001 -- a lost worker fails its run, recorded like any failure
         return {"error": f"{type(exc).__name__}: {exc}"}
 
