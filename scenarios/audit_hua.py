@@ -76,7 +76,7 @@ def rows(audits: tuple[tuple[str, float, tuple[str, ...]], ...], trials: int) ->
 
 
 def heading(run: ScriptRun) -> str:
-    return f"Hua et al., one rating of user {run.grid.first().target.user}, {run.counts}; audited: the best distinguisher's lower bound"
+    return f"Hua et al., one rating of {run.target_users}, {run.counts}; audited: the best distinguisher's lower bound"
 
 
 SCRIPT = AuditScript(

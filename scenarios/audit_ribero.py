@@ -59,7 +59,7 @@ def rows(epsilons: tuple[float, ...], trials: int) -> list[AuditRow]:
 
 
 def heading(run: ScriptRun) -> str:
-    return f"Ribero et al., the row of user {run.grid.first().target.user}, {run.counts}; audited: the best distinguisher's lower bound"
+    return f"Ribero et al., the row of {run.target_users}, {run.counts}; audited: the best distinguisher's lower bound"
 
 
 SCRIPT = AuditScript(

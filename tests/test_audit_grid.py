@@ -237,6 +237,7 @@ def test_a_script_runs_its_full_or_quick_size_and_prints_its_heading_then_the_re
     assert lines == ["4 users, 4 trials per world, 1 audit per row (data seed 3)", *run.result.table(script.columns).splitlines(),
                      "figure skipped: matplotlib is not installed", "a note on 2 rows", *run.result.verdict().splitlines()]
     assert [_audited(tmp_path / "quick", folder) for folder in ("eps1-seed0", "eps2-seed0")] == [(4, 4, 3), (4, 4, 3)]
+    assert run.target_users == f"user {json.loads((tmp_path / 'quick' / 'eps1-seed0' / 'audit.json').read_text())['target']['user']}"
     assert _printed(script, ["--out", str(tmp_path / "full")], capsys)[0] == "5 users, 6 trials per world, 1 audit per row (data seed 3)"
     assert _audited(tmp_path / "full", "eps2-seed0") == (6, 5, 3)
     assert _printed(script, ["--quick", "--trials", "8", "--out", str(tmp_path / "more")], capsys)[0].startswith("4 users, 8 trials")
@@ -267,6 +268,9 @@ def test_a_users_run_seed_is_where_the_data_seeds_start(tmp_path: Path, capsys: 
     assert [_audited(out, folder)[2] for folder in ("eps1-seed0", "eps1-seed1")] == [40, 1_000_040]
     views = [json.loads((out / folder / "audit.json").read_text())["target"] for folder in ("eps1-seed0", "eps1-seed1")]
     assert views[0] != views[1]
+    users = [view["user"] for view in views]  # the heading names each world's target, not the first one's alone
+    assert seen[-1].target_users == (f"user {users[0]} (in every data seed)" if users[0] == users[1]
+                                     else f"users {users[0]}, {users[1]} (one per data seed)")
     assert len(seen[-1].result[1.0].results) == 2
 
 

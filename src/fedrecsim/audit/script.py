@@ -79,6 +79,15 @@ class ScriptRun:
         return len(self.data_seeds)
 
     @property
+    def target_users(self) -> str:
+        """The first row's target user, as a heading names it: ``user 15``; with several data seeds, each
+        seed's (a seed draws its own data and finds its own target): ``users 15, 3, 8 (one per data seed)``."""
+        users = [audit.target.user for _, audit in self.grid.audits[self.grid.rows[0].key]]
+        if len(set(users)) == 1:
+            return f"user {users[0]}" + (" (in every data seed)" if len(users) > 1 else "")
+        return f"users {', '.join(map(str, users))} (one per data seed)"
+
+    @property
     def counts(self) -> str:
         """What every row was audited on, as a heading says it: ``20 trials per world, 2 audits per row (data
         seeds 7, 1,000,007)``."""
