@@ -47,7 +47,7 @@ from typing import Any
 
 from scipy import stats
 
-from fedrecsim.study import ScriptParser, Study, run_script
+from fedrecsim.study import ScriptParser, Study, data_sizes, run_script
 
 HERE = Path(__file__).resolve().parent
 SYNTHETIC = HERE / "ribero_synthetic.toml"
@@ -376,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         source = ['data.source="movielens-100k"', f"data.path={_toml_string(path)}"]
         studies.append(("movielens-100k", run_study(ZIP_SILOS, [*source, *args.model, *args.set], args.epsilons, args.seeds),
                         f"MovieLens-100k zip silos ({path})"))
+        data_sizes(ZIP_SILOS, [*source, *args.model, *args.set])  # a missing or malformed --data: one line, before anything runs
     parts = []
     for name, study, source in studies:
         done = study.run(args.out / name, workers=args.workers, dask=args.dask, progress=sys.stderr.isatty()).complete()

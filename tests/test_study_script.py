@@ -116,6 +116,23 @@ def test_a_bad_key_is_one_line_and_exit_2_before_anything_runs(
     assert captured.out == "" and not (tmp_path / "out").exists()
 
 
+#: The scripts that read a real data set with ``--data PATH``.
+DATA_SCRIPTS = [SCENARIOS / "fedvae_convergence.py", SCENARIOS / "ribero_acceptance.py"]
+
+
+@pytest.mark.parametrize("path", DATA_SCRIPTS, ids=[path.stem for path in DATA_SCRIPTS])
+def test_a_missing_data_path_is_one_line_and_exit_2_before_anything_runs(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ribero_acceptance once ran its whole synthetic study first, then failed every MovieLens run with the same
+    DatasetError: exit 1 and a folder of failed runs."""
+    missing = tmp_path / "no-such-copy"
+    assert run_script(_load(path).main, ["--quick", "--data", str(missing), "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"{Path(sys.argv[0]).name}: error: {missing}: no such file or folder"]
+    assert captured.out == "" and not (tmp_path / "out").exists()
+
+
 AUDIT_SCRIPTS = [path for path in SCRIPTS if path.stem.startswith("audit_")]
 
 
