@@ -310,9 +310,5 @@ class AuditGrid:
                 if problem is not None:
                     raise OutputError(out / folder, problem)
 
-    def first(self) -> Audit:
-        """The first row's first audit (its target, its claim: what a script's heading names)."""
-        return self.audits[self.rows[0].key][0][1]
-
 
 __all__ = ["AuditGrid", "AuditRow", "AuditedRow", "Column", "GridResult", "GridSize", "claimed_cell"]

@@ -63,7 +63,7 @@ class ScriptRun:
         size: the script's size the grid ran at (its full one, or its quick one with ``--quick``).
         trials: the trials per world.
         data_seeds: the data seeds (``run.seed`` of each audited world), ``--seeds`` of them.
-        grid: the audits (`AuditGrid.first` names the first one's target).
+        grid: the audits (``grid.audits[key]``: each row's, one per data seed, with its target).
         result: their result.
     """
 
