@@ -54,14 +54,17 @@ from __future__ import annotations
 
 import heapq
 import math
+import types
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import outcome
 import trio
 import trio.testing
+from trio._core._run import GLOBAL_RUN_CONTEXT
+from trio._core._traps import WaitTaskRescheduled
 
 from ..clock import VirtualClock
 from ..errors import ProtocolViolation, WireError
@@ -74,11 +77,31 @@ from .wire import DEFAULT_MAX_MESSAGE_BYTES, Broadcast, Envelope, decode, decode
 # The functions called once or more per message, looked up once.
 _ceil = math.ceil
 _heappush = heapq.heappush
-_reschedule = trio.lowlevel.reschedule
-_current_task = trio.lowlevel.current_task
-_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
-_Value = outcome.Value
 _Error = outcome.Error
+
+
+# Parking and waking tasks. Every wait of the network (a mailbox's, a sleep's, the delay line's) is
+# `trio.lowlevel.wait_task_rescheduled` and every wake `trio.lowlevel.reschedule`, minus what those cost
+# per call beyond trio's own scheduling: the wait yields a trap made once per waiter instead of building
+# one and two coroutine frames per wait, and the network wakes its waiters with a plain bool instead of
+# an `outcome.Value` to build and unwrap (`GLOBAL_RUN_CONTEXT.runner` is what `trio.lowlevel.reschedule`
+# calls). Anything else that ends such a wait -- trio cancelling it through the waiter's abort function,
+# `Network.interrupt` -- sends an `outcome.Error`, which the parked task raises, as trio's own wait does.
+
+
+@types.coroutine
+def _park(trap: WaitTaskRescheduled) -> Generator[WaitTaskRescheduled, Any, Any]:
+    """``await _park(trap)``: ``await trio.lowlevel.wait_task_rescheduled(trap.abort_func)``, returning the
+    bool the network woke the task with."""
+    woken = yield trap
+    if woken.__class__ is bool:
+        return woken
+    return woken.unwrap()
+
+
+def _wake(task: trio.lowlevel.Task, value: bool) -> None:
+    """Reschedule ``task``, parked in `_park`, to return ``value``."""
+    GLOBAL_RUN_CONTEXT.runner.reschedule(task, value)
 
 
 class Mailbox:
@@ -88,12 +111,12 @@ class Mailbox:
     its virtual deadline, whichever comes first. A woken receiver takes everything already delivered that
     it wants before it waits again (mailboxes drain).
 
-    Waiting costs no cancel scope: the waiter parks with `trio.lowlevel.wait_task_rescheduled` and its
+    Waiting costs no cancel scope: the waiter parks (`_park`, trio's `wait_task_rescheduled`) and its
     deadline goes on the network's timer heap, which the delay line serves together with deliveries. A
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers")
+    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
 
     def __init__(
         self, party: Party, timers: _Timers, record_view: bool = False, receives: frozenset[str] | None = None
@@ -106,6 +129,7 @@ class Mailbox:
         self._waiter: trio.lowlevel.Task | None = None
         self._timer_at: float | None = None
         self._timers = timers
+        self._trap = WaitTaskRescheduled(self._abort_wait)
 
     def put(self, envelope: Envelope) -> None:
         queue = self._by_kind.get(envelope.kind)
@@ -117,7 +141,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _reschedule(waiter, _Value(True))
+            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
 
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
@@ -158,8 +182,9 @@ class Mailbox:
         """The deadline its task waits for a delivery until (None: no task waits on this mailbox now)."""
         return self._timer_at if self._waiter is not None else None
 
-    async def wait(self, deadline: float) -> bool:
-        """Park until the next delivery (True) or until the virtual ``deadline`` passes (False)."""
+    def wait(self, deadline: float) -> Awaitable[bool]:
+        """``await mailbox.wait(deadline)``: park until the next delivery (True) or until the virtual
+        ``deadline`` passes (False)."""
         if self._waiter is not None:
             raise ProtocolViolation(f"two tasks wait on the mailbox of {self.party}; only its own actor may")
         if not self._timers.running:
@@ -170,11 +195,11 @@ class Mailbox:
         # A deadline already past needs no special case: its timer is due at once. Waits that repeat the
         # deadline already on the heap (a user waiting for its next request until the run's horizon)
         # reuse that entry instead of pushing another.
-        self._waiter = _current_task()
+        self._waiter = GLOBAL_RUN_CONTEXT.task
         if self._timer_at != deadline:
             self._timer_at = deadline
             self._timers.add(deadline, self)
-        return await _wait_task_rescheduled(self._abort_wait)
+        return _park(self._trap)
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
@@ -186,7 +211,7 @@ class Mailbox:
         if self._waiter is not task:
             return False
         self._waiter = None
-        _reschedule(task, _Error(error))
+        trio.lowlevel.reschedule(task, _Error(error))
         return True
 
     def _expire(self, deadline: float) -> None:
@@ -197,7 +222,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _reschedule(waiter, _Value(False))
+            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, False)
 
 
 class _Timers:
@@ -242,13 +267,13 @@ class _Alarm:
 
     def __init__(self, deadline: float) -> None:
         self._timer_at: float | None = deadline
-        self._task: trio.lowlevel.Task | None = _current_task()
+        self._task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
 
     def _expire(self, deadline: float) -> None:
         task = self._task
         if task is not None and deadline == self._timer_at:
             self._task = self._timer_at = None
-            _reschedule(task, _Value(None))
+            _wake(task, True)
 
     def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
@@ -260,7 +285,7 @@ class _Alarm:
         if self._task is not task:
             return False
         self._task = self._timer_at = None
-        _reschedule(task, _Error(error))
+        trio.lowlevel.reschedule(task, _Error(error))
         return True
 
 
@@ -534,7 +559,7 @@ class Network:
         self._timers.add(deadline, alarm)
         # So that `interrupt` finds the sleep (trio leaves this attribute to code that parks tasks).
         alarm._task.custom_sleep_data = alarm  # type: ignore[union-attr]
-        await _wait_task_rescheduled(alarm._abort)
+        await _park(WaitTaskRescheduled(alarm._abort))
 
     async def sleep(self, seconds: float) -> None:
         """`sleep_until` ``seconds`` from now."""
@@ -659,11 +684,12 @@ class Network:
         per round); the clock instead asks `next_wake` whenever nothing can run and reschedules the line.
         """
         clock.add_source(self)
+        trap = WaitTaskRescheduled(self._unpark)
         try:
             while True:
                 self._serve_due()
                 self._parked = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._unpark)
+                await _park(trap)
         finally:
             clock.remove_source(self)
 
@@ -675,7 +701,7 @@ class Network:
         """For `VirtualClock`: reschedule the parked delay line (time already stands at `next_wake`)."""
         task, self._parked = self._parked, None
         if task is not None:
-            trio.lowlevel.reschedule(task)
+            _wake(task, True)
 
     def _unpark(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._parked = None
