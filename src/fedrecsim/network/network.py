@@ -36,6 +36,9 @@ the same numbers whatever the loop's clock read when it started. How that time m
 Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
 in this process, so the receiver gets a message rebuilt from them without the checks running twice; its
 arrays are read-only (views of the received bytes where aligned), so no receiver can change another's view.
+The copies of one broadcast (`send_many`) carry the same body: the first delivered is decoded, and every
+other receiver gets that body, read-only, in an envelope of its own (`_SharedDecoding`); the bytes are
+still each copy's own, counted and hashed whole.
 
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
 messages still in flight when the network closes are counted as `DropReason.UNFINISHED`; a message sent
@@ -289,6 +292,21 @@ class _Alarm:
         return True
 
 
+class _SharedDecoding:
+    """The decoding the copies of one broadcast share (`Network.send_many`): its copies differ only in
+    their destination, so the first copy delivered is decoded and every other receiver gets its body --
+    frozen, its arrays read-only, so no receiver can change what another sees -- in an envelope naming
+    that receiver. A checkpoint saves none of it: a resumed run decodes the first copy it delivers."""
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first: Envelope | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_SharedDecoding, ())
+
+
 class Network:
     """Carries encoded messages between attached parties in virtual time.
 
@@ -343,8 +361,11 @@ class Network:
         self._attached: dict[Party, Mailbox] = {}
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds).
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int]]] = {}
+        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds,
+        # the `_SharedDecoding` of its broadcast or None).
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int, _SharedDecoding | None]]] = {}
+        # While `send_many` transmits the copies of a broadcast: the decoding they share (`_transmit` files it).
+        self._sharing: _SharedDecoding | None = None
         self._in_flight = 0
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
@@ -482,8 +503,13 @@ class Network:
         kind = body.KIND
         transmit = self._transmit
         total = 0
-        for dst, data in zip(dsts, encoded):
-            total += transmit(src, dst, kind, data, now)
+        # Copies in a `Broadcast` share their decoding already (`wire.SharedBody`).
+        self._sharing = _SharedDecoding() if len(encoded) > 1 and type(encoded[0]) is bytes else None
+        try:
+            for dst, data in zip(dsts, encoded):
+                total += transmit(src, dst, kind, data, now)
+        finally:
+            self._sharing = None
         return total
 
     def _may_send(self, src: Party, body: Any) -> bool:
@@ -527,6 +553,7 @@ class Network:
             ledger.record_duplicated(now, src, dst, kind, nbytes)
         resolution = self.resolution_s
         sent_round = ledger.round
+        sharing = self._sharing
         buckets = self._buckets
         for arrival in deliveries:
             if resolution > 0:
@@ -543,7 +570,7 @@ class Network:
                 bucket = buckets[arrival] = []
                 _heappush(self._arrivals, arrival)
                 self._wake_by(arrival)
-            bucket.append((src, dst, seq, kind, data, padding, sent_round))
+            bucket.append((src, dst, seq, kind, data, padding, sent_round, sharing))
         self._in_flight += len(deliveries)
         return nbytes
 
@@ -587,7 +614,7 @@ class Network:
             bucket.sort(reverse=True)
             self._in_flight -= len(bucket)
             while bucket:
-                src, dst, seq, kind, data, padding, sent_round = bucket.pop()
+                src, dst, seq, kind, data, padding, sent_round, sharing = bucket.pop()
                 strict = seq in forged if forged else False
                 if strict:
                     forged.discard(seq)
@@ -604,7 +631,14 @@ class Network:
                         self._accept(arrival, src, dst, mailbox, envelope)
                     continue
                 # Trusted bytes: they decode (`wire.decode_trusted`) to a message of ``kind``.
-                envelope = decode_trusted(data) if type(data) is not Broadcast else decode_broadcast(kind, src, dst, data)
+                if sharing is None:
+                    envelope = decode_trusted(data) if type(data) is not Broadcast else decode_broadcast(kind, src, dst, data)
+                else:
+                    first = sharing.first
+                    if first is None:
+                        envelope = sharing.first = decode_trusted(data)
+                    else:
+                        envelope = Envelope(kind, src, dst, first.sent_at, first.body)
                 receives = mailbox.receives
                 if receives is None or kind in receives:
                     mailbox.put(envelope)
@@ -778,7 +812,7 @@ class Network:
             self._sleep = None
             now = self.now
             for arrival in sorted(self._buckets):
-                for src, dst, _, kind, data, padding, sent_round in sorted(self._buckets[arrival]):
+                for src, dst, _, kind, data, padding, sent_round, _ in sorted(self._buckets[arrival]):
                     self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED, sent_round)
             self._buckets.clear()
             self._arrivals.clear()
