@@ -58,7 +58,7 @@ from __future__ import annotations
 import heapq
 import math
 import types
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -76,6 +76,7 @@ from .ledger import DropReason, Ledger, RejectReason
 from .links import Links
 from .party import Party
 from .wire import DEFAULT_MAX_MESSAGE_BYTES, Broadcast, Envelope, decode, decode_broadcast, decode_trusted, encode, encode_many
+from .wire import _envelope
 
 # The functions called once or more per message, looked up once.
 _ceil = math.ceil
@@ -128,17 +129,15 @@ class Mailbox:
         #: The kinds this party's role receives (`Network.expect`); None: any kind.
         self.receives = receives
         self.view: list[Envelope] | None = [] if record_view else None
-        self._by_kind: dict[str, deque[Envelope]] = {}
+        # A queue per kind, made when first used (and kept: `queue`).
+        self._by_kind: defaultdict[str, deque[Envelope]] = defaultdict(deque)
         self._waiter: trio.lowlevel.Task | None = None
         self._timer_at: float | None = None
         self._timers = timers
         self._trap = WaitTaskRescheduled(self._abort_wait)
 
     def put(self, envelope: Envelope) -> None:
-        queue = self._by_kind.get(envelope.kind)
-        if queue is None:
-            queue = self._by_kind[envelope.kind] = deque()
-        queue.append(envelope)
+        self._by_kind[envelope.kind].append(envelope)
         if self.view is not None:
             self.view.append(envelope)
         waiter = self._waiter
@@ -149,10 +148,7 @@ class Mailbox:
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
         its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good."""
-        queue = self._by_kind.get(kind)
-        if queue is None:
-            queue = self._by_kind[kind] = deque()
-        return queue
+        return self._by_kind[kind]
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
         """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
@@ -366,7 +362,6 @@ class Network:
         self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int, _SharedDecoding | None]]] = {}
         # While `send_many` transmits the copies of a broadcast: the decoding they share (`_transmit` files it).
         self._sharing: _SharedDecoding | None = None
-        self._in_flight = 0
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
         self._parked: trio.lowlevel.Task | None = None
@@ -546,16 +541,11 @@ class Network:
             reason = DropReason.PARTITIONED if links.is_down(src, dst, now) else DropReason.LOST
             ledger.record_dropped(now, src, dst, kind, nbytes, reason)
             return nbytes
-        deliveries: tuple[float, ...] = (arrival,)
-        if links.copy_at is not None:
-            deliveries = (arrival, links.copy_at)
-            links.copy_at = None
-            ledger.record_duplicated(now, src, dst, kind, nbytes)
         resolution = self.resolution_s
         sent_round = ledger.round
         sharing = self._sharing
         buckets = self._buckets
-        for arrival in deliveries:
+        while True:  # the message, then the copy the link made of it, if it made one
             if resolution > 0:
                 arrival = _ceil(arrival / resolution - 1e-9) * resolution
                 if arrival <= now:
@@ -571,8 +561,11 @@ class Network:
                 _heappush(self._arrivals, arrival)
                 self._wake_by(arrival)
             bucket.append((src, dst, seq, kind, data, padding, sent_round, sharing))
-        self._in_flight += len(deliveries)
-        return nbytes
+            arrival = links.copy_at
+            if arrival is None:
+                return nbytes
+            links.copy_at = None
+            ledger.record_duplicated(now, src, dst, kind, nbytes)
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -612,20 +605,19 @@ class Network:
             # it is delivered (what the receiver keeps is its decoded message), so an instant that carries
             # many large messages never holds all their bytes and all their decoded copies at once.
             bucket.sort(reverse=True)
-            self._in_flight -= len(bucket)
             while bucket:
                 src, dst, seq, kind, data, padding, sent_round, sharing = bucket.pop()
-                strict = seq in forged if forged else False
-                if strict:
-                    forged.discard(seq)
                 mailbox = attached.get(dst)
                 if mailbox is None:
+                    if forged:
+                        forged.discard(seq)
                     self.ledger.record_dropped(
                         arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round
                     )
                     continue
                 record_delivered(arrival, src, dst, kind, data, padding, sent_round)
-                if strict:
+                if forged and seq in forged:
+                    forged.discard(seq)
                     envelope = self._decode_forged(arrival, src, dst, kind, data)
                     if envelope is not None:
                         self._accept(arrival, src, dst, mailbox, envelope)
@@ -638,12 +630,19 @@ class Network:
                     if first is None:
                         envelope = sharing.first = decode_trusted(data)
                     else:
-                        envelope = Envelope(kind, src, dst, first.sent_at, first.body)
+                        envelope = _envelope(kind, src, dst, first.sent_at, first.body)
                 receives = mailbox.receives
-                if receives is None or kind in receives:
-                    mailbox.put(envelope)
-                else:
+                if receives is not None and kind not in receives:
                     self._accept(arrival, src, dst, mailbox, envelope)
+                    continue
+                # `Mailbox.put`, inline: once per delivery.
+                mailbox._by_kind[kind].append(envelope)
+                if mailbox.view is not None:
+                    mailbox.view.append(envelope)
+                waiter = mailbox._waiter
+                if waiter is not None:
+                    mailbox._waiter = None
+                    GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
         self._timers.expire_due(now)
 
     def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
@@ -743,7 +742,8 @@ class Network:
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        """How many deliveries are filed and not yet due (a copy the link made counts as one more)."""
+        return sum(map(len, self._buckets.values()))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -759,7 +759,7 @@ class Network:
             "crashed": set(self._crashed),
             "forged": set(self._forged),
             "seq": self._seq,
-            "in_flight": self._in_flight,
+            "in_flight": self.in_flight,  # what the buckets hold: for whoever reads a checkpoint
             "arrivals": list(self._arrivals),
             "buckets": {arrival: list(bucket) for arrival, bucket in self._buckets.items()},
             "mailboxes": {
@@ -776,14 +776,13 @@ class Network:
         self._crashed = set(state["crashed"])
         self._forged = set(state["forged"])
         self._seq = state["seq"]
-        self._in_flight = state["in_flight"]
         self._arrivals = list(state["arrivals"])  # saved as the heap it was
         self._buckets = dict(state["buckets"])
         for party, (by_kind, view) in state["mailboxes"].items():
             mailbox = self._mailboxes.get(party)
             if mailbox is None:
                 mailbox = self._mailboxes[party] = Mailbox(party, self._timers, receives=self._receives.get(party))
-            mailbox._by_kind = {kind: deque(queue) for kind, queue in by_kind.items()}
+            mailbox._by_kind = defaultdict(deque, {kind: deque(queue) for kind, queue in by_kind.items()})
             mailbox.view = view
         self._attached = {party: self._mailboxes[party] for party in state["attached"]}
         self.links.restore_state(state["links"])
@@ -817,7 +816,6 @@ class Network:
             self._buckets.clear()
             self._arrivals.clear()
             self._forged.clear()
-            self._in_flight = 0
 
 
 __all__ = ["Mailbox", "Network"]
