@@ -155,7 +155,7 @@ class Mailbox:
         queue = self._by_kind.get(kind)
         if not queue:
             return None
-        if sender is None:
+        if sender is None or queue[0].src == sender:
             return queue.popleft()
         for position, envelope in enumerate(queue):
             if envelope.src == sender:
