@@ -318,6 +318,26 @@ async def test_replies_iterate_in_party_order_with_their_messages(autojump_clock
     assert [(party, ping.round) for party, ping in replies] == [(u.party, u.party.index) for u in users]
 
 
+@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("listed", [[4, 2, 5, 1, 0, 3], [4, 2, 5, 1, 0, 2, 3, 4]], ids=["shuffled", "twice"])
+async def test_replies_are_in_party_order_whatever_the_order_of_the_senders_and_however_often_they_are_listed(
+    autojump_clock, keep: bool, listed: list[int]
+) -> None:
+    network, server, users = _setup(n_users=6)
+    u0, u1, u2, u3, u4, u5 = (user.party for user in users)
+    async with network.open():
+        for user in (users[5], users[2], users[0], users[4]):
+            user.send(SERVER, Ping(user.party.index))
+            await trio.sleep(0.01)
+        replies = await server.gather(
+            Ping, [users[index].party for index in listed], deadline=trio.current_time() + 5, keep=keep,
+            validate=lambda src, ping: "odd" if ping.round == 5 else None,
+        )
+    assert replies.accepted == [u0, u2, u4]
+    assert list(replies.by_party) == ([u0, u2, u4] if keep else [])
+    assert (replies.missing, replies.rejected) == ([u1, u3], [u5])
+
+
 async def test_a_rejected_message_does_not_hide_the_accepted_ones_delivered_with_it(autojump_clock) -> None:
     network, server, (u0, u1) = _setup(2)
     async with network.open():

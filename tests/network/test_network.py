@@ -258,6 +258,31 @@ async def test_a_delivered_envelope_names_its_addressee_as_dst(autojump_clock) -
         assert (envelope.src, envelope.dst) == (SERVER, party)
 
 
+async def test_the_receivers_of_a_broadcast_share_one_read_only_body_in_envelopes_of_their_own(autojump_clock) -> None:
+    """`send_many` of a small body (one the wire does not share already): the first copy delivered is
+    decoded and every receiver gets that body -- its arrays views of immutable bytes, so nobody can write
+    to them -- in an envelope naming itself; what it holds is what each copy's own bytes decode to."""
+    receivers = [Party(Role.USER, index) for index in (0, 1, 300)]  # party bytes of two lengths: aligned or not
+    network = Network(Links(4, LinkSpec(Constant(0.01))), Ledger())
+    for party in (SERVER, *receivers):
+        network.attach(party)
+    body = Payload(7, np.arange(4.0))
+    async with network.open():
+        network.send_many(SERVER, receivers, body)
+        sent_at = trio.current_time()
+        await trio.sleep(1.0)
+    envelopes = [network.mailbox(party).take(Payload.KIND) for party in receivers]
+    assert [(envelope.src, envelope.dst, envelope.sent_at) for envelope in envelopes] == [(SERVER, party, sent_at) for party in receivers]
+    shared = envelopes[0].body
+    assert all(envelope.body is shared for envelope in envelopes)
+    expected = decode_trusted(encode(SERVER, receivers[2], sent_at, body)).body
+    assert shared.seq == expected.seq == 7
+    np.testing.assert_array_equal(shared.values, expected.values)
+    assert not shared.values.flags.writeable
+    with pytest.raises(ValueError):
+        shared.values.flags.writeable = True
+
+
 # What main (3638dea) recorded for the instant of the test below.
 PINNED_ROWS = [
     (0.0, "user:0", "server:0", "test.net_payload", 65, "duplicated", 1),

@@ -182,3 +182,52 @@ def test_restore_fills_the_mailbox_a_party_of_the_rebuilt_network_already_has() 
     second.restore_state(saved)
     assert second.mailbox(SERVER) is held
     assert [envelope.body.step for envelope in held.take_all(Values.KIND)] == [1]
+
+
+def test_a_broadcast_saved_half_delivered_gives_its_other_receivers_a_read_only_body_after_the_restore() -> None:
+    """The receivers of one `send_many` share the body the first delivered copy decoded to; a checkpoint
+    taken after some copies arrived saves none of it, so the copies still in flight are decoded again from
+    their bytes after the restore -- read-only, shared by them alone, each in an envelope of its own."""
+    from fedrecsim.network.links import LogNormal
+
+    receivers = [Party(Role.USER, index) for index in range(8)]
+
+    def built() -> Network:
+        network = Network(Links(9, LinkSpec(LogNormal(0.05, 0.5))), Ledger())
+        for party in (SERVER, *receivers):
+            network.attach(party)
+        return network
+
+    def arrived(network: Network) -> list[Party]:
+        return [party for party in receivers if network.mailbox(party).queue(Values.KIND)]
+
+    first = built()
+
+    async def save() -> tuple[dict, dict, float]:
+        async with first.open():
+            first.send_many(SERVER, receivers, Values(3, np.arange(5.0)))
+            while len(arrived(first)) < 2:
+                await first.sleep(0.001)
+            first.ledger.fold()
+            state = pickle.loads(pickle.dumps((first.checkpoint_state(), first.ledger.checkpoint_state())))
+            return state[0], state[1], first.now
+
+    saved, ledger, at = trio.run(save, clock=VirtualClock())
+    early = arrived(first)
+    assert 2 <= len(early) < len(receivers)
+    second = built()
+    second.restore_state(saved)
+    second.ledger.restore_state(ledger)
+
+    async def rest() -> None:
+        async with second.open():
+            await second.sleep_until(at + 10.0)
+
+    trio.run(rest, clock=VirtualClock(at))
+    envelopes = {party: second.mailbox(party).take(Values.KIND) for party in receivers}
+    assert [(envelope.src, envelope.dst) for envelope in envelopes.values()] == [(SERVER, party) for party in receivers]
+    for envelope in envelopes.values():
+        assert envelope.body.step == 3
+        np.testing.assert_array_equal(envelope.body.values, np.arange(5.0))
+    late = [envelopes[party].body for party in receivers if party not in early]
+    assert all(body is late[0] for body in late) and not late[0].values.flags.writeable

@@ -24,6 +24,7 @@ from ..network.party import Party, Role
 from ..network.wire import Envelope
 
 M = TypeVar("M")
+_new = object.__new__
 
 
 class Replies(Generic[M]):
@@ -48,6 +49,16 @@ class Replies(Generic[M]):
         self.accepted = sorted(accepted) if accepted is not None else list(self.by_party)
         self.missing = missing
         self.rejected = rejected if rejected is not None else []
+
+    @classmethod
+    def _in_order(cls, by_party: dict[Party, M], missing: list[Party], rejected: list[Party], accepted: list[Party]) -> Replies[M]:
+        """Replies from parts already in sorted party order (``by_party``'s keys too), sorted no more."""
+        replies = _new(cls)
+        replies.by_party = by_party
+        replies.accepted = accepted
+        replies.missing = missing
+        replies.rejected = rejected
+        return replies
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.by_party.items())
@@ -199,7 +210,10 @@ class Actor:
         time, never the round's, and the result's ``by_party`` is empty (``accepted`` names the senders).
         Messages are taken from the mailbox one at a time, oldest first.
         """
-        expected = set(senders)
+        listed = list(senders)
+        expected = set(listed)
+        # The expected senders whose one reply has not been taken yet.
+        waiting = set(expected)
         mailbox = self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         queue = mailbox.queue(tag)
@@ -245,12 +259,14 @@ class Actor:
                 if accept is not None and not accept(body):
                     continue  # not for this gather (e.g. a late reply to an earlier round): discarded
                 src = envelope.src
-                if src not in expected:
-                    problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
-                    refuse(envelope, RejectReason.UNEXPECTED, problem)
-                elif src in accepted or src in rejected or src in deferred:
-                    refuse(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
+                if src not in waiting:
+                    if src in expected:
+                        refuse(envelope, RejectReason.DUPLICATE, f"{self.party} received {tag} twice from {src}; the first counts")
+                    else:
+                        problem = f"{self.party} expected {tag} from one of {len(expected)} selected parties, received it from {src}"
+                        refuse(envelope, RejectReason.UNEXPECTED, problem)
                 else:
+                    waiting.remove(src)
                     problem = validate(src, body) if validate is not None else None
                     if problem is None:
                         accepted.add(src)
@@ -262,15 +278,22 @@ class Actor:
                     else:
                         rejected.add(src)
                         refuse(envelope, RejectReason.INVALID, f"{self.party} expected a valid {tag} from {src}: {problem}")
-            if len(accepted) + len(rejected) + len(deferred) == len(expected):
+            if not waiting:
                 break
             if deferred:
                 settled(False)
             if not await mailbox.wait(deadline):
                 break
         settled(True)
-        missing = sorted(expected.difference(accepted, rejected))
-        return Replies(replies, missing, sorted(rejected), accepted)
+        # Sorted party order from the order of ``senders``: linear when they came sorted, as a round's
+        # parties do (a sender listed twice: sorted from scratch).
+        order = [party for party in listed if party in accepted]
+        if len(order) == len(accepted):
+            order.sort()
+        else:
+            order = sorted(accepted)
+        by_party = {party: replies[party] for party in order} if keep else {}
+        return Replies._in_order(by_party, sorted(waiting), sorted(rejected), order)
 
 
 class Pending:

@@ -36,6 +36,9 @@ the same numbers whatever the loop's clock read when it started. How that time m
 Delivery decodes with `wire.decode_trusted`: the bytes were produced and fully validated by `wire.encode`
 in this process, so the receiver gets a message rebuilt from them without the checks running twice; its
 arrays are read-only (views of the received bytes where aligned), so no receiver can change another's view.
+The copies of one broadcast (`send_many`) carry the same body: the first delivered is decoded, and every
+other receiver gets that body, read-only, in an envelope of its own (`_SharedDecoding`); the bytes are
+still each copy's own, counted and hashed whole.
 
 A message whose destination is not attached at delivery time is dropped and counted (`DropReason.OFFLINE`);
 messages still in flight when the network closes are counted as `DropReason.UNFINISHED`; a message sent
@@ -54,14 +57,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+import types
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import outcome
 import trio
 import trio.testing
+from trio._core._run import GLOBAL_RUN_CONTEXT
+from trio._core._traps import WaitTaskRescheduled
 
 from ..clock import VirtualClock
 from ..errors import ProtocolViolation, WireError
@@ -70,15 +76,36 @@ from .ledger import DropReason, Ledger, RejectReason
 from .links import Links
 from .party import Party
 from .wire import DEFAULT_MAX_MESSAGE_BYTES, Broadcast, Envelope, decode, decode_broadcast, decode_trusted, encode, encode_many
+from .wire import _envelope
 
 # The functions called once or more per message, looked up once.
 _ceil = math.ceil
 _heappush = heapq.heappush
-_reschedule = trio.lowlevel.reschedule
-_current_task = trio.lowlevel.current_task
-_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
-_Value = outcome.Value
 _Error = outcome.Error
+
+
+# Parking and waking tasks. Every wait of the network (a mailbox's, a sleep's, the delay line's) is
+# `trio.lowlevel.wait_task_rescheduled` and every wake `trio.lowlevel.reschedule`, minus what those cost
+# per call beyond trio's own scheduling: the wait yields a trap made once per waiter instead of building
+# one and two coroutine frames per wait, and the network wakes its waiters with a plain bool instead of
+# an `outcome.Value` to build and unwrap (`GLOBAL_RUN_CONTEXT.runner` is what `trio.lowlevel.reschedule`
+# calls). Anything else that ends such a wait -- trio cancelling it through the waiter's abort function,
+# `Network.interrupt` -- sends an `outcome.Error`, which the parked task raises, as trio's own wait does.
+
+
+@types.coroutine
+def _park(trap: WaitTaskRescheduled) -> Generator[WaitTaskRescheduled, Any, Any]:
+    """``await _park(trap)``: ``await trio.lowlevel.wait_task_rescheduled(trap.abort_func)``, returning the
+    bool the network woke the task with."""
+    woken = yield trap
+    if woken.__class__ is bool:
+        return woken
+    return woken.unwrap()
+
+
+def _wake(task: trio.lowlevel.Task, value: bool) -> None:
+    """Reschedule ``task``, parked in `_park`, to return ``value``."""
+    GLOBAL_RUN_CONTEXT.runner.reschedule(task, value)
 
 
 class Mailbox:
@@ -88,12 +115,12 @@ class Mailbox:
     its virtual deadline, whichever comes first. A woken receiver takes everything already delivered that
     it wants before it waits again (mailboxes drain).
 
-    Waiting costs no cancel scope: the waiter parks with `trio.lowlevel.wait_task_rescheduled` and its
+    Waiting costs no cancel scope: the waiter parks (`_park`, trio's `wait_task_rescheduled`) and its
     deadline goes on the network's timer heap, which the delay line serves together with deliveries. A
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers")
+    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
 
     def __init__(
         self, party: Party, timers: _Timers, record_view: bool = False, receives: frozenset[str] | None = None
@@ -102,37 +129,33 @@ class Mailbox:
         #: The kinds this party's role receives (`Network.expect`); None: any kind.
         self.receives = receives
         self.view: list[Envelope] | None = [] if record_view else None
-        self._by_kind: dict[str, deque[Envelope]] = {}
+        # A queue per kind, made when first used (and kept: `queue`).
+        self._by_kind: defaultdict[str, deque[Envelope]] = defaultdict(deque)
         self._waiter: trio.lowlevel.Task | None = None
         self._timer_at: float | None = None
         self._timers = timers
+        self._trap = WaitTaskRescheduled(self._abort_wait)
 
     def put(self, envelope: Envelope) -> None:
-        queue = self._by_kind.get(envelope.kind)
-        if queue is None:
-            queue = self._by_kind[envelope.kind] = deque()
-        queue.append(envelope)
+        self._by_kind[envelope.kind].append(envelope)
         if self.view is not None:
             self.view.append(envelope)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _reschedule(waiter, _Value(True))
+            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
 
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
         its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good."""
-        queue = self._by_kind.get(kind)
-        if queue is None:
-            queue = self._by_kind[kind] = deque()
-        return queue
+        return self._by_kind[kind]
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
         """Remove and return the oldest message of ``kind`` (from ``sender`` if given), or None."""
         queue = self._by_kind.get(kind)
         if not queue:
             return None
-        if sender is None:
+        if sender is None or queue[0].src == sender:
             return queue.popleft()
         for position, envelope in enumerate(queue):
             if envelope.src == sender:
@@ -158,8 +181,9 @@ class Mailbox:
         """The deadline its task waits for a delivery until (None: no task waits on this mailbox now)."""
         return self._timer_at if self._waiter is not None else None
 
-    async def wait(self, deadline: float) -> bool:
-        """Park until the next delivery (True) or until the virtual ``deadline`` passes (False)."""
+    def wait(self, deadline: float) -> Awaitable[bool]:
+        """``await mailbox.wait(deadline)``: park until the next delivery (True) or until the virtual
+        ``deadline`` passes (False)."""
         if self._waiter is not None:
             raise ProtocolViolation(f"two tasks wait on the mailbox of {self.party}; only its own actor may")
         if not self._timers.running:
@@ -170,11 +194,11 @@ class Mailbox:
         # A deadline already past needs no special case: its timer is due at once. Waits that repeat the
         # deadline already on the heap (a user waiting for its next request until the run's horizon)
         # reuse that entry instead of pushing another.
-        self._waiter = _current_task()
+        self._waiter = GLOBAL_RUN_CONTEXT.task
         if self._timer_at != deadline:
             self._timer_at = deadline
             self._timers.add(deadline, self)
-        return await _wait_task_rescheduled(self._abort_wait)
+        return _park(self._trap)
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
@@ -186,7 +210,7 @@ class Mailbox:
         if self._waiter is not task:
             return False
         self._waiter = None
-        _reschedule(task, _Error(error))
+        trio.lowlevel.reschedule(task, _Error(error))
         return True
 
     def _expire(self, deadline: float) -> None:
@@ -197,7 +221,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            _reschedule(waiter, _Value(False))
+            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, False)
 
 
 class _Timers:
@@ -242,13 +266,13 @@ class _Alarm:
 
     def __init__(self, deadline: float) -> None:
         self._timer_at: float | None = deadline
-        self._task: trio.lowlevel.Task | None = _current_task()
+        self._task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
 
     def _expire(self, deadline: float) -> None:
         task = self._task
         if task is not None and deadline == self._timer_at:
             self._task = self._timer_at = None
-            _reschedule(task, _Value(None))
+            _wake(task, True)
 
     def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
@@ -260,8 +284,23 @@ class _Alarm:
         if self._task is not task:
             return False
         self._task = self._timer_at = None
-        _reschedule(task, _Error(error))
+        trio.lowlevel.reschedule(task, _Error(error))
         return True
+
+
+class _SharedDecoding:
+    """The decoding the copies of one broadcast share (`Network.send_many`): its copies differ only in
+    their destination, so the first copy delivered is decoded and every other receiver gets its body --
+    frozen, its arrays read-only, so no receiver can change what another sees -- in an envelope naming
+    that receiver. A checkpoint saves none of it: a resumed run decodes the first copy it delivers."""
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first: Envelope | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_SharedDecoding, ())
 
 
 class Network:
@@ -318,9 +357,11 @@ class Network:
         self._attached: dict[Party, Mailbox] = {}
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds).
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int]]] = {}
-        self._in_flight = 0
+        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds,
+        # the `_SharedDecoding` of its broadcast or None).
+        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int, _SharedDecoding | None]]] = {}
+        # While `send_many` transmits the copies of a broadcast: the decoding they share (`_transmit` files it).
+        self._sharing: _SharedDecoding | None = None
         self._seq = 0
         self._sleep: trio.CancelScope | None = None
         self._parked: trio.lowlevel.Task | None = None
@@ -457,8 +498,13 @@ class Network:
         kind = body.KIND
         transmit = self._transmit
         total = 0
-        for dst, data in zip(dsts, encoded):
-            total += transmit(src, dst, kind, data, now)
+        # Copies in a `Broadcast` share their decoding already (`wire.SharedBody`).
+        self._sharing = _SharedDecoding() if len(encoded) > 1 and type(encoded[0]) is bytes else None
+        try:
+            for dst, data in zip(dsts, encoded):
+                total += transmit(src, dst, kind, data, now)
+        finally:
+            self._sharing = None
         return total
 
     def _may_send(self, src: Party, body: Any) -> bool:
@@ -495,15 +541,11 @@ class Network:
             reason = DropReason.PARTITIONED if links.is_down(src, dst, now) else DropReason.LOST
             ledger.record_dropped(now, src, dst, kind, nbytes, reason)
             return nbytes
-        deliveries: tuple[float, ...] = (arrival,)
-        if links.copy_at is not None:
-            deliveries = (arrival, links.copy_at)
-            links.copy_at = None
-            ledger.record_duplicated(now, src, dst, kind, nbytes)
         resolution = self.resolution_s
         sent_round = ledger.round
+        sharing = self._sharing
         buckets = self._buckets
-        for arrival in deliveries:
+        while True:  # the message, then the copy the link made of it, if it made one
             if resolution > 0:
                 arrival = _ceil(arrival / resolution - 1e-9) * resolution
                 if arrival <= now:
@@ -518,9 +560,12 @@ class Network:
                 bucket = buckets[arrival] = []
                 _heappush(self._arrivals, arrival)
                 self._wake_by(arrival)
-            bucket.append((src, dst, seq, kind, data, padding, sent_round))
-        self._in_flight += len(deliveries)
-        return nbytes
+            bucket.append((src, dst, seq, kind, data, padding, sent_round, sharing))
+            arrival = links.copy_at
+            if arrival is None:
+                return nbytes
+            links.copy_at = None
+            ledger.record_duplicated(now, src, dst, kind, nbytes)
 
     async def sleep_until(self, deadline: float) -> None:
         """Sleep until the virtual ``deadline``, woken after the messages due by then are delivered.
@@ -534,7 +579,7 @@ class Network:
         self._timers.add(deadline, alarm)
         # So that `interrupt` finds the sleep (trio leaves this attribute to code that parks tasks).
         alarm._task.custom_sleep_data = alarm  # type: ignore[union-attr]
-        await _wait_task_rescheduled(alarm._abort)
+        await _park(WaitTaskRescheduled(alarm._abort))
 
     async def sleep(self, seconds: float) -> None:
         """`sleep_until` ``seconds`` from now."""
@@ -560,31 +605,44 @@ class Network:
             # it is delivered (what the receiver keeps is its decoded message), so an instant that carries
             # many large messages never holds all their bytes and all their decoded copies at once.
             bucket.sort(reverse=True)
-            self._in_flight -= len(bucket)
             while bucket:
-                src, dst, seq, kind, data, padding, sent_round = bucket.pop()
-                strict = seq in forged if forged else False
-                if strict:
-                    forged.discard(seq)
+                src, dst, seq, kind, data, padding, sent_round, sharing = bucket.pop()
                 mailbox = attached.get(dst)
                 if mailbox is None:
+                    if forged:
+                        forged.discard(seq)
                     self.ledger.record_dropped(
                         arrival, src, dst, kind, len(data) + padding, DropReason.OFFLINE, sent_round
                     )
                     continue
                 record_delivered(arrival, src, dst, kind, data, padding, sent_round)
-                if strict:
+                if forged and seq in forged:
+                    forged.discard(seq)
                     envelope = self._decode_forged(arrival, src, dst, kind, data)
                     if envelope is not None:
                         self._accept(arrival, src, dst, mailbox, envelope)
                     continue
                 # Trusted bytes: they decode (`wire.decode_trusted`) to a message of ``kind``.
-                envelope = decode_trusted(data) if type(data) is not Broadcast else decode_broadcast(kind, src, dst, data)
-                receives = mailbox.receives
-                if receives is None or kind in receives:
-                    mailbox.put(envelope)
+                if sharing is None:
+                    envelope = decode_trusted(data) if type(data) is not Broadcast else decode_broadcast(kind, src, dst, data)
                 else:
+                    first = sharing.first
+                    if first is None:
+                        envelope = sharing.first = decode_trusted(data)
+                    else:
+                        envelope = _envelope(kind, src, dst, first.sent_at, first.body)
+                receives = mailbox.receives
+                if receives is not None and kind not in receives:
                     self._accept(arrival, src, dst, mailbox, envelope)
+                    continue
+                # `Mailbox.put`, inline: once per delivery.
+                mailbox._by_kind[kind].append(envelope)
+                if mailbox.view is not None:
+                    mailbox.view.append(envelope)
+                waiter = mailbox._waiter
+                if waiter is not None:
+                    mailbox._waiter = None
+                    GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
         self._timers.expire_due(now)
 
     def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
@@ -659,11 +717,12 @@ class Network:
         per round); the clock instead asks `next_wake` whenever nothing can run and reschedules the line.
         """
         clock.add_source(self)
+        trap = WaitTaskRescheduled(self._unpark)
         try:
             while True:
                 self._serve_due()
                 self._parked = trio.lowlevel.current_task()
-                await trio.lowlevel.wait_task_rescheduled(self._unpark)
+                await _park(trap)
         finally:
             clock.remove_source(self)
 
@@ -675,7 +734,7 @@ class Network:
         """For `VirtualClock`: reschedule the parked delay line (time already stands at `next_wake`)."""
         task, self._parked = self._parked, None
         if task is not None:
-            trio.lowlevel.reschedule(task)
+            _wake(task, True)
 
     def _unpark(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._parked = None
@@ -683,7 +742,8 @@ class Network:
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        """How many deliveries are filed and not yet due (a copy the link made counts as one more)."""
+        return sum(map(len, self._buckets.values()))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -699,7 +759,7 @@ class Network:
             "crashed": set(self._crashed),
             "forged": set(self._forged),
             "seq": self._seq,
-            "in_flight": self._in_flight,
+            "in_flight": self.in_flight,  # what the buckets hold: for whoever reads a checkpoint
             "arrivals": list(self._arrivals),
             "buckets": {arrival: list(bucket) for arrival, bucket in self._buckets.items()},
             "mailboxes": {
@@ -716,14 +776,13 @@ class Network:
         self._crashed = set(state["crashed"])
         self._forged = set(state["forged"])
         self._seq = state["seq"]
-        self._in_flight = state["in_flight"]
         self._arrivals = list(state["arrivals"])  # saved as the heap it was
         self._buckets = dict(state["buckets"])
         for party, (by_kind, view) in state["mailboxes"].items():
             mailbox = self._mailboxes.get(party)
             if mailbox is None:
                 mailbox = self._mailboxes[party] = Mailbox(party, self._timers, receives=self._receives.get(party))
-            mailbox._by_kind = {kind: deque(queue) for kind, queue in by_kind.items()}
+            mailbox._by_kind = defaultdict(deque, {kind: deque(queue) for kind, queue in by_kind.items()})
             mailbox.view = view
         self._attached = {party: self._mailboxes[party] for party in state["attached"]}
         self.links.restore_state(state["links"])
@@ -752,12 +811,11 @@ class Network:
             self._sleep = None
             now = self.now
             for arrival in sorted(self._buckets):
-                for src, dst, _, kind, data, padding, sent_round in sorted(self._buckets[arrival]):
+                for src, dst, _, kind, data, padding, sent_round, _ in sorted(self._buckets[arrival]):
                     self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED, sent_round)
             self._buckets.clear()
             self._arrivals.clear()
             self._forged.clear()
-            self._in_flight = 0
 
 
 __all__ = ["Mailbox", "Network"]
