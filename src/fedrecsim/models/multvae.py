@@ -153,10 +153,14 @@ class Layout:
         return Params(*(flat[offsets[k] : offsets[k + 1]].reshape(shape) for k, shape in enumerate(self.shapes)))
 
 
-class Batch(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class Batch:
     """Users' rows in CSR form: user ``b`` has ``values[indptr[b]:indptr[b + 1]]`` at those ``items``.
 
-    Items within a row are distinct; values are the raw counts x (1 for binary data).
+    Items within a row are distinct; values are the raw counts x (1 for binary data). The arrays are not
+    written after construction: what a pass derives from the rows alone (`rows`, `normalized`, `counts`)
+    is computed once, on first use, and kept with the batch (read-only), so a FedVAE user, which holds
+    its own batch of one, derives it once rather than every round.
     """
 
     indptr: IntArray
@@ -186,13 +190,37 @@ class Batch(NamedTuple):
         return self.indptr.size - 1
 
     def rows(self) -> IntArray:
-        """The row of every stored entry."""
-        return np.repeat(np.arange(self.size), np.diff(self.indptr))
+        """The row of every stored entry (read-only)."""
+        return self._rows
+
+    @functools.cached_property
+    def _rows(self) -> IntArray:
+        return _read_only(np.repeat(np.arange(self.size), np.diff(self.indptr)))
+
+    @functools.cached_property
+    def normalized(self) -> npt.NDArray[np.float64]:
+        """Every stored entry divided by its row's L2 norm (``x / |x|_2``, before dropout; an all-zero row
+        stays zero), read-only."""
+        rows = self.rows()
+        squares = np.bincount(rows, weights=self.values * self.values, minlength=self.size)
+        norms = np.sqrt(squares)
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        return _read_only(self.values * scale[rows])
+
+    @functools.cached_property
+    def counts(self) -> npt.NDArray[np.float64]:
+        """``[B]``: each row's sum of values (the softmax likelihood's weight), read-only."""
+        return _read_only(np.bincount(self.rows(), weights=self.values, minlength=self.size))
 
     def subset(self, positions: npt.ArrayLike) -> Batch:
         """The rows at ``positions`` of this batch, in that order."""
         index = UserIndex(self.indptr, self.items, self.values)
         return Batch.of_users(index, positions, self.n_items)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
 
 
 class Noise(NamedTuple):
@@ -249,10 +277,7 @@ def _forward(P: Params, batch: Batch, noise: Noise | None, hyper: MultVAEHyper) 
     """The forward pass; ``noise`` None is the evaluation pass (no dropout, z = mu)."""
     dtype = P.W1.dtype
     rows = batch.rows()
-    squares = np.bincount(rows, weights=batch.values * batch.values, minlength=batch.size)
-    norms = np.sqrt(squares)
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    normalized = batch.values * scale[rows]
+    normalized = batch.normalized
     if noise is not None:
         normalized = np.where(noise.keep, normalized / (1.0 - hyper.dropout), 0.0)
     inputs = normalized.astype(dtype)
@@ -289,8 +314,9 @@ class _Deltas(NamedTuple):
 def _backward(P: Params, batch: Batch, noise: Noise, hyper: MultVAEHyper, state: _Pass) -> _Deltas:
     """d loss_b / d (pre-activations) for every user b (no 1/B: each row is one user's own loss)."""
     rows = batch.rows()
-    counts = np.bincount(rows, weights=batch.values, minlength=batch.size).astype(P.W1.dtype)
-    d_logits = counts[:, None] * np.exp(state.log_pi)
+    counts = batch.counts.astype(P.W1.dtype)
+    d_logits = np.exp(state.log_pi)
+    d_logits *= counts[:, None]
     # A row holds each item once, so the fancy-indexed subtraction touches every cell at most once.
     d_logits[rows, batch.items] -= batch.values.astype(P.W1.dtype)
     d_pre3 = (d_logits @ P.W4.T) * (1.0 - state.h3 * state.h3)
@@ -369,7 +395,8 @@ def user_gradients(
     P = layout.unpack(flat)
     state = _forward(P, batch, noise, hyper)
     deltas = _backward(P, batch, noise, hyper, state)
-    first_rows = state.inputs[:, None] * deltas.pre1[batch.rows()]
+    # One user: every entry's delta is the same row, broadcast rather than gathered.
+    first_rows = state.inputs[:, None] * (deltas.pre1 if batch.size == 1 else deltas.pre1[batch.rows()])
     offsets = [offset - layout.first_layer_size for offset in layout.offsets[1:]]
     shape = (batch.size, layout.size - layout.first_layer_size)
     if rest is None:
