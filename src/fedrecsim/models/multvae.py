@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -159,14 +159,35 @@ class Batch:
 
     Items within a row are distinct; values are the raw counts x (1 for binary data). The arrays are not
     written after construction: what a pass derives from the rows alone (`rows`, `normalized`, `counts`)
-    is computed once, on first use, and kept with the batch (read-only), so a FedVAE user, which holds
-    its own batch of one, derives it once rather than every round.
+    is computed when the batch is made and kept with it (read-only), so a FedVAE user, which holds its own
+    batch of one, derives it once rather than every round -- at set-up, so that these small arrays do not
+    sit in the heap between a round's large ones (they would keep the freed messages' memory from
+    coalescing into a block a later large array can reuse).
     """
 
     indptr: IntArray
     items: IntArray
     values: npt.NDArray[np.float64]
     n_items: int
+    normalized: npt.NDArray[np.float64] = field(init=False, repr=False)
+    """Every stored entry divided by its row's L2 norm (``x / |x|_2``, before dropout; an all-zero row
+    stays zero)."""
+    counts: npt.NDArray[np.float64] = field(init=False, repr=False)
+    """``[B]``: each row's sum of values (the softmax likelihood's weight)."""
+    _rows: IntArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows = np.repeat(np.arange(self.size), np.diff(self.indptr))
+        squares = np.bincount(rows, weights=self.values * self.values, minlength=self.size)
+        norms = np.sqrt(squares)
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        derived = {
+            "_rows": rows, "normalized": self.values * scale[rows],
+            "counts": np.bincount(rows, weights=self.values, minlength=self.size),
+        }
+        for name, array in derived.items():
+            array.flags.writeable = False
+            object.__setattr__(self, name, array)
 
     @classmethod
     def of_users(cls, index: UserIndex, users: npt.ArrayLike, n_items: int) -> Batch:
@@ -193,34 +214,10 @@ class Batch:
         """The row of every stored entry (read-only)."""
         return self._rows
 
-    @functools.cached_property
-    def _rows(self) -> IntArray:
-        return _read_only(np.repeat(np.arange(self.size), np.diff(self.indptr)))
-
-    @functools.cached_property
-    def normalized(self) -> npt.NDArray[np.float64]:
-        """Every stored entry divided by its row's L2 norm (``x / |x|_2``, before dropout; an all-zero row
-        stays zero), read-only."""
-        rows = self.rows()
-        squares = np.bincount(rows, weights=self.values * self.values, minlength=self.size)
-        norms = np.sqrt(squares)
-        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        return _read_only(self.values * scale[rows])
-
-    @functools.cached_property
-    def counts(self) -> npt.NDArray[np.float64]:
-        """``[B]``: each row's sum of values (the softmax likelihood's weight), read-only."""
-        return _read_only(np.bincount(self.rows(), weights=self.values, minlength=self.size))
-
     def subset(self, positions: npt.ArrayLike) -> Batch:
         """The rows at ``positions`` of this batch, in that order."""
         index = UserIndex(self.indptr, self.items, self.values)
         return Batch.of_users(index, positions, self.n_items)
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.flags.writeable = False
-    return array
 
 
 class Noise(NamedTuple):
