@@ -475,6 +475,9 @@ def test_one_epoch_in_one_minibatch_is_one_adam_step_from_its_formula() -> None:
 
 
 def test_a_batch_derives_its_rows_normalized_input_and_counts_once_read_only() -> None:
+    user = Batch.single([2, 5], [1.0, 3.0], 11)
+    # Made with the batch (a user's set-up), not on first use in a round (heap layout: `Batch`'s docstring).
+    assert {"_rows", "normalized", "counts"} <= set(vars(user))
     batch = tiny_batch()
     X = np.zeros((5, 11))
     X[batch.rows(), batch.items] = batch.values
