@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+import xxhash
 
 from benchmarks import w4_fedvae, workloads
 from benchmarks.common import Options
@@ -42,6 +43,22 @@ def test_the_fused_pass_sums_in_row_order_and_checks_every_block() -> None:
         w4_fedvae.fused_check_and_sum(gradients, block=2)
 
 
+def test_the_fused_pass_hashes_every_byte_of_each_row_and_refuses_a_bad_last_block() -> None:
+    rows = np.random.default_rng(3).standard_normal((5, 11)).astype(np.float32)
+    for block, group in ((3, 2), (4, 5), (11, 1)):  # a short last block; one group; one block per row
+        total, digests = w4_fedvae.fused_pass(rows, block=block, group=group)
+        assert digests == [xxhash.xxh3_128(row.tobytes()).digest() for row in rows]
+        expected = rows[0].copy()
+        for row in rows[1:]:
+            expected += row
+        assert np.array_equal(total, expected)
+    for bad in (np.nan, np.inf, np.float32(2e15)):
+        broken = rows.copy()
+        broken[3, -1] = bad  # in the last, short block of row 3
+        with pytest.raises(SimulationError, match="gradient 3"):
+            w4_fedvae.fused_pass(broken, block=4, group=2)
+
+
 def test_the_line(monkeypatch) -> None:
     calls = []
 
@@ -54,8 +71,8 @@ def test_the_line(monkeypatch) -> None:
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
-        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d hash_s={number} "
-        rf"check_sum_s={number} adam_s={number} server_sum_s={number} cpu=process_time "
+        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d fused_s={number} "
+        rf"adam_s={number} hash_s={number} check_sum_s={number} server_sum_s={number} cpu=process_time "
         rf"krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=\d+ messages_mb=\d+ krum_peak_mb=100",
         line,
@@ -68,6 +85,6 @@ def test_every_side_runs_in_one_process_as_the_command_runs(monkeypatch) -> None
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
     result = w4_fedvae.measure(w4_fedvae.QUICK)
     assert kept == [True]
-    assert set(result) == {"sim_s", "floor_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params", "sim_peak_mb",
+    assert set(result) == {"sim_s", "floor_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params", "sim_peak_mb",
                            "messages_mb"}
     assert result["messages_mb"] == 50 * result["params"] * 4 / 2**20

@@ -472,3 +472,31 @@ def test_one_epoch_in_one_minibatch_is_one_adam_step_from_its_formula() -> None:
     _, gradient = batch_gradient(start, LAYOUT, minibatch, draw_noise(replay, minibatch, HYPER, np.float64), HYPER)
     expected = start - adam.eta * gradient / (np.abs(gradient) + adam.epsilon)
     assert np.allclose(trained, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_a_batch_derives_its_rows_normalized_input_and_counts_once_read_only() -> None:
+    user = Batch.single([2, 5], [1.0, 3.0], 11)
+    # Made with the batch (a user's set-up), not on first use in a round (heap layout: `Batch`'s docstring).
+    assert {"_rows", "normalized", "counts"} <= set(vars(user))
+    batch = tiny_batch()
+    X = np.zeros((5, 11))
+    X[batch.rows(), batch.items] = batch.values
+    norms = np.linalg.norm(X, axis=1)
+    expected = X / np.where(norms > 0, norms, 1.0)[:, None]
+    assert batch.rows().tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 3, 4, 4]
+    assert np.allclose(batch.normalized, expected[batch.rows(), batch.items], rtol=1e-15, atol=0)
+    assert batch.counts.tolist() == X.sum(axis=1).tolist() == [4.0, 6.0, 0.0, 3.0, 3.0]
+    assert batch.normalized is batch.normalized and batch.rows() is batch.rows()
+    for derived in (batch.rows(), batch.normalized, batch.counts):
+        with pytest.raises(ValueError, match="read-only"):
+            derived[0] = 7
+
+
+def test_a_users_gradient_is_the_same_from_its_kept_batch_as_from_a_fresh_one() -> None:
+    flat = init_params(np.random.default_rng(5), LAYOUT, np.float32)
+    kept = Batch.single([1, 4, 6, 10], [1.0, 1.0, 2.0, 1.0], 11)
+    for seed in (1, 2, 3):  # three rounds of the same user, each with its own draws
+        noise = draw_noise(np.random.default_rng(seed), kept, HYPER)
+        fresh = Batch.single([1, 4, 6, 10], [1.0, 1.0, 2.0, 1.0], 11)
+        again = dense_user_gradients(flat, LAYOUT, kept, noise, HYPER)
+        assert again.tobytes() == dense_user_gradients(flat, LAYOUT, fresh, noise, HYPER).tobytes()

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -153,16 +153,41 @@ class Layout:
         return Params(*(flat[offsets[k] : offsets[k + 1]].reshape(shape) for k, shape in enumerate(self.shapes)))
 
 
-class Batch(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class Batch:
     """Users' rows in CSR form: user ``b`` has ``values[indptr[b]:indptr[b + 1]]`` at those ``items``.
 
-    Items within a row are distinct; values are the raw counts x (1 for binary data).
+    Items within a row are distinct; values are the raw counts x (1 for binary data). The arrays are not
+    written after construction: what a pass derives from the rows alone (`rows`, `normalized`, `counts`)
+    is computed when the batch is made and kept with it (read-only), so a FedVAE user, which holds its own
+    batch of one, derives it once rather than every round -- at set-up, so that these small arrays do not
+    sit in the heap between a round's large ones (they would keep the freed messages' memory from
+    coalescing into a block a later large array can reuse).
     """
 
     indptr: IntArray
     items: IntArray
     values: npt.NDArray[np.float64]
     n_items: int
+    normalized: npt.NDArray[np.float64] = field(init=False, repr=False)
+    """Every stored entry divided by its row's L2 norm (``x / |x|_2``, before dropout; an all-zero row
+    stays zero)."""
+    counts: npt.NDArray[np.float64] = field(init=False, repr=False)
+    """``[B]``: each row's sum of values (the softmax likelihood's weight)."""
+    _rows: IntArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows = np.repeat(np.arange(self.size), np.diff(self.indptr))
+        squares = np.bincount(rows, weights=self.values * self.values, minlength=self.size)
+        norms = np.sqrt(squares)
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        derived = {
+            "_rows": rows, "normalized": self.values * scale[rows],
+            "counts": np.bincount(rows, weights=self.values, minlength=self.size),
+        }
+        for name, array in derived.items():
+            array.flags.writeable = False
+            object.__setattr__(self, name, array)
 
     @classmethod
     def of_users(cls, index: UserIndex, users: npt.ArrayLike, n_items: int) -> Batch:
@@ -186,8 +211,8 @@ class Batch(NamedTuple):
         return self.indptr.size - 1
 
     def rows(self) -> IntArray:
-        """The row of every stored entry."""
-        return np.repeat(np.arange(self.size), np.diff(self.indptr))
+        """The row of every stored entry (read-only)."""
+        return self._rows
 
     def subset(self, positions: npt.ArrayLike) -> Batch:
         """The rows at ``positions`` of this batch, in that order."""
@@ -249,10 +274,7 @@ def _forward(P: Params, batch: Batch, noise: Noise | None, hyper: MultVAEHyper) 
     """The forward pass; ``noise`` None is the evaluation pass (no dropout, z = mu)."""
     dtype = P.W1.dtype
     rows = batch.rows()
-    squares = np.bincount(rows, weights=batch.values * batch.values, minlength=batch.size)
-    norms = np.sqrt(squares)
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    normalized = batch.values * scale[rows]
+    normalized = batch.normalized
     if noise is not None:
         normalized = np.where(noise.keep, normalized / (1.0 - hyper.dropout), 0.0)
     inputs = normalized.astype(dtype)
@@ -289,8 +311,9 @@ class _Deltas(NamedTuple):
 def _backward(P: Params, batch: Batch, noise: Noise, hyper: MultVAEHyper, state: _Pass) -> _Deltas:
     """d loss_b / d (pre-activations) for every user b (no 1/B: each row is one user's own loss)."""
     rows = batch.rows()
-    counts = np.bincount(rows, weights=batch.values, minlength=batch.size).astype(P.W1.dtype)
-    d_logits = counts[:, None] * np.exp(state.log_pi)
+    counts = batch.counts.astype(P.W1.dtype)
+    d_logits = np.exp(state.log_pi)
+    d_logits *= counts[:, None]
     # A row holds each item once, so the fancy-indexed subtraction touches every cell at most once.
     d_logits[rows, batch.items] -= batch.values.astype(P.W1.dtype)
     d_pre3 = (d_logits @ P.W4.T) * (1.0 - state.h3 * state.h3)
@@ -369,7 +392,8 @@ def user_gradients(
     P = layout.unpack(flat)
     state = _forward(P, batch, noise, hyper)
     deltas = _backward(P, batch, noise, hyper, state)
-    first_rows = state.inputs[:, None] * deltas.pre1[batch.rows()]
+    # One user: every entry's delta is the same row, broadcast rather than gathered.
+    first_rows = state.inputs[:, None] * (deltas.pre1 if batch.size == 1 else deltas.pre1[batch.rows()])
     offsets = [offset - layout.first_layer_size for offset in layout.offsets[1:]]
     shape = (batch.size, layout.size - layout.first_layer_size)
     if rest is None:
