@@ -484,20 +484,18 @@ class _Traffic:
         """Snapshot the counters of ``users``, which hold every user served this round, as they were at its
         start: taken right after the start when an attempt will move messages before the serving (otherwise
         `start` takes it, after the serving, when nothing was delivered in between)."""
-        party = self.ledger.party
-        self._round_start = {
-            p: (c["recv_bytes"], c["sent_bytes"]) for p in users if self._rated[p.index] <= PAPER_RATED_ITEMS for c in (party(p),)
-        }
+        bytes_of, rated = self.ledger.bytes_of, self._rated
+        self._round_start = {p: bytes_of(p) for p in users if rated[p.index] <= PAPER_RATED_ITEMS}
 
     def end_round(self, served: Iterable[Party]) -> None:
         """Add the round's bytes of each served user with at most `PAPER_RATED_ITEMS` rated items."""
-        party = self.ledger.party
+        bytes_of = self.ledger.bytes_of
         for p in served:
             start = self._round_start.get(p)
             if start is None:
                 continue
-            counters = party(p)
-            down, up = counters["recv_bytes"] - start[0], counters["sent_bytes"] - start[1]
+            recv, sent = bytes_of(p)
+            down, up = recv - start[0], sent - start[1]
             self.paper_users.add(p.index)
             self.paper_samples += 1
             self.paper_down[0] += down
@@ -509,23 +507,23 @@ class _Traffic:
         """Snapshot the counters of the served ``parties`` and the third party as the serving left them. With
         ``round_start`` nothing was delivered since the round began, so the same counters are also the
         round's start for `end_round` (one ledger read per party instead of two)."""
-        party = self.ledger.party
-        self._before = {p: (c["recv_bytes"], c["sent_bytes"]) for p in [*parties, THIRD_PARTY] for c in (party(p),)}
+        bytes_of = self.ledger.bytes_of
+        self._before = {p: bytes_of(p) for p in [*parties, THIRD_PARTY]}
         if round_start:
             before, rated = self._before, self._rated
             self._round_start = {p: before[p] for p in parties if rated[p.index] <= PAPER_RATED_ITEMS}
 
     def measure(self) -> dict[str, float]:
-        party = self.ledger.party
+        bytes_of = self.ledger.bytes_of
         down, up = [0], [0]
         third = 0
-        for p, (recv, sent) in self._before.items():
-            counters = party(p)
+        for p, (recv_before, sent_before) in self._before.items():
+            recv, sent = bytes_of(p)
             if p == THIRD_PARTY:
-                third = counters["sent_bytes"] - sent
+                third = sent - sent_before
             else:
-                down.append(counters["recv_bytes"] - recv)
-                up.append(counters["sent_bytes"] - sent)
+                down.append(recv - recv_before)
+                up.append(sent - sent_before)
         return {"user_down_max_b": float(max(down)), "user_up_max_b": float(max(up)), "tp_sent_b": float(third)}
 
 
