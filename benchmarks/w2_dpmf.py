@@ -14,14 +14,14 @@ tau^ into pieces, users' steps (eq. (2), unit ball) and gradients, rho~ pieces, 
 over the users seen so far), encoding, third-party sums minus alpha, unmasking and item step -- with the
 protocol's own functions (`ringops`, `noise.pieces`, `Ring`, `item_step`). ``floor_s`` is its CPU time.
 
-``ratio = sim_s / floor_s`` is what the simulation costs over the bare maths, and the figure the target is read
-against. Both sides are CPU seconds (`time.process_time`) of a single-threaded computation -- run it with
-``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not spin: on a shared machine a side's wall time also
-counts the time other processes held the core, and the floor's wall time moved by a fifth between runs of
-the same code (37.7-45.5 s), as much as the distance between the ratio and its target; the CPU a side
-spends is its own. The wall times are printed beside them (``sim_wall_s``, ``floor_wall_s``,
-``wall_ratio``), as measured. Each repetition runs the simulation (in a fresh interpreter) and then the floor,
-so the sides alternate; each figure is the best of the repetitions of its side.
+``ratio = sim_s / floor_s`` is what the simulation costs over the bare maths, and the figure the target
+is read against. Both sides are CPU seconds (`time.process_time`) of a single-threaded computation -- run
+it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not spin. On a shared machine a side's wall
+time also counts the time other processes held the core: the floor's wall time moved by a fifth between
+runs of the same code (37.7-45.5 s), as much as the distance between the ratio and its target, while the
+CPU a side spends is its own. The wall times are printed beside them (``sim_wall_s``, ``floor_wall_s``,
+``wall_ratio``), as measured. Each repetition runs the simulation (in a fresh interpreter) and then the
+floor, so the sides alternate; each figure is the best of the repetitions of its side.
 """
 
 from __future__ import annotations
