@@ -140,43 +140,6 @@ def test_the_public_coin_hands_out_one_read_only_matrix_per_iteration() -> None:
     np.testing.assert_array_equal(PublicCoin(7, 3, 2).h(2), second)
 
 
-def _rho_by_formula(coin: PublicCoin, round_index: int, items: list[int], k: list[int], scale: float, seed: int) -> np.ndarray:
-    """A rho~ piece from the paper's construction (Theorem 2, eq. (12)), computed here: b sqrt(2 H_j(t) / k) N(0, 1)."""
-    h = coin.h(round_index)[items]
-    return scale * np.sqrt(2.0 * h / np.array(k, dtype=np.int32)[:, None]) * np.random.default_rng(seed).standard_normal(h.shape)
-
-
-def test_the_coins_piece_scales_give_each_caller_its_own_rows_of_the_formula_whatever_others_asked() -> None:
-    """`PublicCoin.piece_scales` times the caller's N(0, 1) draws is b sqrt(2 H_j(t) / k) N(0, 1) bit for bit,
-    for every call in any order: the same items with another k (a recommender that told two users different
-    k'_j), with another b, in another iteration, or asked again after those -- the memo never hands one caller
-    a row computed for another's k, b or iteration."""
-    coin = PublicCoin(7, 6, 4)
-    calls = [
-        (1, [0, 2, 5], [3, 1, 2], 1.5), (1, [2, 3], [1, 4], 1.5),  # item 2 again, same k
-        (1, [0, 2, 5], [3, 2, 2], 1.5),  # item 2 with another k
-        (1, [0, 2, 5], [3, 1, 2], 1.5),  # and the first caller's k again
-        (1, [0, 5], [3, 2], 2.5),  # another b
-        (2, [0, 2, 5], [3, 1, 2], 1.5),  # another iteration
-        (1, [1, 4], [1, 1], 1.5), (2, [0, 2, 5], [3, 1, 2], 1.5), (2, [0, 5, 5], [3, 2, 7], 1.5),  # an item twice
-    ]
-    for seed, (round_index, items, k, scale) in enumerate(calls):
-        rows = coin.piece_scales(round_index, np.array(items, dtype=np.int64), np.array(k, dtype=np.int32), scale)
-        rows *= np.random.default_rng(seed).standard_normal(rows.shape)
-        np.testing.assert_array_equal(rows, _rho_by_formula(coin, round_index, items, k, scale, seed), err_msg=str(calls[seed]))
-
-
-def test_the_rows_a_caller_gets_from_the_coin_are_its_own_to_change() -> None:
-    """A user multiplies its rows by its draws in place: the next caller's rows are untouched (every item, as a
-    user who rated them all asks)."""
-    coin = PublicCoin(7, 6, 4)
-    items, k = np.arange(6, dtype=np.int64), np.full(6, 2, dtype=np.int32)
-    first = coin.piece_scales(1, items, k, 1.0)
-    expected = first.copy()
-    first *= 0.0
-    np.testing.assert_array_equal(coin.piece_scales(1, items, k, 1.0), expected)
-
-
 def _ring_max_abs(bits: int, frac_bits: int) -> float:
     """(2^(bits-1) - 1) / 2^frac_bits, the largest positive fixed-point value, as a float not above it."""
     largest = 2 ** (bits - 1) - 1

@@ -59,12 +59,6 @@ class PublicCoin:
 
     Every party derives the same matrix from ``(seed, t)``; the simulator computes it once per iteration
     and hands all users the same read-only array, which is what each would compute on its own.
-
-    `piece_scales` gives a party the factor ``b sqrt(2 H_j(t) / k)`` of its rho~ pieces. It is a function of
-    public values and of the caller's own arguments only, so the simulator memoizes it: per iteration and
-    item, the row of the last ``(k, b)`` asked for. Invariant: a row is handed out only to a caller that
-    asks for that item with the same k and b in the same iteration -- what it would compute alone, bit for
-    bit -- and any other call computes its rows afresh; so no party's call can change what another gets.
     """
 
     def __init__(self, seed: int, n_items: int, d: int) -> None:
@@ -72,11 +66,6 @@ class PublicCoin:
         self.shape = (n_items, d)
         self._round = -1
         self._h = np.empty(self.shape)
-        # The memo of `piece_scales`: its iteration and b, each item's row and the k it was computed for
-        # (0: none; every k asked for is >= 1).
-        self._scales_key: tuple[int, float] | None = None
-        self._scales = np.empty(self.shape)
-        self._scales_k = np.zeros(n_items, dtype=np.int64)
 
     def h(self, round_index: int) -> np.ndarray:
         """``float[n_items, d]``, read-only: the public H of iteration ``round_index``."""
@@ -86,30 +75,6 @@ class PublicCoin:
             self._h, self._round = h, round_index
         return self._h
 
-    def piece_scales(self, round_index: int, items: np.ndarray, parties: np.ndarray, scale: float) -> np.ndarray:
-        """``scale sqrt(2 H_j(t) / k)`` for each row: item ``items[r]`` of iteration ``round_index`` with
-        ``k = parties[r]``, as a new ``float[r, d]`` array the caller owns.
-
-        Multiplied by the caller's ``N(0, 1)`` draws of that shape it is `pieces` of ``h(round_index)[items]``
-        bit for bit: each row is computed by the same operations in the same order (see the class docstring
-        for the memo). ``parties`` come from messages the wire validated (k >= 1).
-        """
-        key = (round_index, scale)
-        if key != self._scales_key:
-            self._scales_k[:] = 0
-            self._scales_key = key
-        rows = self._scales[items]
-        fresh = self._scales_k[items] != parties
-        if fresh.any():
-            missing, k = items[fresh], parties[fresh]
-            computed = 2.0 * self.h(round_index)[missing]
-            computed /= k[:, None]
-            np.sqrt(computed, out=computed)
-            computed *= scale
-            rows[fresh] = computed
-            self._scales[missing] = computed
-            self._scales_k[missing] = k
-        return rows
 
 def central_noise(rng: np.random.Generator, mechanism: str, n_items: int, d: int, epsilon: float, delta: float) -> np.ndarray:
     """S1: the trusted recommender's eta for every item, per Theorem 1 (``theorem1``) or Lemma 1 (``laplace``)."""

@@ -180,10 +180,7 @@ class PrivateUser(User):
         masks = self._masks(request, where) if protected else None
         real = self._step(v_rows)
         if protected:
-            # `noise.pieces` of the public H_j(t) and k'_j: its factor b sqrt(2 H_j(t) / k'_j) from the public
-            # coin's memo, times the user's own draws.
-            rho = public.coin.piece_scales(request.round, self.items, request.raters, public.scale)
-            rho *= self.rng.standard_normal(rho.shape)
+            rho = pieces(self.rng, public.coin.h(request.round)[self.items], request.raters, public.scale)
             real += rho
             if request.known_raters is not None:
                 real *= (request.known_raters / request.raters)[:, None]
