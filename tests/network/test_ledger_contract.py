@@ -77,6 +77,24 @@ def test_every_counter_of_every_party_is_counted_from_its_own_events() -> None:
     assert ledger.totals() == {"sent_bytes": 22, "recv_bytes": 20, "sent_msgs": 3, "recv_msgs": 3, "dropped_msgs": 3}
     assert ledger.dropped_by_reason == {"lost": 0, "offline": 1, "unfinished": 2, "partitioned": 0}
     assert ledger.parties() == [SERVER, ALICE, BOB]  # sorted: role name, then index
+    # The two byte counters alone, (received, sent); a party with no traffic has zeros.
+    assert [ledger.bytes_of(party) for party in (ALICE, BOB, SERVER, SILO)] == [(3, 15), (0, 7), (17, 0), (0, 0)]
+
+
+def test_bytes_of_reads_the_byte_counters_as_they_are_at_each_instant() -> None:
+    """Read between events, across a round's start and a padded delivery sent in an earlier round: always
+    the (recv_bytes, sent_bytes) of `party`, which a protocol differences per iteration."""
+    ledger = Ledger()
+    ledger.record_sent(ALICE, "k.a", 4)
+    assert ledger.bytes_of(ALICE) == (0, 4) and ledger.bytes_of(SERVER) == (0, 0)
+    ledger.begin_round(1, 2)
+    ledger.record_delivered(0.5, ALICE, SERVER, "k.a", b"abcd", sent_round=0)
+    ledger.record_sent(SERVER, "k.b", 9)
+    ledger.record_delivered(0.7, SERVER, ALICE, "k.b", b"x" * 6, padding=3)
+    for party in (ALICE, SERVER, BOB):
+        counters = ledger.party(party)
+        assert ledger.bytes_of(party) == (counters["recv_bytes"], counters["sent_bytes"])
+    assert ledger.bytes_of(ALICE) == (9, 4) and ledger.bytes_of(SERVER) == (4, 9)
 
 
 def test_summary_sums_roles_kinds_and_rounds_over_several_parties() -> None:

@@ -460,6 +460,12 @@ class Ledger:
         """The five counters of one party (zeros for a party that never sent nor received)."""
         return dict(zip(_COUNTER_NAMES, self._parties.get(party, [0, 0, 0, 0, 0])))
 
+    def bytes_of(self, party: Party) -> tuple[int, int]:
+        """``(recv_bytes, sent_bytes)`` of one party, as `party` counts them (zeros for a party that never sent
+        nor received), without building its dict: for a protocol that reads them for every served user."""
+        counters = self._parties.get(party)
+        return (0, 0) if counters is None else (counters[_RECV_BYTES], counters[_SENT_BYTES])
+
     def parties(self) -> list[Party]:
         return sorted(self._parties)
 

@@ -153,15 +153,16 @@ def test_the_third_party_draws_from_its_own_generator(monkeypatch: pytest.Monkey
     assert generators == [generator(2, Stream.ACTOR, Role.THIRD_PARTY.code, 0).bit_generator.state]
 
 
-def test_progress_and_wall_timings_are_reported_per_round() -> None:
+def test_progress_and_wall_and_cpu_timings_are_reported_per_round() -> None:
     calls: list[tuple[int, int]] = []
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     result = fedrecsim.run(_tiny(), progress=lambda completed, total: calls.append((completed, total)))
-    elapsed = time.perf_counter() - started
+    elapsed, elapsed_cpu = time.perf_counter() - started, time.process_time() - started_cpu
     assert calls == [(1, 3), (2, 3), (3, 3)]
     state = result.outcome.state
-    assert len(state["round_wall_s"]) == 3
+    assert len(state["round_wall_s"]) == len(state["round_cpu_s"]) == 3
     assert 0.0 <= sum(state["round_wall_s"]) <= state["loop_wall_s"] <= elapsed
+    assert 0.0 < sum(state["round_cpu_s"]) <= state["loop_cpu_s"] <= elapsed_cpu
 
 
 @pytest.mark.parametrize(

@@ -105,7 +105,9 @@ S1 also ``unpublished_item_factors`` and ``eta``; S2/S3 also ``eta`` (eta_j as i
 decoded), ``rho_last`` (the last iteration's rho~ sums per updated item), ``contributors`` (user indices per
 iteration), ``recent_aggregates`` (the recommender's unmasked per-item sums of the last two iterations --
 what the difference attack works on), ``rated_items_seen`` (the recommender's known leak), and
-``loop_wall_s`` / ``round_wall_s`` (wall seconds of the protocol's loop and of each iteration).
+``loop_wall_s`` / ``round_wall_s`` (wall seconds of the protocol's loop and of each iteration) and ``loop_cpu_s`` /
+``round_cpu_s`` (the CPU seconds the process spent in them, `time.process_time`: on a shared machine the wall
+time also counts the time other processes held the core, the CPU time does not).
 """
 
 from __future__ import annotations
@@ -482,20 +484,18 @@ class _Traffic:
         """Snapshot the counters of ``users``, which hold every user served this round, as they were at its
         start: taken right after the start when an attempt will move messages before the serving (otherwise
         `start` takes it, after the serving, when nothing was delivered in between)."""
-        party = self.ledger.party
-        self._round_start = {
-            p: (c["recv_bytes"], c["sent_bytes"]) for p in users if self._rated[p.index] <= PAPER_RATED_ITEMS for c in (party(p),)
-        }
+        bytes_of, rated = self.ledger.bytes_of, self._rated
+        self._round_start = {p: bytes_of(p) for p in users if rated[p.index] <= PAPER_RATED_ITEMS}
 
     def end_round(self, served: Iterable[Party]) -> None:
         """Add the round's bytes of each served user with at most `PAPER_RATED_ITEMS` rated items."""
-        party = self.ledger.party
+        bytes_of = self.ledger.bytes_of
         for p in served:
             start = self._round_start.get(p)
             if start is None:
                 continue
-            counters = party(p)
-            down, up = counters["recv_bytes"] - start[0], counters["sent_bytes"] - start[1]
+            recv, sent = bytes_of(p)
+            down, up = recv - start[0], sent - start[1]
             self.paper_users.add(p.index)
             self.paper_samples += 1
             self.paper_down[0] += down
@@ -507,23 +507,23 @@ class _Traffic:
         """Snapshot the counters of the served ``parties`` and the third party as the serving left them. With
         ``round_start`` nothing was delivered since the round began, so the same counters are also the
         round's start for `end_round` (one ledger read per party instead of two)."""
-        party = self.ledger.party
-        self._before = {p: (c["recv_bytes"], c["sent_bytes"]) for p in [*parties, THIRD_PARTY] for c in (party(p),)}
+        bytes_of = self.ledger.bytes_of
+        self._before = {p: bytes_of(p) for p in [*parties, THIRD_PARTY]}
         if round_start:
             before, rated = self._before, self._rated
             self._round_start = {p: before[p] for p in parties if rated[p.index] <= PAPER_RATED_ITEMS}
 
     def measure(self) -> dict[str, float]:
-        party = self.ledger.party
+        bytes_of = self.ledger.bytes_of
         down, up = [0], [0]
         third = 0
-        for p, (recv, sent) in self._before.items():
-            counters = party(p)
+        for p, (recv_before, sent_before) in self._before.items():
+            recv, sent = bytes_of(p)
             if p == THIRD_PARTY:
-                third = counters["sent_bytes"] - sent
+                third = sent - sent_before
             else:
-                down.append(counters["recv_bytes"] - recv)
-                up.append(counters["sent_bytes"] - sent)
+                down.append(recv - recv_before)
+                up.append(sent - sent_before)
         return {"user_down_max_b": float(max(down)), "user_up_max_b": float(max(up)), "tp_sent_b": float(third)}
 
 
@@ -572,23 +572,24 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
     if aggregator is not None:
         objects["aggregator"] = aggregator
     values = ctx.resumed(population, objects) or {
-        "rounds": [], "contributed": [], "round_wall_s": [],
+        "rounds": [], "contributed": [], "round_wall_s": [], "round_cpu_s": [],
         "initial_u": _user_factors(users), "initial_v": recommender.item_factors.copy(),
     }
     rounds: list[dict[str, float]] = values["rounds"]
     contributed: list[np.ndarray] = values["contributed"]
     round_wall_s: list[float] = values["round_wall_s"]
+    round_cpu_s: list[float] = values["round_cpu_s"]
     resting = (aggregator,) if aggregator is not None else ()
     async with population.open(), trio.open_nursery() as nursery:
         if aggregator is not None:
             nursery.start_soon(aggregator.run)
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         if not rounds:
             await ctx.network.sleep(timing.round_gap_s)
             await _set_up(recommender, verifier, config, timing.round_timeout_s)
             await ctx.network.sleep(timing.round_gap_s)
         for round_index in range(len(rounds) + 1, ctx.rounds + 1):
-            round_started = time.perf_counter()
+            round_started, round_started_cpu = time.perf_counter(), time.process_time()
             population.begin_round(round_index)
             presharing = config.scenario == "S3" and not recommender.eta_whole.all()
             if presharing:
@@ -613,10 +614,11 @@ async def _run_private(ctx: RunContext, config: DPMFConfig, public: PublicParame
             await ctx.network.sleep(timing.round_gap_s)
             traffic.end_round(served.parties)
             round_wall_s.append(time.perf_counter() - round_started)
+            round_cpu_s.append(time.process_time() - round_started_cpu)
             await ctx.end_round(round_index, population, objects, values, resting)
-        loop_wall_s = time.perf_counter() - started
+        loop_wall_s, loop_cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
         nursery.cancel_scope.cancel()
-    timing_s = {"loop_wall_s": loop_wall_s, "round_wall_s": round_wall_s}
+    timing_s = {"loop_wall_s": loop_wall_s, "round_wall_s": round_wall_s, "loop_cpu_s": loop_cpu_s, "round_cpu_s": round_cpu_s}
     return _private_outcome(
         ctx, config, public, users, recommender, verifier, population, rounds, contributed, values["initial_u"],
         values["initial_v"], timing_s, traffic,
