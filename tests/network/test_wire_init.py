@@ -36,7 +36,8 @@ def test_a_plain_message_gets_an_init_of_its_own_with_the_dataclass_signature_an
         assert repr(built).split("(", 1)[1] == repr(expected).split("(", 1)[1]
         with pytest.raises(dataclasses.FrozenInstanceError):
             built.round = 9  # type: ignore[misc]
-    for args, kwargs in (((1,), {}), ((1, items, "y", None, 5), {}), ((1, items), {"other": 1}), ((1, items), {"round": 2})):
+    wrong = (((1,), {}), ((1, items, "y", None, 5), {}), ((1, items), {"other": 1}), ((1, items), {"round": 2}))
+    for args, kwargs in wrong:
         with pytest.raises(TypeError) as ours:
             registered(*args, **kwargs)
         with pytest.raises(TypeError) as theirs:
@@ -56,12 +57,16 @@ def test_keyword_only_fields_keep_their_kind() -> None:
     class KwOnly:
         round: int
         label: str = field(default="a", kw_only=True)
+        first: int = 0
+        second: int = 0
 
     assert KwOnly.__init__.__code__.co_filename == "<wire test.init_kw_only>"
-    assert str(inspect.signature(KwOnly.__init__)) == "(self, round: 'int', *, label: 'str' = 'a') -> None"
-    assert vars(KwOnly(1, label="b")) == {"round": 1, "label": "b"}
+    assert str(inspect.signature(KwOnly.__init__)) == (
+        "(self, round: 'int', first: 'int' = 0, second: 'int' = 0, *, label: 'str' = 'a') -> None"
+    )
+    assert vars(KwOnly(1, 2, label="b")) == {"round": 1, "label": "b", "first": 2, "second": 0}
     with pytest.raises(TypeError):
-        KwOnly(1, "b")  # type: ignore[misc]
+        KwOnly(1, 2, 3, "b")  # type: ignore[misc]
 
 
 def test_a_class_that_is_not_plain_keeps_the_init_it_has() -> None:
@@ -88,7 +93,14 @@ def test_a_class_that_is_not_plain_keeps_the_init_it_has() -> None:
     class Slotted:
         round: int
 
-    for kind, cls in (("own", OwnInit), ("factory", Factory), ("initvar", WithInitVar), ("slots", Slotted)):
+    @dataclass(frozen=True)
+    class Small:  # fewer fields than _DIRECT_INIT_FIELDS: the dataclass's own is cheaper
+        round: int
+        label: str
+        seed: bytes | None = None
+
+    kept = (("own", OwnInit), ("factory", Factory), ("initvar", WithInitVar), ("slots", Slotted), ("small", Small))
+    for kind, cls in kept:
         before = cls.__init__
         assert message(f"test.init_{kind}")(cls).__init__ is before
     assert OwnInit(1).round == 2 and Factory().labels == ()

@@ -865,9 +865,9 @@ def _compile_reader(
     and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
     is then made as its ``__init__`` would make it: a plain frozen dataclass (`_is_plain`) gets its fields
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
-    48,883 against 47,604 instructions per ``dpmf.item_vectors``, though each attribute read of the
-    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope's slots are set directly
-    (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
+    47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
+    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope's
+    slots are set directly (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
     an array whose offset in it is a multiple of its element size is aligned because its buffer is
     (`_BYTES_ALIGNED`).
     """
@@ -935,15 +935,17 @@ def _is_plain(cls: type) -> bool:
 def _direct_init(kind: str, cls: type) -> Callable[..., None] | None:
     """An ``__init__`` for a plain message class (`_is_plain`) that gives the new instance its arguments
     as one ``__dict__`` (`_SETATTR`): what the dataclass-made one does, without its ``object.__setattr__``
-    call per field (most of what building a small message costs). Same parameters, kinds, defaults and
-    order; the fields are in the dict in declaration order. None -- the class keeps its own -- when the
-    class defines ``__init__`` itself, a field has a default factory or a descriptor of its name or a
-    name the generated source uses, or a parameter is not a field (an ``InitVar``)."""
+    call per field (most of what building a message of several fields costs). Same parameters, kinds,
+    defaults and order; the fields are in the dict in declaration order. None -- the class keeps its own
+    -- when it has fewer than `_DIRECT_INIT_FIELDS` fields, defines ``__init__`` itself, a field has a
+    default factory or a descriptor of its name or a name the generated source uses, or a parameter is
+    not a field (an ``InitVar``)."""
     init = cls.__dict__.get("__init__")
     fields = dataclasses.fields(cls)
     names = [field.name for field in fields]
     if (
-        init is None
+        len(fields) < _DIRECT_INIT_FIELDS
+        or init is None
         or not cls.__dataclass_params__.init  # type: ignore[attr-defined]
         or getattr(getattr(init, "__code__", None), "co_filename", None) != "<string>"  # not dataclass-made
         or not _is_plain(cls)
@@ -974,6 +976,12 @@ def _direct_init(kind: str, cls: type) -> Callable[..., None] | None:
     direct.__module__ = init.__module__
     direct.__annotations__ = dict(init.__annotations__)
     return direct
+
+
+# Assigning a new ``__dict__`` costs about as much as three ``object.__setattr__`` calls (it first makes the
+# instance's own dict, then drops it): 11,951 against 5,903 instructions for 7 fields, but ~900 more for
+# one (cachegrind, `dpmf.item_request`); so only a class of this many fields or more gets `_direct_init`.
+_DIRECT_INIT_FIELDS = 4
 
 
 def _compiled(lines: list[str], bindings: _Bindings, kind: str) -> Any:
@@ -1007,8 +1015,9 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
     Registering the same class again (same module and qualified name, e.g. a reloaded module) replaces
     the earlier registration.
 
-    A plain class (`_is_plain`) whose ``__init__`` the dataclass made gets one with the same signature
-    that gives the instance its fields as one dict (`_direct_init`): the same message, built cheaper.
+    A plain class (`_is_plain`) of 4 or more fields whose ``__init__`` the dataclass made gets one with the
+    same signature that gives the instance its fields as one dict (`_direct_init`): the same message,
+    built cheaper.
     """
 
     def register(cls: type[M]) -> type[M]:
