@@ -867,9 +867,9 @@ def _compile_reader(
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
     47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
     shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope's
-    slots are set directly (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
-    an array whose offset in it is a multiple of its element size is aligned because its buffer is
-    (`_BYTES_ALIGNED`).
+    slots are set directly (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because
+    it is immutable, and an array whose offset in it is a multiple of its element size is aligned because
+    its buffer is (`_BYTES_ALIGNED`).
     """
     bindings = _Bindings()
     fields_lines = []
@@ -978,10 +978,11 @@ def _direct_init(kind: str, cls: type) -> Callable[..., None] | None:
     return direct
 
 
-# Assigning a new ``__dict__`` costs about as much as three ``object.__setattr__`` calls (it first makes the
-# instance's own dict, then drops it): 11,951 against 5,903 instructions for 7 fields, but ~900 more for
-# one (cachegrind, `dpmf.item_request`); so only a class of this many fields or more gets `_direct_init`.
-_DIRECT_INIT_FIELDS = 4
+# Assigning a new ``__dict__`` has a fixed cost (it first makes the instance's own dict, then drops it):
+# encoding with construction, cachegrind, /tmp/pcodec3/micro.sh, dataclass's -> one dict: 7 fields
+# (`dpmf.item_vectors`) 51,135 -> 38,871 instructions, 3 (`dpmf.contribution`) 24,891 -> 23,370, but
+# 1 (`dpmf.item_request`) 16,754 -> 17,467; so only a class of this many fields or more gets `_direct_init`.
+_DIRECT_INIT_FIELDS = 2
 
 
 def _compiled(lines: list[str], bindings: _Bindings, kind: str) -> Any:
@@ -1015,7 +1016,7 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
     Registering the same class again (same module and qualified name, e.g. a reloaded module) replaces
     the earlier registration.
 
-    A plain class (`_is_plain`) of 4 or more fields whose ``__init__`` the dataclass made gets one with the
+    A plain class (`_is_plain`) of 2 or more fields whose ``__init__`` the dataclass made gets one with the
     same signature that gives the instance its fields as one dict (`_direct_init`): the same message,
     built cheaper.
     """
