@@ -38,6 +38,7 @@ receiver gets that one body, whose arrays are read-only (so no receiver can chan
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import struct
 import sys
@@ -862,25 +863,20 @@ def _compile_reader(
     Their source reads each field in declaration order by its `_Field.read_source` (small ints, ``None``,
     and arrays of up to 64 KiB inline, with their dtype and ndim known in advance; other values by `_read`)
     and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
-    is then made as its ``__init__`` would make it: a plain frozen dataclass (a ``__dict__``, every field
-    an ``__init__`` argument, no ``__post_init__``) gets its fields stored straight into its ``__dict__``
-    (``__init__`` of a frozen dataclass sets each through ``object.__setattr__``, most of what a small
-    message costs to rebuild); any other class is called as usual. The envelope's slots are set directly
-    (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because it is immutable, and
-    an array whose offset in it is a multiple of its element size is aligned because its buffer is
-    (`_BYTES_ALIGNED`).
+    is then made as its ``__init__`` would make it: a plain frozen dataclass (`_is_plain`) gets its fields
+    stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
+    47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
+    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope's
+    slots are set directly (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because
+    it is immutable, and an array whose offset in it is a multiple of its element size is aligned because
+    its buffer is (`_BYTES_ALIGNED`).
     """
     bindings = _Bindings()
     fields_lines = []
     for position, field in enumerate(fields):
         fields_lines += field.read_source(f"v{position}", bindings)
     values = ", ".join(f"v{position}" for position in range(len(fields)))
-    plain = (
-        "__slots__" not in cls.__dict__
-        and not hasattr(cls, "__post_init__")
-        and all(field.init for field in dataclasses.fields(cls))
-    )
-    if plain:
+    if _is_plain(cls):
         fields_lines += [f"body = _new({bindings.name(cls)})", *(["f = body.__dict__"] if names else [])]
         fields_lines += [f"f[{name!r}] = v{position}" for position, name in enumerate(names)]
     else:
@@ -926,6 +922,69 @@ def _compile_reader(
     return rebuild, rebuild_body
 
 
+def _is_plain(cls: type) -> bool:
+    """Whether a message class's instances are made by storing each field in their ``__dict__``: a frozen
+    dataclass with a ``__dict__``, every field an ``__init__`` argument, and no ``__post_init__``."""
+    return (
+        "__slots__" not in cls.__dict__
+        and not hasattr(cls, "__post_init__")
+        and all(field.init for field in dataclasses.fields(cls))
+    )
+
+
+def _direct_init(kind: str, cls: type) -> Callable[..., None] | None:
+    """An ``__init__`` for a plain message class (`_is_plain`) that gives the new instance its arguments
+    as one ``__dict__`` (`_SETATTR`): what the dataclass-made one does, without its ``object.__setattr__``
+    call per field (most of what building a message of several fields costs). Same parameters, kinds,
+    defaults and order; the fields are in the dict in declaration order. None -- the class keeps its own
+    -- when it has fewer than `_DIRECT_INIT_FIELDS` fields, defines ``__init__`` itself, a field has a
+    default factory or a descriptor of its name or a name the generated source uses, or a parameter is
+    not a field (an ``InitVar``)."""
+    init = cls.__dict__.get("__init__")
+    fields = dataclasses.fields(cls)
+    names = [field.name for field in fields]
+    if (
+        len(fields) < _DIRECT_INIT_FIELDS
+        or init is None
+        or not cls.__dataclass_params__.init  # type: ignore[attr-defined]
+        or getattr(getattr(init, "__code__", None), "co_filename", None) != "<string>"  # not dataclass-made
+        or not _is_plain(cls)
+        or any(field.default_factory is not dataclasses.MISSING for field in fields)
+        or any(hasattr(type(cls.__dict__.get(name)), "__set__") for name in names)
+        or any(name == "_SETATTR" or name.startswith("_b") for name in names)  # the source's own names
+    ):
+        return None
+    parameters = list(inspect.signature(init).parameters.values())[1:]
+    if sorted(parameter.name for parameter in parameters) != sorted(names):
+        return None
+    bindings = _Bindings()
+    self_name = "self" if "self" not in names else "_self_"
+    while self_name in names:
+        self_name += "_"
+    head, keyword_only = [self_name], False
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and not keyword_only:
+            head.append("*")
+            keyword_only = True
+        default = "" if parameter.default is inspect.Parameter.empty else f"={bindings.name(parameter.default)}"
+        head.append(f"{parameter.name}{default}")
+    direct = _compiled([
+        f"def __init__({', '.join(head)}):",
+        f"    _SETATTR({self_name}, '__dict__', {{{', '.join(f'{name!r}: {name}' for name in names)}}})",
+    ], bindings, kind)
+    direct.__qualname__ = init.__qualname__
+    direct.__module__ = init.__module__
+    direct.__annotations__ = dict(init.__annotations__)
+    return direct
+
+
+# Assigning a new ``__dict__`` has a fixed cost (it first makes the instance's own dict, then drops it):
+# encoding with construction, cachegrind, /tmp/pcodec3/micro.sh, dataclass's -> one dict: 7 fields
+# (`dpmf.item_vectors`) 51,135 -> 38,871 instructions, 3 (`dpmf.contribution`) 24,891 -> 23,370, but
+# 1 (`dpmf.item_request`) 16,754 -> 17,467; so only a class of this many fields or more gets `_direct_init`.
+_DIRECT_INIT_FIELDS = 2
+
+
 def _compiled(lines: list[str], bindings: _Bindings, kind: str) -> Any:
     """The function whose source is ``lines`` (a ``def``), its free names bound to ``bindings``' objects
     and its global names the module's; profilers see it as ``<wire KIND>``."""
@@ -956,6 +1015,10 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
     already holds raises ValueError naming both, at import time, instead of silently taking the kind over.
     Registering the same class again (same module and qualified name, e.g. a reloaded module) replaces
     the earlier registration.
+
+    A plain class (`_is_plain`) of 2 or more fields whose ``__init__`` the dataclass made gets one with the
+    same signature that gives the instance its fields as one dict (`_direct_init`): the same message,
+    built cheaper.
     """
 
     def register(cls: type[M]) -> type[M]:
@@ -977,6 +1040,9 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
             *_compile_encoders(kind, names, fields, validates, head),
             *_compile_reader(kind, cls, names, fields, len(head)),
         )
+        direct = _direct_init(kind, cls)
+        if direct is not None:
+            cls.__init__ = direct  # type: ignore[misc]
         if existing is not None:
             _BY_CLASS.pop(existing.cls, None)
             _REBUILDERS.pop(existing.head, None)
@@ -1241,6 +1307,10 @@ def _envelope(kind: str, src: Party, dst: Party, sent_at: float, body: Any) -> E
 
 
 _new = object.__new__
+# `_direct_init` gives a message its fields as one new ``__dict__``: one call, where the frozen dataclass's
+# ``__init__`` makes one ``object.__setattr__`` call per field, and an ordinary dict, whose attributes
+# CPython reads faster than those stored one by one through ``__dict__`` into the class's shared-key dict.
+_SETATTR = object.__setattr__
 _SET_KIND, _SET_SRC, _SET_DST, _SET_SENT_AT, _SET_BODY = (
     getattr(Envelope, name).__set__ for name in ("kind", "src", "dst", "sent_at", "body")
 )

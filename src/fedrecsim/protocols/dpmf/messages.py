@@ -49,6 +49,7 @@ set from the items of its contribution. Neither sees an unmasked per-user value.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import lt as _lt
 
 import numpy as np
 
@@ -58,10 +59,11 @@ from ...network.wire import Array, message
 
 def _check_items(items: np.ndarray) -> None:
     # Strictly increasing from a non-negative first item: sorted, unique and non-negative in one pass.
-    # A user's few items are checked as a list (numpy's per-call cost dominates below a few dozen).
-    if items.size <= _SMALL:
+    # A user's few items are checked as a list, pairwise by `operator.lt` in C (numpy's per-call cost
+    # dominates below a few dozen).
+    if len(items) <= _SMALL:
         listed = items.tolist()
-        if listed and (listed[0] < 0 or any(left >= right for left, right in zip(listed, listed[1:]))):
+        if listed and (listed[0] < 0 or not all(map(_lt, listed, listed[1:]))):
             raise ValueError("items must be non-negative, sorted and unique")
     elif items[0] < 0 or bool((items[1:] <= items[:-1]).any()):
         raise ValueError("items must be non-negative, sorted and unique")
@@ -81,8 +83,9 @@ def _check_iteration(round_index: int) -> None:
 
 
 def _check_rows(name: str, array: np.ndarray, rows: int) -> None:
-    if array.shape[0] != rows:
-        raise ValueError(f"{name} has {array.shape[0]} rows for {rows} items")
+    # ``len`` is the first axis' length: every array checked here has at least one dimension.
+    if len(array) != rows:
+        raise ValueError(f"{name} has {len(array)} rows for {rows} items")
 
 
 @message("dpmf.ratings")
@@ -228,29 +231,40 @@ class ItemVectors:
     known_raters: Array("int32", ndim=1) | None = None
 
     def validate(self) -> None:
-        _check_iteration(self.round)
-        rows = self.vectors.shape[0]
-        _check_rows("raters", self.raters, rows)
+        # The checks of `_check_iteration` and `_check_rows` inline, in the same order and words: this runs
+        # once for every message the recommender sends.
+        if self.round < 1:
+            raise ValueError("iterations count from 1")
+        vectors, raters, known = self.vectors, self.raters, self.known_raters
+        rows = len(vectors)
+        if len(raters) != rows:
+            raise ValueError(f"raters has {len(raters)} rows for {rows} items")
         # A user's few items are compared as lists: numpy's per-call cost dominates below a few dozen.
-        small = rows <= _SMALL
-        raters = self.raters.tolist() if small else self.raters
-        if rows and (min(raters) if small else self.raters.min()) < 1:
-            raise ValueError("every served item has at least one rater")
-        if self.known_raters is not None:
-            _check_rows("known_raters", self.known_raters, rows)
-            if small:
-                below = any(known < served for known, served in zip(self.known_raters.tolist(), raters))
-            else:
-                below = bool((self.known_raters < self.raters).any())
-            if below:
-                raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
-        if self.masks is not None and self.mask_seed is not None:
-            raise ValueError("masks come explicitly or as a seed, not both")
-        for name in ("masks", "eta_pieces"):
-            array = getattr(self, name)
-            if array is not None and array.shape != self.vectors.shape:
-                raise ValueError(f"{name} has shape {array.shape}, the vectors {self.vectors.shape}")
-        if self.mask_seed is not None and len(self.mask_seed) != 16:
+        if rows <= _SMALL:
+            served = raters.tolist()
+            if rows and min(served) < 1:
+                raise ValueError("every served item has at least one rater")
+            if known is not None:
+                if len(known) != rows:
+                    raise ValueError(f"known_raters has {len(known)} rows for {rows} items")
+                if any(map(_lt, known.tolist(), served)):
+                    raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
+        else:
+            if raters.min() < 1:
+                raise ValueError("every served item has at least one rater")
+            if known is not None:
+                _check_rows("known_raters", known, rows)
+                if bool((known < raters).any()):
+                    raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
+        masks, eta_pieces, mask_seed = self.masks, self.eta_pieces, self.mask_seed
+        if masks is not None:
+            if mask_seed is not None:
+                raise ValueError("masks come explicitly or as a seed, not both")
+            if masks.shape != vectors.shape:
+                raise ValueError(f"masks has shape {masks.shape}, the vectors {vectors.shape}")
+        if eta_pieces is not None and eta_pieces.shape != vectors.shape:
+            raise ValueError(f"eta_pieces has shape {eta_pieces.shape}, the vectors {vectors.shape}")
+        if mask_seed is not None and len(mask_seed) != 16:
             raise ValueError("a mask seed is 16 bytes")
 
 
@@ -264,9 +278,11 @@ class Contribution:
     phi: Array("uint32", ndim=2)
 
     def validate(self) -> None:
-        _check_iteration(self.round)
-        _check_items(self.items)
-        _check_rows("phi", self.phi, self.items.size)
+        if self.round < 1:
+            raise ValueError("iterations count from 1")
+        items = self.items
+        _check_items(items)
+        _check_rows("phi", self.phi, len(items))
 
 
 @message("dpmf.aggregate")
