@@ -61,10 +61,31 @@ def clocked(function: Callable[[], T]) -> tuple[T, float, float]:
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _own_peak_kib() -> int | None:
+    """This process's own peak resident set size in KiB, from Linux's ``VmHWM`` (None elsewhere).
+
+    ``getrusage``'s ``ru_maxrss`` is no such figure on Linux: a process started by ``fork`` and ``exec``
+    keeps the peak of the forked copy of its parent, so a fresh interpreter started by a parent holding
+    1 GB reports at least 1 GB. ``VmHWM`` belongs to the address space, which ``exec`` replaces."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 def peak_rss_mb() -> float:
     """The peak resident set size in MiB of this process or of its largest waited-for child, whichever is
-    larger (Linux reports KiB, macOS bytes)."""
-    peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    larger (Linux reports KiB, macOS bytes). This process's own peak is its own on Linux (`_own_peak_kib`),
+    not its parent's at the fork that started it."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    own = _own_peak_kib()
+    if own is not None:
+        return max(own, children) / 1024
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children)
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
