@@ -43,9 +43,9 @@ def test_the_quick_lines() -> None:
     seconds = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W8 privirec_k protocol_s={seconds} fit_s={seconds} ratio=\d+\.\d protocol_cpu_s={seconds} "
-        rf"fit_cpu_s={seconds} ratio_cpu=\d+\.\d carry_cpu_s={seconds} msgs=1680 us_per_msg=\d+\.\d "
+        rf"fit_cpu_s={seconds} ratio_cpu=\d+\.\d ratio_target_max=3 carry_cpu_s={seconds} msgs=1680 us_per_msg=\d+\.\d "
         rf"floor_ratio_cpu=\d+\.\d floor_ratio_at_15us=\d+\.\d data_s={seconds} evaluate_s={seconds} "
-        rf"evaluate_cpu_s={seconds} run_s={seconds} peak_rss_mb=\d+ users=60 items=82 interactions=2065 k=8 "
+        rf"evaluate_cpu_s={seconds} evaluate_s_target_max=15 run_s={seconds} peak_rss_mb=\d+ users=60 items=82 interactions=2065 k=8 "
         r"ndcg@20=\d\.\d{4} user_bytes=\d+ full_traffic_tb=12\.5",
         line,
     )
