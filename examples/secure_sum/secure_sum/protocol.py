@@ -16,6 +16,11 @@ class SecureSumConfig:
     min_rating: float = param(0.0, doc="a user counts an item it rated at least this")
 
 
+def counted(number: int, noun: str) -> str:
+    """``"1 user"``, ``"2 users"``: a count and its noun, singular for one."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 async def run(ctx: RunContext) -> Outcome:
     config: SecureSumConfig = ctx.config
     n_items, by_user = ctx.train.n_items, ctx.train.by_user()
@@ -39,8 +44,9 @@ async def run(ctx: RunContext) -> Outcome:
             # The simulator is omniscient: it knows the counts of the users who answered.
             truth = sum((users[party].counts for party, _ in replies), np.zeros(n_items, dtype=np.uint64))
             wrong = int(np.count_nonzero(total != truth))
-            cancel.check(wrong == 0, f"round {round_index}: {wrong} items off, {len(replies.missing)} users missing")
-            rounds.append({"round": round_index, "participants": len(replies), "missing": len(replies.missing),
+            missing = len(replies.missing)
+            cancel.check(wrong == 0, f"round {round_index}: {counted(wrong, 'item')} off, {counted(missing, 'user')} missing")
+            rounds.append({"round": round_index, "participants": len(replies), "missing": missing,
                            "wrong_items": wrong, "total_count": float(truth.sum())})
             population.end_round(round_index)
             ctx.progress(round_index)
