@@ -26,6 +26,14 @@ What makes that exact:
   (`_WorldPickler`). The data itself is not saved; its fingerprint is, and a resume refuses data that
   changed.
 
+What keeps the parties isolated across it: a received array is read-only -- a view of immutable bytes,
+or a copy marked read-only -- and the receivers of one broadcast hold the same one (`Network.send_many`);
+a checkpoint taken while copies sit in mailboxes saves those decoded bodies, and one actor may keep a
+view of a body it received. A read-only array is saved as its bytes and restored as a read-only view of
+them, whatever its layout (numpy's own pickling gives a writable copy of a non-contiguous one), and the
+pickle's memo gives the parties that shared one array one array again: after the resume no party can
+write to what another sees. Every other array comes back writable, its own.
+
 The file is a pickle: resume only checkpoints your own runs made (loading a pickle runs code).
 """
 
@@ -40,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import trio
 import trio.testing
 import xxhash
@@ -116,8 +125,15 @@ def load(folder: Path) -> Saved:
     return saved
 
 
+def _frozen_array(data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The read-only array a checkpoint saved as its bytes (`_WorldPickler`): a view of ``data``, which
+    cannot be made writable."""
+    return np.frombuffer(data, dtype).reshape(shape)
+
+
 class _WorldPickler(pickle.Pickler):
-    """Pickles state, writing the run's live objects (`Checkpoints.live`) as their names."""
+    """Pickles state, writing the run's live objects (`Checkpoints.live`) as their names and every
+    read-only array as its bytes (module docstring: isolation)."""
 
     def __init__(self, file: Any, live: Mapping[str, Any]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -125,6 +141,11 @@ class _WorldPickler(pickle.Pickler):
 
     def persistent_id(self, obj: Any) -> str | None:
         return self._names.get(id(obj))
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is np.ndarray and not obj.flags.writeable and not obj.dtype.hasobject and obj.dtype.itemsize:
+            return _frozen_array, (obj.tobytes(), obj.dtype, obj.shape)
+        return NotImplemented
 
 
 class _WorldUnpickler(pickle.Unpickler):
