@@ -28,10 +28,27 @@ def test_the_simulated_round_aggregates_every_sampled_users_gradient() -> None:
 
 
 def test_the_floor_computes_each_users_gradient() -> None:
-    gradients, omega, seconds = w4_fedvae.floor_gradients(w4_fedvae.QUICK)
+    floor = w4_fedvae.floor_gradients(w4_fedvae.QUICK)
     size = Layout.of(300, MultVAEHyper(hidden=64, latent=16)).size
-    assert gradients.shape == (50, size) and omega.shape == (size,) and seconds > 0
-    assert len({row.tobytes() for row in gradients}) == 50  # fifty users, fifty different gradients
+    assert floor.gradients.shape == (50, size) and floor.omega.shape == (size,) and floor.seconds > 0
+    assert len({row.tobytes() for row in floor.gradients}) == 50  # fifty users, fifty different gradients
+    assert floor.batch.size == 50 and floor.noise.eps.shape == (50, 16)
+
+
+def test_users_one_by_one_compute_the_floors_gradients_and_a_wrong_one_is_refused() -> None:
+    floor = w4_fedvae.floor_gradients(w4_fedvae.QUICK)
+    assert w4_fedvae.user_by_user(floor) > 0
+    # Each row is checked: user 7 given user 8's draws (its own rows) is refused, and so is a floor row changed
+    # by much less than a gradient's scale.
+    swapped = floor.noise.eps.copy()
+    swapped[[7, 8]] = swapped[[8, 7]]
+    with pytest.raises(SimulationError, match="user 7 computed alone"):
+        w4_fedvae.user_by_user(floor._replace(noise=floor.noise._replace(eps=swapped)))
+    nudged = floor.gradients.copy()
+    row = nudged[31]
+    row[np.argmax(np.abs(row))] *= 1.001
+    with pytest.raises(SimulationError, match="user 31 computed alone"):
+        w4_fedvae.user_by_user(floor._replace(gradients=nudged))
 
 
 def test_the_fused_pass_sums_in_row_order_and_checks_every_block() -> None:
@@ -71,7 +88,8 @@ def test_the_line(monkeypatch) -> None:
     (line,) = list(w4_fedvae.run(Options(quick=True)))
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
-        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d fused_s={number} "
+        rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d "
+        rf"unbatched_bound=\d+\.\d\d users_s={number} fused_s={number} "
         rf"adam_s={number} hash_s={number} check_sum_s={number} server_sum_s={number} cpu=process_time "
         rf"krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=\d+ messages_mb=\d+ krum_peak_mb=100",
@@ -85,6 +103,6 @@ def test_every_side_runs_in_one_process_as_the_command_runs(monkeypatch) -> None
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
     result = w4_fedvae.measure(w4_fedvae.QUICK)
     assert kept == [True]
-    assert set(result) == {"sim_s", "floor_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params", "sim_peak_mb",
-                           "messages_mb"}
+    assert set(result) == {"sim_s", "floor_s", "users_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params",
+                           "sim_peak_mb", "messages_mb"}
     assert result["messages_mb"] == 50 * result["params"] * 4 / 2**20
