@@ -253,3 +253,17 @@ latency = { model = "empirical", file = "up.txt" }
     tables = read_tables(path)
     assert tables["network"]["latency"]["file"] == str(tmp_path / "study" / "delays.txt")
     assert tables["network"]["links"]["user->server"]["latency"]["file"] == str(tmp_path / "study" / "up.txt")
+
+
+def test_the_summary_prints_an_absent_bound_as_null_the_word_its_text_explains(tmp_path, capsys) -> None:
+    """secagg's failure bounds are null in result.json where the failure cannot happen, and the bound's
+    text says "null: the failure cannot happen"; the summary printed Python's ``None`` beside it."""
+    scenario = Path(__file__).parents[1] / "scenarios" / "secagg_small.toml"
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "--set", "data.users=12", "--set", "run.rounds=2"]) == 0
+    printed = capsys.readouterr().out
+    document = json.loads((out / "result.json").read_text())
+    bounds = json.dumps(document["privacy"])
+    assert '"security_failure_log2": null' in bounds and "null: the failure cannot happen" in bounds
+    assert "security_failure_log2: null" in printed and "None" not in printed
+    assert number(None) == "null" and number(0.5) == "0.5"

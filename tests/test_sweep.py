@@ -13,7 +13,7 @@ import pytest
 
 from fedrecsim.cli import main
 from fedrecsim.errors import ConfigError, OutputError
-from fedrecsim.sweep import load_study, plan, read_csv, run_sweep
+from fedrecsim.sweep import load_study, plan, read_csv, run_sweep, summarize
 
 SCENARIO = """\
 [run]
@@ -193,3 +193,12 @@ def test_every_study_file_in_scenarios_plans_every_run(path: Path) -> None:
     study = load_study(path)
     runs = plan(study)
     assert len(runs) == len(study.points()) * study.seeds and len({run.name for run in runs}) == len(runs)
+
+
+def test_identical_values_summarize_to_the_value_itself_not_a_rounded_mean_and_a_spurious_interval() -> None:
+    # fsum([0.1] * 3) / 3 is 0.10000000000000002 and the deviations from it are not 0: before, the summary
+    # read 0.1 as varying, with an interval [0.09999999999999998, 0.10000000000000006].
+    rows = [{"status": "complete", "seed": seed, "privacy.epsilon": 0.1, "test_rmse.final": 0.9 + seed} for seed in range(3)]
+    (line,) = summarize(rows, [])
+    assert (line["privacy.epsilon.mean"], line["privacy.epsilon.ci95_low"], line["privacy.epsilon.ci95_high"]) == (0.1, 0.1, 0.1)
+    assert line["test_rmse.final.ci95_low"] < 1.9 < line["test_rmse.final.ci95_high"]

@@ -1,8 +1,9 @@
 """Invariant monitors: the simulator's omniscient checks of ground truth, reported in result.json.
 
 A protocol registers a monitor per property it promises (e.g. "the masks cancelled") and calls
-``check`` every time the property can be verified. Violations are counted and the first few described,
-never raised: a run that breaks an invariant still finishes and says so in ``result.json``.
+``check`` every time the property can be verified. Violations are counted and the first few described
+(the detail then says how many more there were), never raised: a run that breaks an invariant still
+finishes and says so in ``result.json``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class InvariantMonitor:
 
     def report(self) -> dict[str, Any]:
         if self.violations:
-            detail = "; ".join(self._details)
+            unlisted = self.violations - len(self._details)
+            detail = "; ".join(self._details + ([f"{unlisted} more not listed"] if unlisted else []))
         else:
             detail = self.description
         return {"name": self.name, "checked": self.checked, "violations": self.violations, "detail": detail}

@@ -1006,12 +1006,12 @@ def _mean_interval(
 ) -> tuple[float | None, float | None, float | None]:
     if not values:
         return None, None, None
+    if len(values) >= 2 and min(values) == max(values):
+        return values[0], values[0], values[0]  # exactly: fsum(3 * [0.1]) / 3 is 0.10000000000000002
     mean = math.fsum(values) / len(values)
     if len(values) < 2:
         return mean, None, None
     spread = math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
-    if spread == 0:
-        return mean, mean, mean
     low, high = stats.t.interval(0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values)))
     return mean, max(float(low), support[0]), min(float(high), support[1])
 

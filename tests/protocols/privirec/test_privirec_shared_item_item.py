@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import fedrecsim
 from fedrecsim.protocols.privirec import local
@@ -18,6 +19,8 @@ def test_the_users_of_one_broadcast_hold_one_read_only_p_tilde_equal_to_the_serv
     users = list(result.outcome.state["users"].values())
     assert len({id(user.item_item) for user in users}) == 1
     assert not users[0].item_item.flags.writeable
+    with pytest.raises(ValueError):
+        users[0].item_item.flags.writeable = True  # or one user could change every other user's P~
     np.testing.assert_allclose(users[0].item_item, result.outcome.state["server"].item_item, rtol=1e-14, atol=0)
     assert result.metrics["max_score_gap"] <= 1e-6
 
@@ -26,6 +29,8 @@ def test_a_body_of_its_receivers_own_gets_its_own_read_only_copy() -> None:
     upper = np.arange(local.upper_length(3), dtype=np.float64)
     first, second = shared_item_item(upper, 3), shared_item_item(upper, 3)
     assert first is not second and not first.flags.writeable
+    with pytest.raises(ValueError):
+        first.flags.writeable = True
     np.testing.assert_array_equal(first, local.symmetric_from_upper(upper, 3))
     shared = upper.copy()
     shared.flags.writeable = False

@@ -51,13 +51,15 @@ def shared_item_item(upper: np.ndarray, n_items: int) -> np.ndarray:
     (`fedrecsim.network.wire`, Broadcasts); its dense form is a function of it alone, so the receivers
     of one body share one read-only dense m x m matrix too, instead of one per user (ML-1M: 5,949 x 105
     MiB). A writeable ``upper`` (a body of its receiver's own) gets a copy of its own, read-only as well.
-    The entry lives as long as the body does."""
+    The matrix is a view of immutable bytes, so no receiver can make it writeable again (an array that
+    owns its memory can be, whoever set it read-only). The entry lives as long as the body does."""
     key = id(upper)
     entry = _SHARED_ITEM_ITEM.get(key)
     if entry is not None and entry[0]() is upper:
         return entry[1]
-    dense = local.symmetric_from_upper(upper, n_items)
-    dense.flags.writeable = False
+    built = local.symmetric_from_upper(upper, n_items)
+    dense = np.frombuffer(built.tobytes(), dtype=built.dtype).reshape(built.shape)
+    del built
     if not upper.flags.writeable:
         _SHARED_ITEM_ITEM[key] = (weakref.ref(upper), dense)
         weakref.finalize(upper, _SHARED_ITEM_ITEM.pop, key, None)
