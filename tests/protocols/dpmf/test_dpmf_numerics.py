@@ -366,9 +366,9 @@ def test_s2_round_rows_count_the_served_and_their_bytes_from_the_transcript() ->
     assert [len(served) for served in result.outcome.state["contributors"]] == [raters] * 3
 
 
-def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claims() -> None:
-    """Churn, slow links against a 2 s round and one pre-sharing attempt per item: users go missing and some
-    items are skipped until their eta_j is whole."""
+def _s3_with_churn() -> dict:
+    """S3 with churn, slow links against a 2 s round and one pre-sharing attempt per item: users go missing
+    and some items are skipped until their eta_j is whole."""
     scenario = copy.deepcopy(_TINY)
     scenario["run"].update({"rounds": 4, "round_timeout_s": 2.0})
     scenario["network"] = {"latency": {"model": "lognormal", "median_s": 0.4, "sigma": 1.0}}
@@ -376,6 +376,12 @@ def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claim
     scenario["protocol"].update({
         "scenario": "S3", "max_users": 8, "k_presharing": 4, "sharers": "per_item", "presharing_attempts": 1, "frac_bits": 24,
     })
+    return scenario
+
+
+def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claims() -> None:
+    """`_s3_with_churn`: users go missing and some items are skipped until their eta_j is whole."""
+    scenario = _s3_with_churn()
     result = fedrecsim.run(scenario)
     rows = result.rounds
     for row in rows:
@@ -419,14 +425,7 @@ def test_the_summary_says_which_window_each_user_figure_counts_so_a_larger_large
     """The paper's population is counted over the whole round and the heaviest user only until the aggregate:
     with churn and pre-sharing a user of at most 20 items can exceed the heaviest, and the printed text must
     say why (a user read "largest 992 B" beside "heaviest served user 965 B" as a contradiction)."""
-    scenario = copy.deepcopy(_TINY)
-    scenario["run"].update({"rounds": 4, "round_timeout_s": 2.0})
-    scenario["network"] = {"latency": {"model": "lognormal", "median_s": 0.4, "sigma": 1.0}}
-    scenario["availability"] = {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6}
-    scenario["protocol"].update({
-        "scenario": "S3", "max_users": 8, "k_presharing": 4, "sharers": "per_item", "presharing_attempts": 1, "frac_bits": 24,
-    })
-    result = fedrecsim.run(scenario)
+    result = fedrecsim.run(_s3_with_churn())
     figures = [figure for figure in result.result["paper_figures"] if figure["unit"] == "B"][:2]
     # The case the wording is for: every user has at most 20 items, yet the largest exceeds the heaviest.
     assert result.outcome.state["user_factors"].shape[0] == 20 and all(figure["population_size"] for figure in figures)
