@@ -30,6 +30,7 @@ from fedrecsim.protocols.dpmf.central import refit_items
 from fedrecsim.protocols.dpmf.headroom import ITEM_NORM_BOUND, TAIL_PROBABILITY, Headroom, aggregate_headroom, check_ring, frac_bits_for
 from fedrecsim.protocols.dpmf.noise import PublicCoin, central_noise
 from fedrecsim.seeding import Stream, generator
+from fedrecsim.summary import summary_text
 
 # A KS test on a fixed seed rejects the true distribution at this level with probability 1e-3.
 KS_LEVEL = 1e-3
@@ -365,9 +366,9 @@ def test_s2_round_rows_count_the_served_and_their_bytes_from_the_transcript() ->
     assert [len(served) for served in result.outcome.state["contributors"]] == [raters] * 3
 
 
-def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claims() -> None:
-    """Churn, slow links against a 2 s round and one pre-sharing attempt per item: users go missing and some
-    items are skipped until their eta_j is whole."""
+def _s3_with_churn() -> dict:
+    """S3 with churn, slow links against a 2 s round and one pre-sharing attempt per item: users go missing
+    and some items are skipped until their eta_j is whole."""
     scenario = copy.deepcopy(_TINY)
     scenario["run"].update({"rounds": 4, "round_timeout_s": 2.0})
     scenario["network"] = {"latency": {"model": "lognormal", "median_s": 0.4, "sigma": 1.0}}
@@ -375,6 +376,12 @@ def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claim
     scenario["protocol"].update({
         "scenario": "S3", "max_users": 8, "k_presharing": 4, "sharers": "per_item", "presharing_attempts": 1, "frac_bits": 24,
     })
+    return scenario
+
+
+def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claims() -> None:
+    """`_s3_with_churn`: users go missing and some items are skipped until their eta_j is whole."""
+    scenario = _s3_with_churn()
     result = fedrecsim.run(scenario)
     rows = result.rounds
     for row in rows:
@@ -412,6 +419,26 @@ def test_s3_communication_figures_are_the_worst_iteration_beside_the_paper_claim
     ]
     # The worst iteration is neither the first nor the last: the figures take the maximum.
     assert rows[0]["tp_sent_b"] < figures[2]["measured_max"] > rows[-1]["tp_sent_b"]
+
+
+def test_the_summary_says_which_window_each_user_figure_counts_so_a_larger_largest_is_no_contradiction() -> None:
+    """The paper's population is counted over the whole round and the heaviest user only until the aggregate:
+    with churn and pre-sharing a user of at most 20 items can exceed the heaviest, and the printed text must
+    say why (a user read "largest 992 B" beside "heaviest served user 965 B" as a contradiction)."""
+    result = fedrecsim.run(_s3_with_churn())
+    figures = [figure for figure in result.result["paper_figures"] if figure["unit"] == "B"][:2]
+    # The case the wording is for: every user has at most 20 items, yet the largest exceeds the heaviest.
+    assert result.outcome.state["user_factors"].shape[0] == 20 and all(figure["population_size"] for figure in figures)
+    assert all(figure["measured_max"] > figure["heaviest"] for figure in figures)
+    lines = summary_text(result).splitlines()
+    for figure in figures:
+        at = lines.index(f"  {figure['quantity']}")
+        population, largest, heaviest = lines[at + 2], lines[at + 3], lines[at + 4]
+        assert "each counted over its whole round until the next round starts" in population
+        assert f"largest {figure['measured_max']:,.0f} B" in largest
+        assert heaviest.endswith(f": {figure['heaviest']:,.0f} B ({figure['heaviest'] / 1024:,.1f} KiB)")
+        assert "from its serving until the aggregate arrived" in heaviest
+        assert "the largest above counts the whole round" in heaviest and "so it can be larger" in heaviest
 
 
 def test_s3_rounds_with_nobody_online_serve_nobody_and_count_zero_bytes_for_users() -> None:

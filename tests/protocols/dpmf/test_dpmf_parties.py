@@ -601,3 +601,33 @@ def test_a_users_step_is_the_models_user_step_bit_for_bit(normalize: bool) -> No
             gradients = user._step(v_rows.copy())
             np.testing.assert_array_equal(gradients.view(np.uint64), expected_gradients.view(np.uint64))
             np.testing.assert_array_equal(user.u.view(np.uint64), project_unit_ball(expected_u).view(np.uint64))
+
+
+def test_a_user_waiting_for_its_next_iteration_holds_no_message_it_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a user answered an iteration, nothing of that iteration's item vectors stays alive while it waits
+    (at W3's shape 1,000 users a round each kept their last message until served again). Freed by reference
+    counting the moment the answer is sent, so the check is exact: every request answered in an earlier
+    iteration is gone when a later one is answered."""
+    import weakref
+
+    import fedrecsim
+
+    answered: list[tuple[int, weakref.ref]] = []
+    alive_later: list[int] = []
+    contribute = PrivateUser._contribute
+
+    def spying(self: PrivateUser, request: ItemVectors) -> None:
+        alive_later.extend(r for r, ref in answered if r < request.round and ref() is not None)
+        contribute(self, request)
+        answered.append((request.round, weakref.ref(request)))
+
+    monkeypatch.setattr(PrivateUser, "_contribute", spying)
+    fedrecsim.run({
+        "run": {"protocol": "dpmf", "name": "held", "seed": 3, "rounds": 4, "round_timeout_s": 10.0},
+        "data": {"source": "synthetic", "users": 20, "items": 30, "ratings": 300},
+        "network": {"latency": {"model": "constant", "seconds": 0.01}},
+        "availability": {"model": "always"},
+        "protocol": {"scenario": "S3", "d": 4, "epsilon": 0.8, "max_users": 6, "k_presharing": 3},
+    })
+    assert len({r for r, _ in answered}) == 4 and len(answered) == 24
+    assert alive_later == []

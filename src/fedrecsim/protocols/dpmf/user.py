@@ -105,18 +105,29 @@ class PrivateUser(User):
             self._set_up((await self.recv(NoiseSetup, deadline=self.horizon_s, sender=self.server)).body)
         kinds = (PresharingRequest, ItemVectors) if self.public.scenario == "S3" else (ItemVectors,)
         while True:
-            envelope = await self._recv_first(kinds)
-            if envelope.kind == PresharingRequest.KIND:  # type: ignore[attr-defined]
-                self._preshare(envelope.body)
-                continue
-            request: ItemVectors = envelope.body
-            if request.round <= self.last_round:
-                continue  # a round already answered: a copy the network duplicated, or overtaken by a newer one
-            if self.crashes_in(request.round):
+            if self._take(await self._recv_first(kinds)):
                 return
-            self.serving = request
-            await self.compute()
-            self._answer()
+            if self.serving is not None:
+                await self.compute()
+                self._answer()
+
+    def _take(self, envelope: Envelope) -> bool:
+        """Act on a message from the recommender: pre-share, or hold the iteration's item vectors in
+        ``serving`` (a round already answered is dropped); True if the user crashes in that iteration.
+
+        A method of its own so that nothing of the message outlives it in `resume`'s frame: a user waits
+        between iterations holding no message (at W3's shape, 1,000 served users a round would otherwise
+        each keep its last envelope and item vectors alive until it is served again)."""
+        body = envelope.body
+        if envelope.kind == PresharingRequest.KIND:  # type: ignore[attr-defined]
+            self._preshare(body)
+            return False
+        if body.round <= self.last_round:
+            return False  # a round already answered: a copy the network duplicated, or overtaken by a newer one
+        if self.crashes_in(body.round):
+            return True
+        self.serving = body
+        return False
 
     def _answer(self) -> None:
         """Contribute to the round ``serving`` (after the compute time), then request the next one."""
