@@ -5,7 +5,8 @@ user and iteration (``mask_transport = "seeded"``) -- as one study (`fedrecsim.s
 (default ``results/hua_comm_cost``; a re-run resumes), and prints, per iteration, the bytes the served
 users with at most 20 rated items (the paper's condition) downloaded and uploaded, largest and mean, and
 what the third party sent, as exact encoded message sizes from the ledger (the run's ``paper_figures``),
-beside the paper's claims (Sec. 5); the heaviest served user of any size beside them; and the ring the
+beside the paper's claims (Sec. 5); the heaviest served user of any size beside them (from its serving to
+the aggregate, where the paper's figures count the whole round); and the ring the
 values travel in (its width, its fractional bits and the range the run needs,
 `fedrecsim.protocols.dpmf.headroom`). With ``--seeds N`` a largest figure is the largest over the N runs
 of a transport and a mean the mean over them. The item counts are the data's (`data_sizes`: the most
@@ -85,7 +86,7 @@ def table(figures: dict[str, dict[str, float]]) -> str:
             _size(seeded["third_party"]),
         ),
         (
-            f"heaviest served user of any size (<= {explicit['max_items']:.0f} items): download / upload",
+            f"heaviest served user of any size (<= {explicit['max_items']:.0f} items), serving to aggregate: download / upload",
             "(not the paper's condition)",
             f"{_size(explicit['down_heaviest'])} / {_size(explicit['up_heaviest'])}",
             f"{_size(seeded['down_heaviest'])} / {_size(seeded['up_heaviest'])}",
