@@ -46,7 +46,7 @@ import struct
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -1003,6 +1003,12 @@ _BY_CLASS: dict[type, _Codec] = {}
 # Each kind's `_Codec.rebuild` by its head: heads are prefix-free (msgpack values are self-delimiting), so
 # the one a message starts with is the only one it can match, whichever prefix length is tried.
 _REBUILDERS: dict[bytes, Callable[..., Envelope]] = {}
+_READERS: dict[str, Callable[[bytes], Envelope]] = {}
+#: ``TRUSTED_READERS[kind](data)`` is ``decode_trusted(data)`` for bytes ``data`` (a ``bytes`` object, not
+#: a view) that `encode` made from a message of ``kind`` in this process: the kind's compiled reader
+#: itself, for a caller that knows the kind already (the network files it beside the bytes), without
+#: the function call and the look-up of the reader by the bytes' head that `decode_trusted` makes.
+TRUSTED_READERS: Mapping[str, Callable[[bytes], Envelope]] = types.MappingProxyType(_READERS)
 
 M = TypeVar("M")
 
@@ -1051,6 +1057,7 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         _BY_KIND[kind] = codec
         _BY_CLASS[cls] = codec
         _REBUILDERS[head] = codec.rebuild
+        _READERS[kind] = codec.rebuild
         cls.KIND = kind  # type: ignore[attr-defined]
         return cls
 
@@ -1352,6 +1359,7 @@ __all__ = [
     "Envelope",
     "SHARED_BODY_BYTES",
     "SharedBody",
+    "TRUSTED_READERS",
     "bytes_field_size",
     "decode",
     "decode_broadcast",
