@@ -32,7 +32,9 @@ Broadcasts. `encode_many` gives each destination its own bytes, except when the 
 and the fields) is `SHARED_BODY_BYTES` or more: then each destination's message is a `Broadcast`, its own
 envelope head and one `SharedBody` that every copy holds -- the same bytes, counted in full for each
 copy, but never copied per destination. The body is decoded once, on its first delivery, and every
-receiver gets that one body, whose arrays are read-only (so no receiver can change another's).
+receiver gets that one body, whose arrays are read-only (so no receiver can change another's). Its
+bytes are held after a few padding bytes that put its largest array at an aligned address, so that
+array is decoded as a view, not copied.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import struct
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -1001,6 +1003,12 @@ _BY_CLASS: dict[type, _Codec] = {}
 # Each kind's `_Codec.rebuild` by its head: heads are prefix-free (msgpack values are self-delimiting), so
 # the one a message starts with is the only one it can match, whichever prefix length is tried.
 _REBUILDERS: dict[bytes, Callable[..., Envelope]] = {}
+_READERS: dict[str, Callable[[bytes], Envelope]] = {}
+#: ``TRUSTED_READERS[kind](data)`` is ``decode_trusted(data)`` for bytes ``data`` (a ``bytes`` object, not
+#: a view) that `encode` made from a message of ``kind`` in this process: the kind's compiled reader
+#: itself, for a caller that knows the kind already (the network files it beside the bytes), without
+#: the function call and the look-up of the reader by the bytes' head that `decode_trusted` makes.
+TRUSTED_READERS: Mapping[str, Callable[[bytes], Envelope]] = types.MappingProxyType(_READERS)
 
 M = TypeVar("M")
 
@@ -1049,6 +1057,7 @@ def message(kind: str) -> Callable[[type[M]], type[M]]:
         _BY_KIND[kind] = codec
         _BY_CLASS[cls] = codec
         _REBUILDERS[head] = codec.rebuild
+        _READERS[kind] = codec.rebuild
         cls.KIND = kind  # type: ignore[attr-defined]
         return cls
 
@@ -1135,36 +1144,62 @@ def encode_many(
     """
     codec = _codec_of(body)
     head = codec.head + _party_bytes(src)
-    tail = _joined([_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)])
+    chunks = [_FLOAT.pack(0xCB, float(sent_at)), *_body_chunks(codec, body)]
     encoded: list[bytes | Broadcast]
-    if len(tail) >= SHARED_BODY_BYTES:
-        shared = SharedBody(codec, tail)
+    pad = _aligning_pad(chunks)
+    if pad is not None:
+        shared = SharedBody(codec, _joined([bytes(pad), *chunks]), pad)
         encoded = [Broadcast(head + _party_bytes(dst), shared) for dst in dsts]
     else:
+        tail = _joined(chunks)
         encoded = [b"".join((head, _party_bytes(dst), tail)) for dst in dsts]
     if encoded:
         _check_size(codec.kind, max(map(len, encoded)), max_bytes)
     return encoded
 
 
+def _aligning_pad(chunks: list[Any]) -> int | None:
+    """For a broadcast body's chunks (`encode_many`): None below `SHARED_BODY_BYTES`, else how many bytes
+    (0 to 7) to put before them so that the largest array's elements start at a multiple of 8 -- aligned
+    for every dtype here, in a bytes object (`_BYTES_ALIGNED`) -- and `SharedBody.decoded` reads it in place
+    instead of copying it."""
+    size = offset = largest = 0
+    for chunk in chunks:
+        if isinstance(chunk, _ndarray):
+            if chunk.nbytes > largest:
+                largest, offset = chunk.nbytes, size
+            size += chunk.nbytes
+        else:
+            size += len(chunk)
+    if size < SHARED_BODY_BYTES:
+        return None
+    return -offset & 7 if _BYTES_ALIGNED else 0
+
+
 class SharedBody:
     """The encoded body -- ``sent_at`` and the fields -- of one broadcast, held by every copy.
 
-    `decoded` decodes it once, on the first delivery, with every array read-only; `digest`, its XXH3-128,
-    stands for the bytes in the transcript hash (`fedrecsim.network.ledger`).
+    ``data`` is the body's bytes: ``buffer`` itself, or a read-only memoryview of it from ``start`` on,
+    where `encode_many` put ``start`` bytes before the body so that its largest array is aligned there
+    (`_aligning_pad`). `decoded` decodes it once, on the first delivery, every array a read-only view of
+    ``buffer`` or a copy; `digest`, the body's XXH3-128, stands for its bytes in the transcript hash
+    (`fedrecsim.network.ledger`).
     """
 
-    __slots__ = ("_codec", "data", "_decoded", "_digest")
+    __slots__ = ("_codec", "_buffer", "_start", "data", "_decoded", "_digest")
 
-    def __init__(self, codec: _Codec, data: bytes) -> None:
+    def __init__(self, codec: _Codec, buffer: bytes, start: int = 0) -> None:
         self._codec = codec
-        self.data = data
+        self._buffer = buffer
+        self._start = start
+        self.data: bytes | memoryview = memoryview(buffer)[start:] if start else buffer
         self._decoded: tuple[float, Any] | None = None
         self._digest: bytes | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled (a checkpoint's message in flight) as its kind and bytes; decoded again when delivered."""
-        return (_shared_body, (self._codec.kind, self.data))
+        """Pickled (a checkpoint's message in flight) as its kind, buffer and start; decoded again when
+        delivered."""
+        return (_shared_body, (self._codec.kind, self._buffer, self._start))
 
     def digest(self) -> bytes:
         if self._digest is None:
@@ -1174,13 +1209,13 @@ class SharedBody:
     def decoded(self) -> tuple[float, Any]:
         """``(sent_at, body)``, the same objects for every caller."""
         if self._decoded is None:
-            sent_at, start = _read(self.data, 0)
-            self._decoded = (sent_at, self._codec.rebuild_body(self.data, start))
+            sent_at, start = _read(self._buffer, self._start)
+            self._decoded = (sent_at, self._codec.rebuild_body(self._buffer, start))
         return self._decoded
 
 
-def _shared_body(kind: str, data: bytes) -> SharedBody:
-    return SharedBody(_BY_KIND[kind], data)
+def _shared_body(kind: str, buffer: bytes, start: int = 0) -> SharedBody:
+    return SharedBody(_BY_KIND[kind], buffer, start)
 
 
 class Broadcast:
@@ -1324,6 +1359,7 @@ __all__ = [
     "Envelope",
     "SHARED_BODY_BYTES",
     "SharedBody",
+    "TRUSTED_READERS",
     "bytes_field_size",
     "decode",
     "decode_broadcast",
