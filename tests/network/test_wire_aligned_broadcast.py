@@ -75,3 +75,25 @@ def test_a_body_below_the_threshold_is_plain_bytes_without_padding() -> None:
     body = Model(b"", np.zeros(2), np.arange(16, dtype=np.float64))
     copies = encode_many(SERVER, USERS, 0.5, body)
     assert copies == [encode(SERVER, dst, 0.5, body) for dst in USERS]
+
+
+def test_no_array_of_a_shared_body_can_be_made_writeable_whichever_arrays_are_misaligned() -> None:
+    """Only the largest array is placed aligned; another large one (an ext 32 value, read by `_read`) lands
+    misaligned at most offsets and is copied. That copy must be a view of immutable bytes: an owned array
+    set read-only could be made writeable by one receiver, changing every other receiver's view."""
+    fields = [("pad", bytes), ("second", wire.Array("float64", ndim=1)), ("weights", wire.Array("float64", ndim=1))]
+    Model = wire.message("test.aligned_broadcast_two_large")(dataclasses.make_dataclass("Model", fields, frozen=True))  # noqa: N806
+    second = np.arange(SHARED_BODY_BYTES // 8 + 3, dtype=np.float64)
+    weights = np.arange(SHARED_BODY_BYTES // 4, dtype=np.float64)
+    misaligned = 0
+    for count in range(8):
+        copies = encode_many(SERVER, USERS, 1.5, Model(b"x" * count, second, weights))
+        received = [decode_broadcast(Model.KIND, SERVER, dst, copy).body for dst, copy in zip(USERS, copies)]  # type: ignore[attr-defined, arg-type]
+        for name, sent in (("second", second), ("weights", weights)):
+            got = getattr(received[0], name)
+            np.testing.assert_array_equal(got, sent)
+            assert all(getattr(other, name) is got for other in received) and got.flags.aligned
+            with pytest.raises(ValueError):
+                got.setflags(write=True)
+            misaligned += not np.shares_memory(got, np.frombuffer(copies[0].shared.data, np.uint8))  # type: ignore[union-attr]
+    assert misaligned >= 4  # the copy path was taken

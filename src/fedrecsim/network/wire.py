@@ -305,16 +305,21 @@ def _read_list(data: Any, pos: int, length: int) -> tuple[list[Any], int]:
 
 def _array_in_place(data: Any, start: int, end: int, aligned: bool = True) -> np.ndarray:
     """The array whose ext payload is ``data[start:end]``: a read-only view of ``data`` where aligned or
-    where ``aligned`` is False, else one read-only aligned copy."""
+    where ``aligned`` is False, else a view of one aligned copy of its elements (`_BYTES_ALIGNED`).
+
+    Every array returned is a view of immutable bytes, never an array owning its memory: the receivers of
+    a broadcast share one decoded body (`SharedBody.decoded`), and an owned array set read-only can be
+    made writeable again by whoever holds it."""
     code, ndim = data[start], data[start + 1]
     shape = _SHAPE_STRUCTS[ndim].unpack_from(data, start + _HEADER.size)
     native = _NATIVE_LE[code]
     if native is None:
-        array = _copied_array(bytes(data[start:end]), code, ndim, shape)
-    else:
-        array = _ndarray(shape, native, data, start + _HEADER.size + 4 * ndim)
-        if aligned and not array.flags.aligned:
-            array = array.copy()
+        converted = _copied_array(bytes(data[start:end]), code, ndim, shape)
+        return _ndarray(shape, converted.dtype, converted.tobytes())
+    offset = start + _HEADER.size + 4 * ndim
+    array = _ndarray(shape, native, data, offset)
+    if aligned and not array.flags.aligned:
+        return _ndarray(shape, native, bytes(data[offset:end]))
     array.setflags(write=False)
     return array
 
