@@ -1,7 +1,8 @@
-"""The ledger's per-message path (issue 32): a small delivery is hashed joined to its prefix, a large one
-after it, a shared-body copy as its head and the body's digest, the structure row from cached per-party and
-per-kind parts -- and the two fingerprints are still the documented XXH3-128 of every delivery's row in
-delivery order, recomputed here from the definition, wherever the reads of the digests fall. The counters
+"""The ledger's per-message path (issue 32): a small delivery's rows are held as parts and hashed in
+batches, a large one after the rows held before it, a shared-body copy as its head and the body's digest,
+the structure row from cached per-link and per-kind parts -- and the two fingerprints are still the
+documented XXH3-128 of every delivery's row in delivery order, recomputed here from the definition,
+wherever the reads of the digests fall. The counters
 the inlined path keeps (per party, per round and role, the set-up's per party) are checked against counts
 made by hand."""
 
@@ -121,3 +122,18 @@ def test_the_inlined_counters_count_the_set_up_and_a_round_by_role_and_party() -
     assert ledger.setup_party(USERS[1]) == {"sent_bytes": 7, "recv_bytes": 0, "sent_msgs": 1, "recv_msgs": 0, "dropped_msgs": 0}
     assert ledger.setup_party(USERS[2]) == {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0, "recv_msgs": 0, "dropped_msgs": 0}
     assert ledger.party(SERVER) == {"sent_bytes": 10, "recv_bytes": 12, "sent_msgs": 1, "recv_msgs": 2, "dropped_msgs": 0}
+
+
+def test_each_fingerprint_read_on_its_own_covers_every_row_held_before_it() -> None:
+    """The rows are held and hashed in batches: reading one fingerprint alone must still see them all."""
+    deliveries = _deliveries()
+    content_only, structure_only = Ledger(), Ledger()
+    content, structure = xxhash.xxh3_128(), xxhash.xxh3_128()
+    for number, (time, src, dst, kind, data) in enumerate(deliveries):
+        content_only.record_delivered(time, src, dst, kind, data)
+        structure_only.record_delivered(time, src, dst, kind, data)
+        content.update(_content_row(time, data))
+        structure.update(_structure_row(time, src, dst, kind, len(data)))
+        if number % 7 == 0:
+            assert structure_only.structure_xxh3_128 == structure.hexdigest()
+            assert content_only.transcript_xxh3_128 == content.hexdigest()

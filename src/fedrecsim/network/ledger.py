@@ -38,6 +38,12 @@ copy with a shared body (`wire.Broadcast`) enters as its own envelope head and t
 digest, computed once for all its copies: hashing each copy's bytes again would cost a PriviRec run at
 Gowalla's size terabytes of hashing.
 
+The rows of both fingerprints are held as parts (`_held`, `_structure_held`) and fed to their hashers
+joined, at most `_HELD_PARTS` parts at a time, and always before anything reads or folds a hash: XXH3
+streams, so the digests are those of the rows fed one by one, and a message costs its parts rather than
+two hasher calls. A message larger than `_JOINED_MESSAGE_BYTES` goes to the hasher after its prefix,
+never copied into a join.
+
 A protocol that can resume from checkpoints (`fedrecsim.checkpoint`) folds the hash at the end of every
 round (`fold`): the hasher starts again from the digest so far, so the fingerprint is
 ``XXH3(digest_before || rows since)``, round by round. Folding is part of the definition -- it happens
@@ -79,12 +85,19 @@ HASH_NAME = "xxh3_128"
 _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 # A delivery's content row starts with ``struct.pack("<dQ", time, length)``; its row in the structure
 # fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src index, dst role code, dst index, length,
-# the kind's length)`` then the kind. `record_delivered` joins both from parts: the packed time and length,
+# the kind's length)`` then the kind. `record_delivered` holds both as parts: the packed time and length,
 # the link's `_link_row` (both parties), the kind's `_kind_row`.
 _TIME = struct.Struct("<d")
 _LENGTH = struct.Struct("<Q")
-#: `record_delivered` hashes a message of at most this many bytes joined to its prefix, in one call.
+#: `record_delivered` holds a message of at most this many bytes as a part of the joined rows; a larger
+#: one is hashed on its own, after the rows held before it.
 _JOINED_MESSAGE_BYTES = 4096
+#: How many parts of content rows the ledger holds before it hashes them: 128 messages, whose joined rows
+#: (~40 KB for W1's) stay in the cache between the join and the hash -- 1,000 at a time measured slower.
+_HELD_PARTS = 384
+#: What `Ledger.checkpoint_state` leaves out: the hashers (saved as the digest folded from) and the rows
+#: held for them (none right after a fold) with the last delivery time packed.
+_NOT_SAVED = frozenset(("_hash", "_structure", "_held", "_structure_held", "_held_time", "_held_at"))
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
@@ -166,6 +179,7 @@ class Ledger:
         self._folded_at = b""
         self._structure = xxhash.xxh3_128()
         self._structure_folded_at = b""
+        self._start_held()
         self.round = 0
         self.transcript: list[TranscriptRow] | None = [] if record_transcript else None
         self._start_round_roles()
@@ -185,8 +199,28 @@ class Ledger:
         self._online[round_index] = online
         self._round_roles = self._by_round.setdefault(round_index, {})
 
+    def _start_held(self) -> None:
+        """No rows held: the parts of content and structure rows not yet hashed, and the time of the last
+        delivery with its packed form (the deliveries of one instant share both)."""
+        self._held: list[bytes] = []
+        self._structure_held: list[bytes] = []
+        self._held_time: float | None = None
+        self._held_at = b""
+
+    def _hash_held(self) -> None:
+        """Feed the rows held so far to the two hashers (module docstring)."""
+        held = self._held
+        if held:
+            self._hash.update(b"".join(held))
+            held.clear()
+        held = self._structure_held
+        if held:
+            self._structure.update(b"".join(held))
+            held.clear()
+
     def fold(self) -> None:
         """Restart the transcript hash from its digest so far (a resumable protocol's round end)."""
+        self._hash_held()
         digest = self._hash.digest()
         self._hash = xxhash.xxh3_128(digest)
         self._folded_at = digest
@@ -199,9 +233,10 @@ class Ledger:
         Raises:
             RuntimeError: a message was delivered since the last fold, so the hash's state is not saveable.
         """
+        self._hash_held()
         if self._hash.digest() != xxhash.xxh3_128(self._folded_at).digest():
             raise RuntimeError("a ledger is saved only right after fold(): messages were hashed since")
-        return {name: value for name, value in vars(self).items() if name not in ("_hash", "_structure")}
+        return {name: value for name, value in vars(self).items() if name not in _NOT_SAVED}
 
     def restore_state(self, state: dict[str, Any]) -> None:
         """Become the ledger `checkpoint_state` saved (pickled whole: the current round's counters stay the
@@ -209,31 +244,35 @@ class Ledger:
         vars(self).update(state)
         self._hash = xxhash.xxh3_128(self._folded_at)
         self._structure = xxhash.xxh3_128(self._structure_folded_at)
+        self._start_held()
 
-    def record_sent(self, src: Party, kind: str, nbytes: int) -> None:
+    def record_sent(self, src: Party, kind: str, nbytes: int, count: int = 1) -> None:
+        """``src`` sent ``count`` messages of ``kind``, ``nbytes`` bytes in all, in the current round: one
+        message, or the copies of a broadcast (`Network.send_many`) counted at once -- the same counters as
+        one call per copy, since every counter a send touches is its sender's, its kind's or its round's."""
         # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round);
         # the round's totals are its roles' (`_round_totals`).
         counters = self._parties.get(src)
         if counters is None:
             counters = self._parties[src] = [0, 0, 0, 0, 0]
         counters[_SENT_BYTES] += nbytes
-        counters[_SENT_MSGS] += 1
+        counters[_SENT_MSGS] += count
         per_kind = self._kinds.get(kind)
         if per_kind is None:
             per_kind = self._kinds[kind] = [0, 0]
-        per_kind[0] += 1
+        per_kind[0] += count
         per_kind[1] += nbytes
         per_role = self._round_roles.get(src.role)
         if per_role is None:
             per_role = self._round_roles[src.role] = [0, 0, 0, 0, 0]
         per_role[_SENT_BYTES] += nbytes
-        per_role[_SENT_MSGS] += 1
+        per_role[_SENT_MSGS] += count
         if not self.round and self._setup_parties is not None:
             setup = self._setup_parties.get(src)
             if setup is None:
                 setup = self._setup_parties[src] = [0, 0, 0, 0, 0]
             setup[_SENT_BYTES] += nbytes
-            setup[_SENT_MSGS] += 1
+            setup[_SENT_MSGS] += count
 
     def record_delivered(
         self, time: float, src: Party, dst: Party, kind: str, data: bytes | Broadcast, padding: int = 0,
@@ -264,19 +303,27 @@ class Ledger:
             round_index = sent_round
             self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
         # The encoded envelope already names src, dst and kind; the content row's prefix adds time and
-        # length. A small message goes to the hasher joined to its prefix (one call; XXH3 streams, so the
-        # digest is the same), a large one after it rather than copied.
-        at, length = _TIME.pack(time), _LENGTH.pack(nbytes)
+        # length. Both rows are held as parts (module docstring); a large message is hashed after the rows
+        # held and its prefix rather than copied.
+        if time is not self._held_time:
+            self._held_time = time
+            self._held_at = _TIME.pack(time)
+        at = self._held_at
+        length = _LENGTH.pack(nbytes)
+        held = self._held
         if type(data) is Broadcast:
-            self._hash.update(b"".join((at, length, data.head, data.shared.digest())))
+            held += (at, length, data.head, data.shared.digest())
         elif len(data) <= _JOINED_MESSAGE_BYTES:
-            self._hash.update(b"".join((at, length, data)))
+            held += (at, length, data)
         else:
-            self._hash.update(at + length)
+            held += (at, length)
+            self._hash_held()
             self._hash.update(data)
-        self._structure.update(b"".join((
+        self._structure_held += (
             at, _LINK_ROWS.get((src, dst)) or _link_row(src, dst), length, _KIND_ROWS.get(kind) or _kind_row(kind),
-        )))
+        )
+        if len(held) > _HELD_PARTS:
+            self._hash_held()
         if self.transcript is not None:
             self.transcript.append(TranscriptRow(time, src, dst, kind, nbytes, "delivered", round_index))
 
@@ -401,7 +448,7 @@ class Ledger:
             "rejections": list(self.rejections),
             "duplicated": self.duplicated,
             "withheld": {party: dict(counts) for party, counts in self._withheld.items()},
-            "digest": self._hash.digest(),
+            "digest": self._hash_after_held().digest(),
             "structure_digest": self._structure.digest(),
         }
 
@@ -439,10 +486,15 @@ class Ledger:
 
     # ------------------------------------------------------------------ read-outs
 
+    def _hash_after_held(self) -> xxhash.xxh3_128:
+        """The transcript's hasher, every row held fed to it."""
+        self._hash_held()
+        return self._hash
+
     @property
     def transcript_xxh3_128(self) -> str:
         """The transcript hash so far, as 32 hex digits."""
-        return self._hash.hexdigest()
+        return self._hash_after_held().hexdigest()
 
     # ------------------------------------------------------------------ the structure fingerprint
 
@@ -454,6 +506,7 @@ class Ledger:
     @property
     def structure_xxh3_128(self) -> str:
         """The structure fingerprint so far, as 32 hex digits (module docstring)."""
+        self._hash_held()
         return self._structure.hexdigest()
 
     def party(self, party: Party) -> dict[str, int]:

@@ -488,7 +488,10 @@ class Network:
         """Send the same ``body`` to each of ``dsts`` (one message each); returns the total bytes.
 
         Equivalent to calling `send` for each destination in order -- the same bytes, the same ledger
-        entries, the same link draws -- but the body is validated and packed once (`wire.encode_many`).
+        counters, the same link draws -- but the body is validated and packed once (`wire.encode_many`)
+        and the copies are counted as sent in one `Ledger.record_sent`, once all are on their links (a
+        subclass that carries some copies its own way, overriding `_transmit` -- `TcpNetwork` -- counts
+        each copy there instead).
         """
         if (src not in self._attached or self._crash_rules) and not self._may_send(src, body):
             return 0
@@ -501,10 +504,16 @@ class Network:
         # Copies in a `Broadcast` share their decoding already (`wire.SharedBody`).
         self._sharing = _SharedDecoding() if len(encoded) > 1 and type(encoded[0]) is bytes else None
         try:
+            if type(self)._transmit is not Network._transmit:
+                for dst, data in zip(dsts, encoded):
+                    total += transmit(src, dst, kind, data, now)
+                return total
             for dst, data in zip(dsts, encoded):
-                total += transmit(src, dst, kind, data, now)
+                total += transmit(src, dst, kind, data, now, 0, False)
         finally:
             self._sharing = None
+        if encoded:
+            self.ledger.record_sent(src, kind, total, len(encoded))
         return total
 
     def _may_send(self, src: Party, body: Any) -> bool:
@@ -524,9 +533,13 @@ class Network:
                 return False
         return True
 
-    def _transmit(self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0) -> int:
-        """Count ``data`` as sent, put it on the link and file each delivery the link makes of it (the
-        original, and a duplicate) under its arrival time rounded up to the resolution, never at ``now``."""
+    def _transmit(
+        self, src: Party, dst: Party, kind: str, data: bytes | Broadcast, now: float, padding: int = 0,
+        count: bool = True,
+    ) -> int:
+        """Count ``data`` as sent (unless ``count`` is False: the caller counts it, `send_many`), put it
+        on the link and file each delivery the link makes of it (the original, and a duplicate) under its
+        arrival time rounded up to the resolution, never at ``now``. Returns the bytes it counts for."""
         forged = False
         if self._forging:
             forgery = self.faults.forge(src, kind, data)
@@ -534,7 +547,8 @@ class Network:
                 data, forged = forgery, True
         nbytes = len(data) + padding
         ledger = self.ledger
-        ledger.record_sent(src, kind, nbytes)
+        if count:
+            ledger.record_sent(src, kind, nbytes)
         links = self.links
         arrival = links.transit(src, dst, nbytes, now)
         if arrival is None:
