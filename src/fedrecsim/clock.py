@@ -28,7 +28,8 @@ import time
 from typing import Protocol
 
 import trio
-from trio._core._run import GLOBAL_RUN_CONTEXT
+
+from .trio_internals import GLOBAL_RUN_CONTEXT
 
 # What to answer when nothing has a deadline: trio caps any sleep at a day anyway.
 _NO_DEADLINE_SLEEP_S = 86_400.0

@@ -67,11 +67,10 @@ from typing import Any
 import outcome
 import trio
 import trio.testing
-from trio._core._run import GLOBAL_RUN_CONTEXT
-from trio._core._traps import WaitTaskRescheduled
 
 from ..clock import VirtualClock
 from ..errors import ProtocolViolation, WireError
+from ..trio_internals import GLOBAL_RUN_CONTEXT, WaitTaskRescheduled
 from .faults import Crash, PartyFaults
 from .ledger import DropReason, Ledger, RejectReason
 from .links import Links
