@@ -298,3 +298,23 @@ def test_a_seeds_only_sweep_draws_the_clipped_interval_as_it_is_and_the_baseline
     assert row[:2] == ["`hr@10`", "final value"] and row[4] == "2" and row[5].startswith("`hr@10_mf_np.final` ")
     ends = re.fullmatch(r"\[(.+), (.+)\]", row[3]).groups()
     assert [_number(end) for end in ends] == pytest.approx([low, high], rel=1e-5)
+
+
+def test_every_title_and_label_of_a_grid_report_fits_inside_its_figure(
+    dpmf_grid: Path, tmp_path: Path, drawn: dict[str, Any]
+) -> None:
+    """A one-panel figure against a parameter names its quantity in a title wider than the panel: the
+    title must wrap, not run off both edges (which cut "user.sent_bytes, whole run" to "t_bytes, whole run")."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    assert main(["report", str(dpmf_grid), "--out", str(tmp_path / "report"), "--metrics", "err_mean,user.sent_bytes"]) == 0
+    assert {"overview.png", "sweep_user_sent_bytes.png", "sweep_err_mean_round_mean.png"} <= set(drawn)
+    for name, figure in drawn.items():
+        canvas = FigureCanvasAgg(figure)
+        canvas.draw()
+        inked = figure.get_tightbbox(canvas.get_renderer())  # everything drawn, in inches
+        paper = figure.bbox_inches
+        assert inked.x0 >= paper.x0 - 0.01 and inked.x1 <= paper.x1 + 0.01, (name, inked, paper)
+        assert inked.y0 >= paper.y0 - 0.01 and inked.y1 <= paper.y1 + 0.01, (name, inked, paper)
+    title = " ".join(drawn["sweep_user_sent_bytes.png"].get_suptitle().split())
+    assert title.startswith("user.sent_bytes, whole run")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,6 +268,13 @@ def _with_unit(text: str, unit: str) -> str:
     return f"{text} ({unit})" if unit else text
 
 
+def _fitted(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken into lines at spaces so that each fits ``width_in`` inches at ``fontsize`` points (a
+    title wider than its figure would run off both edges and lose its first and last words)."""
+    characters = max(16, int(0.9 * width_in * 72 / (0.6 * fontsize)))
+    return textwrap.fill(text, characters, break_long_words=False, break_on_hyphens=False)
+
+
 def _integer_ticks(axis: Any) -> None:
     from matplotlib.ticker import MaxNLocator  # matplotlib is there: _figure_type checked it
 
@@ -402,7 +410,7 @@ def _run_overview(
         elif baseline_final is not None:
             axes.axhline(baseline_final / scale, linestyle="--", color=_BASELINE_COLOR, label=f"non-private baseline ({baseline})")
             parts.append(f"dashed: non-private baseline `{baseline}`, final value")
-        axes.set_title(name, fontsize=9, pad=12)
+        axes.set_title(_fitted(name, _PANEL[0], 9), fontsize=9, pad=12)
         axes.set_xlabel("round", fontsize=8)
         shown = "value in each round" if points else "final value (not reported per round)"
         axes.set_ylabel(_with_unit(shown, unit), fontsize=8)
@@ -415,7 +423,7 @@ def _run_overview(
         if len(parts) > 1:
             axes.legend(fontsize=6)
         described.append(f"`{name}` ({'; '.join(parts)}{'; ' + unit if unit else ''})")
-    figure.suptitle("Metrics of the run, round by round", fontsize=10)
+    figure.suptitle(_fitted("Metrics of the run, round by round", figure.get_figwidth(), 10), fontsize=10)
     return _save(figure, folder, "overview.png"), f"{len(chosen)} panels: " + ", ".join(described) + "."
 
 
@@ -553,7 +561,7 @@ def _epsilon(cumulative: Sequence[float], how: str, of: str, folder: Path, figur
     axes.set_xlabel("round (0: set-up)")
     _integer_ticks(axes.xaxis)
     axes.set_ylabel(of)
-    axes.set_title(f"Privacy: {how}", fontsize=10)
+    axes.set_title(_fitted(f"Privacy: {how}", _SIZE[0], 10), fontsize=10)
     axes.set_ylim(0, max(cumulative) * 1.1 or 1.0)
     return _save(figure, folder, "epsilon_per_round.png")
 
@@ -784,12 +792,13 @@ def _sweep_overview(sweep: _Sweep, chosen: Sequence[Quantity], folder: Path, fig
             if axes is panels[0]:
                 axes.legend(fontsize=6)
         baseline = sweep.baselines.get(quantity.column)
-        axes.set_title(quantity.label, fontsize=9, pad=12)
+        axes.set_title(_fitted(quantity.label, _PANEL[0], 9), fontsize=9, pad=12)
         axes.set_ylabel(_sweep_ylabel(quantity, unit), fontsize=8)
         axes.tick_params(labelsize=7)
         extra = f"; non-private baseline `{baseline}` beside it" if baseline else ""
         described.append(f"`{quantity.column}` ({quantity.statistic or 'privacy figure'}, {where}{extra}{'; ' + unit if unit else ''})")
-    figure.suptitle("Mean over seeds with its 95% confidence interval; n = complete runs", fontsize=10)
+    title = "Mean over seeds with its 95% confidence interval; n = complete runs"
+    figure.suptitle(_fitted(title, figure.get_figwidth(), 10), fontsize=10)
     return _save(figure, folder, "overview.png"), f"{len(chosen)} panels: " + ", ".join(described) + "."
 
 
@@ -880,7 +889,8 @@ def _against_parameters(sweep: _Sweep, quantity: Quantity, folder: Path, figure_
         _parameter_panel(axes, sweep, quantity, parameter, scale)
         axes.set_ylabel(_sweep_ylabel(quantity, unit), fontsize=8)
         axes.tick_params(labelsize=7)
-    figure.suptitle(f"{quantity.label}: mean over seeds, 95% confidence band", fontsize=10)
+    title = f"{quantity.label}: mean over seeds, 95% confidence band"
+    figure.suptitle(_fitted(title, figure.get_figwidth(), 10), fontsize=10)
     return _save(figure, folder, name)
 
 
