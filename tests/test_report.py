@@ -123,3 +123,16 @@ def test_a_cut_error_axis_keeps_the_bulk_readable() -> None:
     assert _interpolate([0.0, 1.0], [1.0, 2.0], 1.0) == 2.0
     assert _is_cdf({"quantiles": [0.0, 1.0], "values": [0.0, 1.0]})
     assert not _is_cdf({"quantiles": [0.0, 1.0], "values": [0.0, None]}) and not _is_cdf({"quantiles": [0.0], "values": [1.0]})
+
+
+def test_a_grid_whose_first_point_failed_shows_the_complete_points_values(tmp_path: Path) -> None:
+    """The constant-quantity table read its value from the first grid point only: when that point's runs
+    had all failed, every value in the report was blank although the other point had measured it."""
+    tables = copy.deepcopy(TINY_FCF)
+    tables["data"]["path"] = str(tmp_path / "no-such-u.data")
+    axis = Axis(("data.source",), (("movielens-100k",), ("synthetic",)))
+    run_sweep(Study(tables, (axis,), seeds=2), tmp_path / "sweep", workers=1)
+    markdown = write_report(tmp_path / "sweep", tmp_path / "report").joinpath("report.md").read_text()
+    assert "**2 runs failed**" in markdown
+    assert "| `participants` | final value | 40 | 0 to 2 |" in markdown
+    assert "| `user.sent_bytes` | whole run | " in markdown and "| `user.sent_bytes` | whole run |  |" not in markdown

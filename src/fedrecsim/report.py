@@ -681,7 +681,7 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
         image, described = _sweep_overview(sweep, chosen, folder, figure_type)
         lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
     else:
-        lines += ["Every quantity has the same value in every run: no figure is drawn.", ""]
+        lines += ["Every quantity has the same value in every complete run: no figure is drawn.", ""]
     if not parameters:
         tabled = chosen if requested is not None else sweep.quantities
         lines += ["## Summary", "", *_seeds_table(sweep, tabled, beside if requested is None else set()), ""]
@@ -755,11 +755,15 @@ def _grid_table(sweep: _Sweep, quantity: Quantity) -> list[str]:
 
 
 def _constant_table(sweep: _Sweep, quantities: Sequence[Quantity]) -> list[str]:
-    rows = ["| quantity | statistic (one run's) | value in every run | n per point |", "|---|---|---|---|"]
+    """The quantities that take one value: that value, from whichever grid points measured it (a point
+    whose runs all failed has none), and the range of n over the points."""
+    rows = ["| quantity | statistic (one run's) | value in every complete run | n per point |", "|---|---|---|---|"]
     for quantity in quantities:
-        counts = sorted({_statistic(line, quantity.column).n for line in sweep.summary})
+        statistics = [_statistic(line, quantity.column) for line in sweep.summary]
+        counts = sorted({statistic.n for statistic in statistics})
         shown = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-        value = _cell(_statistic(sweep.summary[0], quantity.column).mean)
+        measured = [statistic.mean for statistic in statistics if statistic.mean is not None]
+        value = _cell(measured[0]) if measured else "none (no run measured it)"
         rows.append(f"| `{quantity.metric}` | {quantity.statistic or 'privacy figure'} | {value} | {shown} |")
     return rows
 
