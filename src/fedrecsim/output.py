@@ -19,7 +19,9 @@ The one rule: fedrecsim never removes or overwrites anything it did not create.
   `prepare_output` removes the staging folders of the same target whose owner is dead -- same host, and
   the process gone or the machine rebooted since -- when they hold nothing but the marker and the files
   a run writes. A folder without the marker, of a live or unknown owner, or with anything else in it is
-  left alone.
+  left alone. A target whose staging folder's owner is alive -- another process of this host running
+  into it now -- is refused (`refuse_live_run`): a second run, or a ``--resume`` of its checkpoints, would
+  race it for the folder and for the checkpoints it removes when it completes.
 
 Folders and files are created with the user's umask, like any file they would create themselves.
 """
@@ -251,7 +253,9 @@ def prepare_output(path: str | Path, *, overwrite: bool = False, numbered: bool 
         numbered: accept an existing ``path`` by using the first free ``path-2``, ``path-3``, ... instead.
 
     Raises:
-        OutputError: the target exists (and may not be replaced), or its location is not writable.
+        OutputError: the target exists (and may not be replaced), another process of this host is running
+        into it now (not with ``numbered``: that run goes to the next free name), or its location is not
+        writable.
     """
     target = Path(os.path.abspath(path))
     if target.parent == target:
@@ -264,6 +268,8 @@ def prepare_output(path: str | Path, *, overwrite: bool = False, numbered: bool 
         problem = replaceable_problem(target)
         if problem is not None:
             raise OutputError(target, problem)
+    if not numbered:
+        refuse_live_run(target)
     created = _make_parents(target.parent)
     remove_dead_staging(target)
     try:
@@ -307,38 +313,59 @@ def _remove_marker(staging: Path) -> None:
         marker.unlink()
 
 
-def _owner_is_dead(staging: Path, pid: int) -> bool:
-    """Whether the run that made ``staging`` is certainly gone: its marker names this host, and this boot's
-    process ``pid`` no longer exists (or the machine has rebooted since)."""
+def _owner_state(staging: Path, pid: int) -> str:
+    """Whether the run that made ``staging`` is certainly gone ("dead": its marker names this host, and
+    this boot's process ``pid`` no longer exists, or the machine has rebooted since), certainly running in
+    another process of this host ("alive"), or neither for sure ("unknown": no readable marker, another
+    host, this very process)."""
     try:
         host, boot, owner = (staging / STAGING_MARKER).read_text(encoding="utf-8").split()
     except (OSError, ValueError, UnicodeDecodeError):
-        return False
+        return "unknown"
     if host != socket.gethostname() or owner != str(pid) or pid == os.getpid():
-        return False
+        return "unknown"
     if boot != _boot_id():
-        return boot != "-"
+        return "dead" if boot != "-" else "unknown"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return "dead"
     except OSError:  # it exists, owned by another user
-        return False
-    return False
+        return "alive"
+    return "alive"
+
+
+def _staging_folders(target: Path) -> list[tuple[Path, int]]:
+    """The staging folders beside ``target`` named as its own, with the process id in each name."""
+    try:
+        siblings = list(target.parent.iterdir())
+    except OSError:
+        return []
+    found = []
+    for candidate in siblings:
+        match = _STAGING_NAME.fullmatch(candidate.name)
+        if match is not None and match["name"] == target.name and not candidate.is_symlink() and candidate.is_dir():
+            found.append((candidate, int(match["pid"])))
+    return found
+
+
+def refuse_live_run(target: Path) -> None:
+    """Raise OutputError when another process of this host is running into ``target`` now (its staging
+    folder's owner is alive): a second run or a ``--resume`` would race it for the folder and for its
+    checkpoints, which the first removes when it completes."""
+    for staging, pid in _staging_folders(target):
+        if _owner_state(staging, pid) == "alive":
+            raise OutputError(
+                target, f"another fedrecsim run (process {pid}) is writing this result folder now (its staging folder "
+                f"{staging.name}); wait for it to finish or stop it, then run again"
+            )
 
 
 def remove_dead_staging(target: Path) -> list[Path]:
     """Remove the staging folders of ``target`` that a dead run left (module docstring); returns them."""
     removed = []
-    try:
-        siblings = list(target.parent.iterdir())
-    except OSError:
-        return removed
-    for candidate in siblings:
-        match = _STAGING_NAME.fullmatch(candidate.name)
-        if match is None or match["name"] != target.name or candidate.is_symlink() or not candidate.is_dir():
-            continue
-        if not _owner_is_dead(candidate, int(match["pid"])):
+    for candidate, pid in _staging_folders(target):
+        if _owner_state(candidate, pid) != "dead":
             continue
         entries = list(candidate.iterdir())
         ours = RESULT_FILES | {STAGING_MARKER}
@@ -353,5 +380,5 @@ def remove_dead_staging(target: Path) -> list[Path]:
 
 __all__ = [
     "RESULT_FILES", "RESULT_FORMAT", "STAGING_MARKER", "OutputTarget", "platform_record", "prepare_output",
-    "remove_dead_staging", "replaceable_problem",
+    "refuse_live_run", "remove_dead_staging", "replaceable_problem",
 ]
