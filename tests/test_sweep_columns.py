@@ -137,6 +137,13 @@ def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -
     (["--zip", "protocol.d=4,8", "--zip", "protocol.d=2,3"], "--zip protocol.d: is given twice"),
     (["--set", "protocol.d=4", "--grid", "protocol.d=4,8"], "--set protocol.d: is also swept"),
     (["--set", "run.seed=4", "--grid", "run.seed=1,2"], "--set run.seed: is also swept"),
+    # A value listed twice was one point run once (4 runs asked, 2 made); two spellings of one value were
+    # two points sharing one run folder ("4 runs, 2 ran"); NaN was a ValueError traceback from json.
+    (["--grid", "protocol.d=4,4", "--seeds", "2"], "protocol.d: 4 is listed twice"),
+    (["--grid", "run.seed=1,1"], "run.seed: 1 is listed twice"),
+    (["--zip", "protocol.d=4,4", "--zip", "protocol.gamma=0.5,0.5"], "protocol.d + protocol.gamma: (4, 0.5) is listed twice"),
+    (["--grid", "protocol.gamma=1,1.0"], "protocol.gamma: the values 1 and 1.0 are the same scenario"),
+    (["--grid", "protocol.d=4,nan"], "protocol.d: expected an integer, got nan"),
 ])
 def test_a_sweep_that_would_drop_a_value_is_refused_naming_the_key(tmp_path: Path, arguments: list[str], named: str) -> None:
     done = _sweep(tmp_path, FCF, *arguments, "--out", str(tmp_path / "out"))

@@ -136,11 +136,12 @@ class Study:
         return tuple(key for key in self.parameters if key != SEED_KEY)
 
     def points(self) -> list[tuple[Any, ...]]:
-        """The grid's points in order (values in `point_parameters` order), each once."""
+        """The grid's points in order (values in `point_parameters` order); `plan` refuses a point listed
+        twice."""
         return _product(axis for axis in self.axes if SEED_KEY not in axis.keys)
 
     def seed_list(self) -> list[int] | None:
-        """The seeds a grid over ``run.seed`` lists (each once, in order), or None without one.
+        """The seeds a grid over ``run.seed`` lists (in order), or None without one.
 
         Raises:
             ConfigError: ``run.seed`` zipped with other keys, or swept together with ``seeds`` > 1.
@@ -158,16 +159,9 @@ class Study:
 
 
 def _product(axes: Iterable[Axis]) -> list[tuple[Any, ...]]:
-    """The Cartesian product of the axes' values, flattened to one tuple per point, each point once."""
-    points: list[tuple[Any, ...]] = []
-    seen: set[str] = set()
-    for combination in itertools.product(*(axis.values for axis in axes)):
-        point = tuple(value for values in combination for value in values)
-        identity = _canonical(point)
-        if identity not in seen:
-            seen.add(identity)
-            points.append(point)
-    return points
+    """The Cartesian product of the axes' values, flattened to one tuple per point."""
+    return [tuple(value for values in combination for value in values)
+            for combination in itertools.product(*(axis.values for axis in axes))]
 
 
 @dataclass(frozen=True)
@@ -358,7 +352,9 @@ def plan(study: Study) -> list[PlannedRun]:
         if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
             raise ConfigError("run.seed", f"expected a whole number >= 0, got {base_seed!r}")
         seeds = [base_seed + offset for offset in range(study.seeds)]
-    planned = []
+    _refuse_repeated_values(study.axes)
+    planned: list[PlannedRun] = []
+    names: dict[str, PlannedRun] = {}
     for point in study.points():
         for seed in seeds:
             tables = copy.deepcopy(study.base)
@@ -366,8 +362,44 @@ def plan(study: Study) -> list[PlannedRun]:
                 _set(tables, key, copy.deepcopy(value))
             _set(tables, SEED_KEY, seed)
             resolved = parse_scenario(tables).to_table()
-            planned.append(PlannedRun(point, seed, resolved, run_name(resolved)))
+            run = PlannedRun(point, seed, resolved, run_name(resolved))
+            if run.name in names:
+                raise _same_run(study, names[run.name], run)
+            names[run.name] = run
+            planned.append(run)
     return planned
+
+
+def _listed(value: Any) -> str:
+    """A grid value as a user wrote it, NaN and all, for comparing the values of one axis."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _refuse_repeated_values(axes: Iterable[Axis]) -> None:
+    """A value listed twice on an axis would be one grid point, run once, where the user asked for two (a
+    typo like ``--grid protocol.d=4,4`` or ``--grid run.seed=1,1``): refused, naming the key.
+
+    Raises:
+        ConfigError: naming the axis' key (its keys, zipped) and the value.
+    """
+    for axis in axes:
+        seen: set[str] = set()
+        for values in axis.values:
+            identity = _listed(values)
+            if identity in seen:
+                shown = values[0] if len(values) == 1 else values
+                raise ConfigError(" + ".join(axis.keys), f"{shown!r} is listed twice; list each value once")
+            seen.add(identity)
+
+
+def _same_run(study: Study, first: PlannedRun, second: PlannedRun) -> ConfigError:
+    """Two grid points whose values differ as written but give the same scenario once read (``1`` and
+    ``1.0`` of a float key): one run would stand for two points. The error names the key that differs."""
+    differing = [
+        (key, a, b) for key, a, b in zip(study.point_parameters, first.point, second.point) if _listed(a) != _listed(b)
+    ]
+    key, a, b = differing[0] if differing else (study.point_parameters[0], first.point[0], second.point[0])
+    return ConfigError(key, f"the values {a!r} and {b!r} are the same scenario once read; list each value once")
 
 
 def _set(tables: dict[str, Any], key_path: str, value: Any) -> None:
