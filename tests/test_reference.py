@@ -166,3 +166,9 @@ def test_markdown_table_rows_keep_five_cells_when_a_meaning_holds_a_pipe():
 def test_markdown_names_the_generator_and_says_not_to_edit():
     first_lines = reference_markdown().splitlines()[:3]
     assert any(REGENERATE_COMMAND in line and "do not edit" in line for line in first_lines)
+
+
+def test_run_protocol_names_every_built_in_protocol():
+    """Its meaning listed four of the seven built-in protocols (no fedvae, privirec or secagg)."""
+    meaning = _row("run.protocol").meaning
+    assert all(re.search(rf"\b{name}\b", meaning) for name in built_in_protocols()), meaning

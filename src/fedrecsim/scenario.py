@@ -34,7 +34,7 @@ from .network.availability import (
 from .network.links import LinkSpec, Links, Partition, latency_from_table, link_ends
 from .network.party import Party, Role
 from .network.wire import registered_kinds
-from .protocols import protocol_spec
+from .protocols import built_in_protocols, protocol_spec
 
 _TABLES = ("run", "data", "network", "availability", "faults", "protocol")
 
@@ -42,8 +42,8 @@ _TABLES = ("run", "data", "network", "availability", "faults", "protocol")
 @dataclass(frozen=True)
 class RunConfig:
     protocol: str = param(
-        doc="a registered protocol (fedrecsim protocols lists them: fcf, dpmf, ldp_implicit, prototypes) "
-        'or "package.module:ATTRIBUTE" naming a ProtocolSpec'
+        doc=f"a registered protocol (built in: {', '.join(built_in_protocols())}; fedrecsim protocols lists them "
+        'and the installed ones) or "package.module:ATTRIBUTE" naming a ProtocolSpec'
     )
     name: str = param(
         "run", doc="a label for the run and its result folder: one file-name component (no / or \\, not . or ..)"
