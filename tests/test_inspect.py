@@ -497,3 +497,19 @@ def test_inspect_plans_under_the_scenarios_message_limit_not_the_default() -> No
     assert 120 * 121 // 2 * 8 < sizes["privirec.item_item"] <= 2**20
     with pytest.raises(WireError, match="exceeds the limit"):
         fedrecsim.run({**table, "network": {"latency": LATENCY, "max_message_mb": 0.05}})
+
+
+def test_each_kind_is_one_line_of_the_per_kind_table_with_the_plans_whole_count() -> None:
+    """dpmf plans ``core.join`` twice under churn and dropout (users joining; crashed users announcing
+    themselves again): the table listed two ``core.join user -> server`` lines with nothing between them."""
+    tables = {**DPMF_S3_CHURN, "availability": {**DPMF_S3_CHURN["availability"], "dropout": 0.1}}
+    inspection = inspect_scenario(parse_scenario(tables), calibration_rounds=0)
+    joins = [flow for flow in inspection.estimate.flows if flow.kind == "core.join"]
+    assert len(joins) == 2  # the plan's own two flows, which the table must add up
+    text = inspection_text(inspection)
+    lines = [line.split() for line in text.splitlines() if line.startswith("    core.join ")]
+    assert len(lines) == 1, lines
+    assert float(lines[0][4]) == pytest.approx(round(sum(flow.messages for flow in joins), 2))
+    table = text[text.index("  per kind (per round):"):text.index("set-up (round 0)")].splitlines()[1:]
+    routes = [tuple(line.split()[:4]) for line in table]
+    assert len(routes) == len(set(routes)), routes

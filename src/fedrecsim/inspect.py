@@ -414,7 +414,7 @@ def _estimate_lines(estimate: Estimate) -> list[str]:
     lines.append(_row("all", f"{per_round.total('sent_msgs'):,.1f}", _bytes(per_round.total("sent_bytes")), "", ""))
     if estimate.flows:
         lines.append("  per kind (per round):")
-        for flow in sorted(estimate.flows, key=lambda flow: -flow.bytes):
+        for flow in sorted(_per_kind(estimate.flows), key=lambda flow: -flow.bytes):
             if flow.messages > 0:
                 size = "exact" if flow.exact else "expected"
                 lines.append(
@@ -428,6 +428,20 @@ def _estimate_lines(estimate: Estimate) -> list[str]:
         lines.append(_row(role, *_counter_cells(counters)))
     lines.extend(f"  assumes: {text}" for text in estimate.assumptions)
     return lines
+
+
+def _per_kind(flows: Iterable[Flow]) -> list[Flow]:
+    """One flow per (kind, sender role, receiver role): a plan may count one kind in several flows (dpmf's
+    ``core.join``: users joining, and crashed users announcing themselves again), which the table would
+    otherwise list twice with nothing to tell them apart."""
+    merged: dict[tuple[str, Role, Role], Flow] = {}
+    for flow in flows:
+        key = (flow.kind, flow.src, flow.dst)
+        before = merged.get(key)
+        merged[key] = flow if before is None else Flow(
+            flow.kind, flow.src, flow.dst, before.messages + flow.messages, before.bytes + flow.bytes, before.exact and flow.exact
+        )
+    return list(merged.values())
 
 
 def _calibration_lines(inspection: Inspection) -> list[str]:
