@@ -513,3 +513,12 @@ def test_each_kind_is_one_line_of_the_per_kind_table_with_the_plans_whole_count(
     table = text[text.index("  per kind (per round):"):text.index("set-up (round 0)")].splitlines()[1:]
     routes = [tuple(line.split()[:4]) for line in table]
     assert len(routes) == len(set(routes)), routes
+
+
+def test_a_negative_calibration_is_refused_naming_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--calibrate -1`` (a typo) was taken as 0: no time estimate, and no word about it."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[run]\nprotocol = "fcf"\nrounds = 2\n[data]\nusers = 20\nitems = 30\nratings = 300\n')
+    assert main(["inspect", str(scenario), "--calibrate", "-1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("fedrecsim: error: --calibrate: expected a number of rounds >= 0") and captured.out == ""

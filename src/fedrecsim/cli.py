@@ -427,8 +427,10 @@ def _add_memory_limit(command: argparse.ArgumentParser) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from .inspect import inspect_scenario, inspection_text
 
+    if args.calibrate < 0:
+        raise ConfigError("--calibrate", f"expected a number of rounds >= 0 (0: no timing run), got {args.calibrate}")
     scenario = parse_scenario(apply_overrides(read_tables(args.scenario), args.overrides))
-    print(inspection_text(inspect_scenario(scenario, calibration_rounds=max(0, args.calibrate))))
+    print(inspection_text(inspect_scenario(scenario, calibration_rounds=args.calibrate)))
     return 0
 
 
