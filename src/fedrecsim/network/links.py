@@ -177,14 +177,9 @@ class LogNormal(Latency):
     def to_table(self) -> dict[str, object]:
         return {"model": self.model, "median_s": self.median_s, "sigma": self.sigma}
 
-    def _from_bits(self) -> Callable[[int], float]:
-        median, sigma, exp, sqrt, log, cos = self.median_s, self.sigma, math.exp, math.sqrt, math.log, math.cos
-        return lambda bits: median * exp(
-            sigma * sqrt(-2.0 * log(((bits & _LOW53) + 1) * _ULP)) * cos(_TWO_PI * ((bits >> 75) * _ULP))
-        )
-
 
 _TWO_PI = 2.0 * math.pi
+_exp, _sqrt, _log, _cos = math.exp, math.sqrt, math.log, math.cos
 
 
 @dataclass(frozen=True)
@@ -434,6 +429,11 @@ LATENCY_DRAW, LOSS_DRAW, REORDER_DRAW, DUPLICATE_DRAW, COPY_LATENCY_DRAW = 0, 1,
 _LINK_KEY = struct.Struct("<6Q")
 _COUNTER = struct.Struct("<2Q")
 _pack_counter = _COUNTER.pack
+_TABLED_COUNTERS = 2048
+#: ``_COUNTER.pack(n, purpose)`` for the first `_TABLED_COUNTERS` message numbers of the two draws every
+#: lossy link makes (a look-up costs a third of a pack); later messages pack their own.
+_LATENCY_COUNTERS = tuple(_pack_counter(message, LATENCY_DRAW) for message in range(_TABLED_COUNTERS))
+_LOSS_COUNTERS = tuple(_pack_counter(message, LOSS_DRAW) for message in range(_TABLED_COUNTERS))
 _hash128 = xxhash.xxh3_128_intdigest
 
 
@@ -457,11 +457,14 @@ class _Behaviour:
 
     ``faulty`` is true when the spec duplicates or reorders (the only per-message cost of those faults on
     links without them); a slow sender's delay is folded into the latency (``fixed_latency`` or
-    ``delay``).
+    ``delay``). A log-normal latency, the scenarios' usual model, is also kept as its two parameters
+    (``median_s``, ``sigma``; ``median_s`` is 0.0 for any other model) so that `Links.transit` draws it
+    without a call: the same operations in the same order as `LogNormal.sample`, then plus ``extra_s``.
     """
 
     __slots__ = (
-        "delay", "duplicate", "faulty", "fixed_latency", "loss", "reorder", "reorder_delay_s", "seconds_per_byte",
+        "delay", "duplicate", "extra_s", "faulty", "fixed_latency", "loss", "median_s", "reorder", "reorder_delay_s",
+        "seconds_per_byte", "sigma",
     )
 
     def __init__(self, spec: LinkSpec, extra_s: float) -> None:
@@ -471,6 +474,10 @@ class _Behaviour:
         self.reorder = spec.reorder
         self.reorder_delay_s = spec.reorder_delay_s
         self.faulty = bool(spec.duplicate or spec.reorder)
+        self.extra_s = extra_s
+        lognormal = type(spec.latency) is LogNormal
+        self.median_s = spec.latency.median_s if lognormal else 0.0
+        self.sigma = spec.latency.sigma if lognormal else 0.0
         if isinstance(spec.latency, Constant):
             self.fixed_latency: float = spec.latency.seconds + extra_s
             self.delay: Callable[[int], float] | None = None
@@ -591,13 +598,29 @@ class Links:
             sent = link.busy_until = start + nbytes * behaviour.seconds_per_byte
         if link.down and _is_down(link.down, now):
             return None
-        if behaviour.loss and (_hash128(link.key + _pack_counter(message, LOSS_DRAW)) >> 75) * _ULP < behaviour.loss:
-            return None
+        if behaviour.loss:
+            try:
+                counter = _LOSS_COUNTERS[message]
+            except IndexError:
+                counter = _pack_counter(message, LOSS_DRAW)
+            if (_hash128(link.key + counter) >> 75) * _ULP < behaviour.loss:
+                return None
         delay = behaviour.delay
         if delay is None:
             arrival = sent + behaviour.fixed_latency
         else:
-            arrival = sent + delay(_hash128(link.key + _pack_counter(message, LATENCY_DRAW)))
+            try:
+                counter = _LATENCY_COUNTERS[message]
+            except IndexError:
+                counter = _pack_counter(message, LATENCY_DRAW)
+            bits = _hash128(link.key + counter)
+            if behaviour.median_s:
+                arrival = sent + (behaviour.median_s * _exp(
+                    behaviour.sigma * _sqrt(-2.0 * _log(((bits & _LOW53) + 1) * _ULP))
+                    * _cos(_TWO_PI * ((bits >> 75) * _ULP))
+                ) + behaviour.extra_s)
+            else:
+                arrival = sent + delay(bits)
         if behaviour.faulty:
             arrival = self._faults(link.key, behaviour, message, sent, arrival)
         return arrival
