@@ -95,9 +95,10 @@ class Actor:
 
     @property
     def mailbox(self) -> Mailbox:
-        """This party's mailbox (it exists once the party has been attached)."""
+        """This party's mailbox (it exists once the party has been attached; after `Network.forget`, the
+        one its next `attach` made)."""
         mailbox = self._mailbox
-        if mailbox is None:
+        if mailbox is None or mailbox.forgotten:
             mailbox = self._mailbox = self.network.mailbox(self.party)
         return mailbox
 

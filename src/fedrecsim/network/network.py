@@ -4,7 +4,9 @@
 asks the link policy for the arrival time (latency + size / bandwidth, or loss) and files
 ``(src, dst, seq, ...)`` under its arrival time: one bucket per distinct arrival time, the times on a
 heap. A single task -- owned by ``async with network.open():`` -- sleeps until the earliest arrival and
-delivers every due message in one pass, decoding each exactly once into the destination's mailbox.
+delivers every due message in one pass, decoding each exactly once into the destination's mailbox (under
+`VirtualClock` the task stays parked and the clock's jump has the instant served in its own call,
+`Network.wake`: one pass of trio's loop per instant, not two).
 Arrival times are rounded *up* to the network's resolution so that messages due together are delivered
 together (one bucket, one heap entry), and never in the instant they were sent (a zero delay arrives one
 tick later). Ties break by sender, then receiver, then the message's sequence number -- a counter of
@@ -60,7 +62,7 @@ import heapq
 import math
 import types
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -122,7 +124,7 @@ class Mailbox:
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
+    __slots__ = ("party", "receives", "view", "forgotten", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
 
     def __init__(
         self, party: Party, timers: _Timers, record_view: bool = False, receives: frozenset[str] | None = None
@@ -131,6 +133,8 @@ class Mailbox:
         #: The kinds this party's role receives (`Network.expect`); None: any kind.
         self.receives = receives
         self.view: list[Envelope] | None = [] if record_view else None
+        #: The network let go of this mailbox (`Network.forget`): nothing is delivered to it any more.
+        self.forgotten = False
         # A queue per kind, made when first used (and kept: `queue`).
         self._by_kind: defaultdict[str, deque[Envelope]] = defaultdict(deque)
         self._waiter: trio.lowlevel.Task | None = None
@@ -149,7 +153,8 @@ class Mailbox:
 
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
-        its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good."""
+        its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good (until
+        the network forgets the mailbox: `Network.forget`)."""
         return self._by_kind[kind]
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
@@ -183,9 +188,11 @@ class Mailbox:
         """The deadline its task waits for a delivery until (None: no task waits on this mailbox now)."""
         return self._timer_at if self._waiter is not None else None
 
-    def wait(self, deadline: float) -> Awaitable[bool]:
+    @types.coroutine
+    def wait(self, deadline: float) -> Generator[WaitTaskRescheduled, Any, bool]:
         """``await mailbox.wait(deadline)``: park until the next delivery (True) or until the virtual
-        ``deadline`` passes (False)."""
+        ``deadline`` passes (False). `_park`'s body, inline: one generator per wait, not a call and a
+        generator."""
         if self._waiter is not None:
             raise ProtocolViolation(f"two tasks wait on the mailbox of {self.party}; only its own actor may")
         if not self._timers.running:
@@ -200,7 +207,10 @@ class Mailbox:
         if self._timer_at != deadline:
             self._timer_at = deadline
             self._timers.add(deadline, self)
-        return _park(self._trap)
+        woken = yield self._trap
+        if woken.__class__ is bool:
+            return woken
+        return woken.unwrap()
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
@@ -431,6 +441,32 @@ class Network:
         """Take ``party`` offline: messages to it are dropped until it attaches again."""
         self._attached.pop(party, None)
 
+    def forget(self, party: Party) -> None:
+        """Let go of the mailbox of ``party``, offline and with no task waiting on it (a user that left and
+        whose task ended), and of the messages delivered to it that no task took.
+
+        Nothing a party can see changes: messages to it are dropped while it is offline, and `attach`
+        empties the mailbox of a party coming back anyway -- a forgotten party attached again gets a new,
+        empty one (marked: the old one's ``forgotten``; `Actor.mailbox` then fetches the new one), and what
+        it declared it receives (`expect`) still holds. A party whose view is recorded keeps its mailbox,
+        emptied: its view is the record. Forgetting a party the network holds nothing for does nothing.
+
+        Raises:
+            ProtocolViolation: ``party`` is attached, or a task waits on its mailbox.
+        """
+        if party in self._attached:
+            raise ProtocolViolation(f"{party} is attached; detach it before forgetting it")
+        mailbox = self._mailboxes.get(party)
+        if mailbox is None:
+            return
+        if mailbox._waiter is not None:
+            raise ProtocolViolation(f"a task waits on the mailbox of {party}; end it before forgetting {party}")
+        mailbox.clear()
+        if mailbox.view is None:
+            del self._mailboxes[party]
+            mailbox.forgotten = True
+            mailbox._by_kind.clear()  # its queues too: nothing will be queued here again
+
     def is_attached(self, party: Party) -> bool:
         return party in self._attached
 
@@ -614,9 +650,11 @@ class Network:
         read = TRUSTED_READERS
         attached = self._attached
         forged = self._forged
+        buckets = self._buckets
+        reschedule = GLOBAL_RUN_CONTEXT.runner.reschedule
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
-            bucket = self._buckets.pop(arrival)
+            bucket = buckets.pop(arrival)
             # Delivered in (src, dst, seq) order -- seq is unique, so kind and bytes are never compared --
             # popped from the end of the reversed bucket: the bucket lets go of each message's bytes once
             # it is delivered (what the receiver keeps is its decoded message), so an instant that carries
@@ -659,7 +697,7 @@ class Network:
                 waiter = mailbox._waiter
                 if waiter is not None:
                     mailbox._waiter = None
-                    GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
+                    reschedule(waiter, True)
         self._timers.expire_due(now)
 
     def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
@@ -728,30 +766,40 @@ class Network:
             self._serve_due()
 
     async def _delay_line_woken_by(self, clock: VirtualClock) -> None:
-        """The delay line under `VirtualClock`: parked without a deadline, woken by the clock's jump.
+        """The delay line under `VirtualClock`: parked for the whole run, without a deadline; the clock
+        serves each instant through it (`wake`) when it jumps.
 
         A cancel scope per wake is most of what a wake costs in trio (a busy run wakes hundreds of times
-        per round); the clock instead asks `next_wake` whenever nothing can run and reschedules the line.
+        per round), and a task switch per instant most of the rest; the clock instead asks `next_wake`
+        whenever nothing can run and has the instant served (`wake`). The task wakes only to raise what
+        serving raised, or to be cancelled when the network closes.
         """
         clock.add_source(self)
-        trap = WaitTaskRescheduled(self._unpark)
         try:
-            while True:
-                self._serve_due()
-                self._parked = trio.lowlevel.current_task()
-                await _park(trap)
+            self._serve_due()
+            self._parked = trio.lowlevel.current_task()
+            await _park(WaitTaskRescheduled(self._unpark))
         finally:
             clock.remove_source(self)
 
     def next_wake(self) -> float:
-        """For `VirtualClock`: when (on its clock) the parked delay line must run next (inf while it is not parked)."""
+        """For `VirtualClock`: when (on its clock) the parked delay line must serve next (inf while it is not parked)."""
         return self.origin + self._next_due() if self._parked is not None else math.inf
 
     def wake(self) -> None:
-        """For `VirtualClock`: reschedule the parked delay line (time already stands at `next_wake`)."""
-        task, self._parked = self._parked, None
-        if task is not None:
-            _wake(task, True)
+        """For `VirtualClock`: serve the instant the clock jumped to (time already stands at `next_wake`),
+        here, in the clock's call, while the delay line stays parked: the receivers the deliveries wake
+        run in trio's next batch, one pass of its loop per instant instead of one to run the delay line
+        and one to run them. Should serving raise, the delay line is woken with the error, which it raises
+        where it is parked, as it would have raised serving the instant itself."""
+        task = self._parked
+        if task is None:
+            return
+        try:
+            self._serve_due()
+        except BaseException as error:
+            self._parked = None
+            trio.lowlevel.reschedule(task, _Error(error))
 
     def _unpark(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._parked = None
