@@ -164,7 +164,8 @@ def carry_seconds_per_message(served: int, rounds: int, items: int = 3) -> float
 
 
 def run(options: Options) -> Iterator[str]:
-    """``W3 dpmf_s3_netflix s_per_iter=... cpu_s_per_iter=... gc_s_per_iter=... carry_only_s_per_iter=... peak_rss_mb=...``."""
+    """``W3 dpmf_s3_netflix s_per_iter=... cpu_s_per_iter=... gc_s_per_iter=... carry_only_s_per_iter=...
+    peak_rss_mb=...``."""
     users = QUICK_USERS if options.quick else netflix_shape().n_users
     rounds = QUICK_ROUNDS if options.quick else STANDARD_ROUNDS
     result = run_isolated(__name__, "measure", users=users, rounds=rounds)
