@@ -493,6 +493,7 @@ async def test_a_retired_users_frames_are_freed_at_once_not_left_to_the_cyclic_c
     party = Party(Role.USER, 0)
     user = Holder(party, network, generator(5, Stream.ACTOR, 0, 0))
     population = Population(network, {party: user}, churn=AlwaysOnline(), seed=5, horizon_s=1e7)
+    enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
@@ -506,4 +507,5 @@ async def test_a_retired_users_frames_are_freed_at_once_not_left_to_the_cyclic_c
             assert user.ended == [("_Retired" if parked_in == "network" else "Cancelled", 1.0)]
             assert user.held() is None
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
