@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -467,3 +469,43 @@ async def test_a_joining_user_runs_in_a_task_a_retired_one_left_and_at_most_so_m
         await network.sleep_until(3.0)
         assert [user.taken for user in users] == [[2], [2], [2], []] and [user.runs for user in users] == [2, 2, 2, 1]
         assert len(children()) == 4 and len(children() - tasks) == 1  # one new task, two reused
+
+
+class _Held:
+    """An object a user's task holds in a local variable, to watch when that task's frames are freed."""
+
+
+class Holder(Recorder):
+    """A `Recorder` that keeps a `_Held` in its run's frame; ``held`` refers to it weakly."""
+
+    async def run(self) -> None:
+        held = _Held()
+        self.held = weakref.ref(held)
+        await super().run()
+
+
+@pytest.mark.parametrize("parked_in", ["network", "elsewhere"])
+async def test_a_retired_users_frames_are_freed_at_once_not_left_to_the_cyclic_collector(autojump_clock, parked_in) -> None:
+    """No reference cycle per leaver (issue 32): with the cyclic collector off, the frames of a retired
+    user's task -- and what they hold -- are gone as soon as its task stopped."""
+    network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger(), event_time=True)
+    network.attach(SERVER)
+    party = Party(Role.USER, 0)
+    user = Holder(party, network, generator(5, Stream.ACTOR, 0, 0))
+    population = Population(network, {party: user}, churn=AlwaysOnline(), seed=5, horizon_s=1e7)
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        async with network.open(), population.open():
+            if parked_in == "elsewhere":
+                network.send(SERVER, party, Request(99))
+            await network.sleep_until(1.0)
+            assert user.held() is not None
+            population._leave(party)
+            await network.sleep_until(2.0)
+            assert user.ended == [("_Retired" if parked_in == "network" else "Cancelled", 1.0)]
+            assert user.held() is None
+    finally:
+        if enabled:
+            gc.enable()
