@@ -169,6 +169,23 @@ class DataConfig:
     silos: int = param(10, ge=1, doc="cross-silo protocols: number of silos (uniform, dirichlet)")
     silo_alpha: float = param(1.0, gt=0, doc="cross-silo protocols: the Dirichlet concentration (smaller: more skewed sizes)")
 
+    def __post_init__(self) -> None:
+        """The synthetic generators' sizes checked together, so a scenario that cannot be drawn is refused when
+        it is read (a sweep's plan, ``fedrecsim inspect``), not after its result folder exists."""
+        if self.source != "synthetic":
+            return
+        cells = self.users * self.items
+        if self.ratings > cells:
+            raise ConfigError("data.ratings", f"{self.ratings} exceeds data.users * data.items = {cells}")
+        if self.min_per_user is not None and (
+            self.min_per_user > self.items or self.users * self.min_per_user > self.ratings
+        ):
+            raise ConfigError(
+                "data.min_per_user",
+                f"{self.min_per_user} per user needs {self.users * self.min_per_user} entries and at most "
+                f"{self.items} items, but there are {self.ratings} entries over {self.items} items",
+            )
+
 
 @dataclass(frozen=True)
 class PartitionTable:

@@ -94,12 +94,20 @@ def test_final_metrics_are_the_last_round_and_per_round_means_of_the_ledger() ->
         name: value for name, value in rounds[-1].items() if name != "round"
     }
     assert "round" not in final and final["rounds_aborted"] == 0
-    parties = result.result["ledger"]["parties"]
-    users = [parties[f"user:{index}"] for index in range(USERS)]
-    assert final["user_sent_bytes"] == pytest.approx(sum(c["sent_bytes"] for c in users) / USERS / 3)
-    assert final["user_recv_bytes"] == pytest.approx(sum(c["recv_bytes"] for c in users) / USERS / 3)
-    assert final["server_sent_bytes"] == pytest.approx(parties["server:0"]["sent_bytes"] / 3)
-    assert final["server_recv_bytes"] == pytest.approx(parties["server:0"]["recv_bytes"] / 3)
+    ledger = result.result["ledger"]
+    parties, setup = ledger["parties"], ledger["setup_parties"]
+    users = [f"user:{index}" for index in range(USERS)]
+    assert sum(setup[user]["sent_bytes"] for user in users) > 0  # the joins: round 0, left out of the means
+
+    def rounds_only(names: list[str], counter: str) -> int:
+        return sum(parties[name][counter] - setup.get(name, {}).get(counter, 0) for name in names)
+
+    assert final["user_sent_bytes"] == pytest.approx(rounds_only(users, "sent_bytes") / USERS / 3)
+    assert final["user_recv_bytes"] == pytest.approx(rounds_only(users, "recv_bytes") / USERS / 3)
+    assert final["server_sent_bytes"] == pytest.approx(rounds_only(["server:0"], "sent_bytes") / 3)
+    assert final["server_recv_bytes"] == pytest.approx(rounds_only(["server:0"], "recv_bytes") / 3)
+    by_round = ledger["rounds_by_role"][1:]
+    assert final["user_sent_bytes"] == pytest.approx(sum(row["roles"]["user"]["sent_bytes"] for row in by_round) / USERS / 3)
     assert final["user_sent_bytes"] * USERS == pytest.approx(final["server_recv_bytes"])
     privacy = result.result["privacy"]
     # The complete graph of the last session: 1 of its users corrupted (< t = 11) and 1 dropped (19 - 1 >= t):
@@ -130,8 +138,10 @@ def test_final_metrics_are_the_last_round_and_per_round_means_of_the_ledger() ->
 
 def test_one_round_divides_by_one_and_ideal_mode_says_what_it_is() -> None:
     result = fedrecsim.run(_scenario("run.rounds=1", 'protocol.mode="ideal"'))
-    final, parties = result.result["metrics"]["final"], result.result["ledger"]["parties"]
-    assert final["server_sent_bytes"] == parties["server:0"]["sent_bytes"]
+    final, [setup, first] = result.result["metrics"]["final"], result.result["ledger"]["rounds_by_role"]
+    assert setup["round"] == 0 and first["round"] == 1
+    assert final["server_sent_bytes"] == first["roles"]["server"]["sent_bytes"]
+    assert final["server_recv_bytes"] == first["roles"]["server"]["recv_bytes"]
     assert result.result["privacy"]["note"] == "ideal mode: bytes as in real mode, the sum computed by the ideal functionality"
 
 
@@ -153,8 +163,27 @@ def test_the_masks_cancel_monitor_catches_a_sum_that_is_off(monkeypatch: pytest.
 def test_a_lone_user_is_its_own_mean() -> None:
     result = fedrecsim.run(_scenario("data.users=1", "data.ratings=20", "availability.dropout=0.0", "run.rounds=2"))
     assert [(row["participants"], row["threshold"], row["degree"], row["wrong_words"]) for row in result.rounds] == [(1, 1, 0, 0)] * 2
-    final, user = result.result["metrics"]["final"], result.result["ledger"]["parties"]["user:0"]
-    assert (final["user_sent_bytes"], final["user_recv_bytes"]) == (user["sent_bytes"] / 2, user["recv_bytes"] / 2)
+    final, ledger = result.result["metrics"]["final"], result.result["ledger"]
+    user, setup = ledger["parties"]["user:0"], ledger["setup_parties"]["user:0"]
+    assert (final["user_sent_bytes"], final["user_recv_bytes"]) == (
+        (user["sent_bytes"] - setup["sent_bytes"]) / 2, (user["recv_bytes"] - setup["recv_bytes"]) / 2,
+    )
+
+
+def test_a_one_round_and_a_five_round_run_report_the_same_per_round_bytes() -> None:
+    """Without dropout every round carries the same messages, so a per-round mean may not depend on how many
+    rounds share the set-up's joins: both equal one round's bytes in the ledger's ``rounds_by_role``."""
+    finals, first_rounds = [], []
+    for rounds in (1, 5):
+        result = fedrecsim.run(_scenario(f"run.rounds={rounds}", "availability.dropout=0.0"))
+        finals.append({name: value for name, value in result.result["metrics"]["final"].items() if name.endswith("_bytes")})
+        first_rounds.append(result.result["ledger"]["rounds_by_role"][1]["roles"])
+    assert finals[0] == finals[1]
+    roles = first_rounds[0]
+    assert finals[0] == {
+        "user_sent_bytes": roles["user"]["sent_bytes"] / USERS, "user_recv_bytes": roles["user"]["recv_bytes"] / USERS,
+        "server_sent_bytes": roles["server"]["sent_bytes"], "server_recv_bytes": roles["server"]["recv_bytes"],
+    }
 
 
 def test_a_round_nobody_is_online_for_sums_nothing_exactly() -> None:
