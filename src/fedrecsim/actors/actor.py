@@ -95,10 +95,9 @@ class Actor:
 
     @property
     def mailbox(self) -> Mailbox:
-        """This party's mailbox (it exists once the party has been attached; after `Network.forget`, the
-        one its next `attach` made)."""
+        """This party's mailbox (it exists once the party has been attached)."""
         mailbox = self._mailbox
-        if mailbox is None or mailbox.forgotten:
+        if mailbox is None:
             mailbox = self._mailbox = self.network.mailbox(self.party)
         return mailbox
 

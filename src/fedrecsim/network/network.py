@@ -124,7 +124,7 @@ class Mailbox:
     delivery and a deadline due at the same instant resolve as a delivery.
     """
 
-    __slots__ = ("party", "receives", "view", "forgotten", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
+    __slots__ = ("party", "receives", "view", "_by_kind", "_waiter", "_timer_at", "_timers", "_trap")
 
     def __init__(
         self, party: Party, timers: _Timers, record_view: bool = False, receives: frozenset[str] | None = None
@@ -133,8 +133,6 @@ class Mailbox:
         #: The kinds this party's role receives (`Network.expect`); None: any kind.
         self.receives = receives
         self.view: list[Envelope] | None = [] if record_view else None
-        #: The network let go of this mailbox (`Network.forget`): nothing is delivered to it any more.
-        self.forgotten = False
         # A queue per kind, made when first used (and kept: `queue`).
         self._by_kind: defaultdict[str, deque[Envelope]] = defaultdict(deque)
         self._waiter: trio.lowlevel.Task | None = None
@@ -153,8 +151,7 @@ class Mailbox:
 
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
-        its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good (until
-        the network forgets the mailbox: `Network.forget`)."""
+        its receiver may pop from directly (`Actor.gather`) and which stays this kind's queue for good."""
         return self._by_kind[kind]
 
     def take(self, kind: str, sender: Party | None = None) -> Envelope | None:
@@ -440,32 +437,6 @@ class Network:
     def detach(self, party: Party) -> None:
         """Take ``party`` offline: messages to it are dropped until it attaches again."""
         self._attached.pop(party, None)
-
-    def forget(self, party: Party) -> None:
-        """Let go of the mailbox of ``party``, offline and with no task waiting on it (a user that left and
-        whose task ended), and of the messages delivered to it that no task took.
-
-        Nothing a party can see changes: messages to it are dropped while it is offline, and `attach`
-        empties the mailbox of a party coming back anyway -- a forgotten party attached again gets a new,
-        empty one (marked: the old one's ``forgotten``; `Actor.mailbox` then fetches the new one), and what
-        it declared it receives (`expect`) still holds. A party whose view is recorded keeps its mailbox,
-        emptied: its view is the record. Forgetting a party the network holds nothing for does nothing.
-
-        Raises:
-            ProtocolViolation: ``party`` is attached, or a task waits on its mailbox.
-        """
-        if party in self._attached:
-            raise ProtocolViolation(f"{party} is attached; detach it before forgetting it")
-        mailbox = self._mailboxes.get(party)
-        if mailbox is None:
-            return
-        if mailbox._waiter is not None:
-            raise ProtocolViolation(f"a task waits on the mailbox of {party}; end it before forgetting {party}")
-        mailbox.clear()
-        if mailbox.view is None:
-            del self._mailboxes[party]
-            mailbox.forgotten = True
-            mailbox._by_kind.clear()  # its queues too: nothing will be queued here again
 
     def is_attached(self, party: Party) -> bool:
         return party in self._attached
