@@ -486,8 +486,9 @@ class Holder(Recorder):
 
 @pytest.mark.parametrize("parked_in", ["network", "elsewhere"])
 async def test_a_retired_users_frames_are_freed_at_once_not_left_to_the_cyclic_collector(autojump_clock, parked_in) -> None:
-    """No reference cycle per leaver (issue 32): with the cyclic collector off, the frames of a retired
-    user's task -- and what they hold -- are gone as soon as its task stopped."""
+    """No reference cycle per leaver (issue 32): the network's waits drop the outcome whose error they raise,
+    so with the cyclic collector off the frames of a retired user's task -- and what they hold -- are gone as
+    soon as its task stopped."""
     network = Network(Links(5, LinkSpec(Constant(0.01))), Ledger(), event_time=True)
     network.attach(SERVER)
     party = Party(Role.USER, 0)

@@ -191,11 +191,8 @@ class Population:
                 with life.scope:
                     try:
                         await (user.resume() if life.resumed else user.run())  # type: ignore[attr-defined]
-                    except _Retired as retired:
-                        # The network's wait that raised it holds the outcome carrying it, and its traceback
-                        # holds that wait's frame: a reference cycle per retired user, left to the cyclic
-                        # collector. Dropping the traceback frees the frames it went through now.
-                        retired.__traceback__ = None
+                    except _Retired:
+                        pass
                 if self._lives.get(user.party) is life:
                     del self._lives[user.party]  # its life is over: nothing of it to retire or to resume
             life = await self._next_life()

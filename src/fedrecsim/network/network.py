@@ -104,7 +104,10 @@ def _park(trap: WaitTaskRescheduled) -> Generator[WaitTaskRescheduled, Any, Any]
     woken = yield trap
     if woken.__class__ is bool:
         return woken
-    return woken.unwrap()
+    try:
+        return woken.unwrap()
+    finally:
+        del woken  # the error's traceback holds this frame: without this, a cycle per interrupted wait
 
 
 def _wake(task: trio.lowlevel.Task, value: bool) -> None:
@@ -207,7 +210,10 @@ class Mailbox:
         woken = yield self._trap
         if woken.__class__ is bool:
             return woken
-        return woken.unwrap()
+        try:
+            return woken.unwrap()
+        finally:
+            del woken  # as in `_park`
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._waiter = None
