@@ -10,7 +10,9 @@ round).
 Wake sources: an object with ``next_wake()`` and ``wake()`` (the network's delay line) can wait without
 a trio deadline at all. When nothing can run, the clock compares the earliest trio deadline with every
 source's ``next_wake()``; if a source's comes first (or at the same instant), time jumps to it and the
-source is woken there -- a plain reschedule instead of a cancel scope expiring.
+source's ``wake()`` is called there, inside the clock's call and outside any task, instead of a cancel scope
+expiring. A source does its work there or makes a waiting task runnable (the network serves the instant's
+deliveries itself: the receivers they wake run in trio's next batch); it must not block.
 
 Invariants: time starts at ``start`` (0, or the instant a resumed run's checkpoint was taken:
 `fedrecsim.checkpoint`) and never goes backwards; it moves only when nothing can run, and then
@@ -40,7 +42,9 @@ class WakeSource(Protocol):
         """The virtual time at which this source must be woken (inf: not waiting)."""
 
     def wake(self) -> None:
-        """Make the source's waiting task runnable; called with the clock at `next_wake` (or later)."""
+        """Do what is due at `next_wake` or make a task runnable that does; called with the clock at `next_wake`
+        (or later), in the clock's call, outside any task: it must not block, and an error it cannot hand to
+        a task ends the run as a `trio.TrioInternalError`."""
 
 
 class VirtualClock(trio.abc.Clock):
