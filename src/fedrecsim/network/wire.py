@@ -875,8 +875,8 @@ def _compile_reader(
     47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
     shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope
     is filled and given its class as `_envelope` does it. ``data`` must be a bytes object: the arrays are
-    read-only because it is immutable, and an array whose offset in it is a multiple of its element size is aligned because
-    its buffer is (`_BYTES_ALIGNED`).
+    read-only because it is immutable, and an array whose offset in it is a multiple of its element size
+    is aligned because its buffer is (`_BYTES_ALIGNED`).
     """
     bindings = _Bindings()
     fields_lines = []
