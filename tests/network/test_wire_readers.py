@@ -70,3 +70,23 @@ def test_a_kind_registered_again_is_read_by_its_new_reader() -> None:
     Again = register([("name", str), ("values", wire.Array("int16", ndim=1))])  # noqa: N806
     data = encode(SERVER, USER, 3.0, Again("x", np.arange(5, dtype=np.int16)))
     _same(TRUSTED_READERS["test.readers_again"](data), decode_trusted(data))
+
+
+@pytest.mark.parametrize("body", [ItemRequest(ITEMS), Contribution(2, ITEMS, WORDS)], ids=["request", "contribution"])
+def test_a_read_envelope_is_a_frozen_envelope(body: Any) -> None:
+    """A reader fills the envelope as `wire._OpenEnvelope` and then gives it the class `Envelope`: what a
+    receiver gets is exactly an `Envelope` -- equal to one built by its constructor, hashed alike, pickled
+    and restored as one -- and no receiver can rebind its fields (a broadcast's receivers share its body)."""
+    import pickle
+
+    data = encode(SERVER, USER, 1.5, body)
+    for envelope in (TRUSTED_READERS[body.KIND](data), wire._envelope(body.KIND, SERVER, USER, 1.5, body)):
+        assert type(envelope) is wire.Envelope
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            envelope.body = None  # type: ignore[misc]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            envelope.src = USER  # type: ignore[misc]
+        plain = wire.Envelope(envelope.kind, envelope.src, envelope.dst, envelope.sent_at, envelope.body)
+        assert envelope == plain and hash((envelope.kind, envelope.src)) == hash((plain.kind, plain.src))
+        restored = pickle.loads(pickle.dumps(envelope))
+        assert type(restored) is wire.Envelope and restored.kind == envelope.kind and restored.src == SERVER

@@ -873,10 +873,10 @@ def _compile_reader(
     is then made as its ``__init__`` would make it: a plain frozen dataclass (`_is_plain`) gets its fields
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
     47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
-    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope's
-    slots are set directly (`_envelope`). ``data`` must be a bytes object: the arrays are read-only because
-    it is immutable, and an array whose offset in it is a multiple of its element size is aligned because
-    its buffer is (`_BYTES_ALIGNED`).
+    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope
+    is filled and given its class as `_envelope` does it. ``data`` must be a bytes object: the arrays are
+    read-only because it is immutable, and an array whose offset in it is a multiple of its element size
+    is aligned because its buffer is (`_BYTES_ALIGNED`).
     """
     bindings = _Bindings()
     fields_lines = []
@@ -915,12 +915,13 @@ def _compile_reader(
         "    else:",
         "        sent_at, p = _read(data, p)",
         *(f"    {line}" for line in fields_lines),
-        "    envelope = _new(Envelope)",
-        f"    _SET_KIND(envelope, {bindings.name(kind)})",
-        "    _SET_SRC(envelope, src)",
-        "    _SET_DST(envelope, dst)",
-        "    _SET_SENT_AT(envelope, sent_at)",
-        "    _SET_BODY(envelope, body)",
+        "    envelope = _new(_OpenEnvelope)",
+        f"    envelope.kind = {bindings.name(kind)}",
+        "    envelope.src = src",
+        "    envelope.dst = dst",
+        "    envelope.sent_at = sent_at",
+        "    envelope.body = body",
+        "    _SETATTR(envelope, '__class__', Envelope)",
         "    return envelope",
     ], bindings, kind)
     rebuild_body = _compiled(
@@ -1335,15 +1336,26 @@ def decode_broadcast(kind: str, src: Party, dst: Party, copy: Broadcast) -> Enve
 
 
 def _envelope(kind: str, src: Party, dst: Party, sent_at: float, body: Any) -> Envelope:
-    """``Envelope(kind, src, dst, sent_at, body)``, setting the slots directly: the frozen dataclass's
-    ``__init__`` goes through ``object.__setattr__`` per field, twice the cost, once per delivery."""
-    envelope = _new(Envelope)
-    _SET_KIND(envelope, kind)
-    _SET_SRC(envelope, src)
-    _SET_DST(envelope, dst)
-    _SET_SENT_AT(envelope, sent_at)
-    _SET_BODY(envelope, body)
+    """``Envelope(kind, src, dst, sent_at, body)``, made as an `_OpenEnvelope` whose class is then set to
+    `Envelope`: the frozen dataclass's ``__init__`` makes one ``object.__setattr__`` call per field, three
+    times the cost, once per delivery."""
+    envelope = _new(_OpenEnvelope)
+    envelope.kind = kind
+    envelope.src = src
+    envelope.dst = dst
+    envelope.sent_at = sent_at
+    envelope.body = body
+    _SETATTR(envelope, "__class__", Envelope)
     return envelope
+
+
+class _OpenEnvelope:
+    """`Envelope`'s slots, in its order, without its frozen ``__setattr__``: an envelope is filled as one of
+    these, by plain stores, and then given its class (`_envelope`) -- a change CPython allows between
+    classes of the same slots and base, and the instance is then exactly an `Envelope`. Nothing else ever
+    holds one of these."""
+
+    __slots__ = tuple(field.name for field in dataclasses.fields(Envelope))
 
 
 _new = object.__new__
@@ -1351,9 +1363,6 @@ _new = object.__new__
 # ``__init__`` makes one ``object.__setattr__`` call per field, and an ordinary dict, whose attributes
 # CPython reads faster than those stored one by one through ``__dict__`` into the class's shared-key dict.
 _SETATTR = object.__setattr__
-_SET_KIND, _SET_SRC, _SET_DST, _SET_SENT_AT, _SET_BODY = (
-    getattr(Envelope, name).__set__ for name in ("kind", "src", "dst", "sent_at", "body")
-)
 
 
 __all__ = [
