@@ -115,3 +115,25 @@ def test_a_checkpoint_taken_mid_round_keeps_the_rounds_counts_so_far() -> None:
         "server": dict(zip(COUNTER_NAMES, (0, 11, 0, 1, 0))), "user": dict(zip(COUNTER_NAMES, (16, 0, 2, 0, 0))),
     }}]
     assert restored.party(Party(Role.USER, 0)) == dict(zip(COUNTER_NAMES, (16, 0, 2, 0, 0)))
+
+
+def test_a_ledger_that_counted_before_it_is_restored_counts_into_the_restored_counters() -> None:
+    """The run that resumes has counted its own set-up before it restores: nothing it counts after the
+    restore may go to the counters it had before."""
+    user = Party(Role.USER, 0)
+    saved = Ledger()
+    saved.begin_round(1, 2)
+    saved.record_sent(user, "k", 11)
+    saved.fold()
+    resuming = Ledger()
+    resuming.record_sent(user, "k", 99)
+    resuming.begin_round(1, 2)
+    resuming.record_sent(user, "k", 99)
+    resuming.restore_state(saved.checkpoint_state())
+    resuming.record_sent(user, "k", 5)
+    resuming.record_delivered(0.2, user, SERVER, "k", bytes(5))
+    assert resuming.party(user) == dict(zip(COUNTER_NAMES, (16, 0, 2, 0, 0)))
+    assert resuming.party(SERVER) == dict(zip(COUNTER_NAMES, (0, 5, 0, 1, 0)))
+    assert resuming.rounds_by_role() == [{"round": 1, "roles": {
+        "server": dict(zip(COUNTER_NAMES, (0, 5, 0, 1, 0))), "user": dict(zip(COUNTER_NAMES, (16, 0, 2, 0, 0))),
+    }}]
