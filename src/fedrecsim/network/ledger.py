@@ -96,8 +96,13 @@ _JOINED_MESSAGE_BYTES = 4096
 #: (~40 KB for W1's) stay in the cache between the join and the hash -- 1,000 at a time measured slower.
 _HELD_PARTS = 384
 #: What `Ledger.checkpoint_state` leaves out: the hashers (saved as the digest folded from) and the rows
-#: held for them (none right after a fold) with the last delivery time packed.
-_NOT_SAVED = frozenset(("_hash", "_structure", "_held", "_structure_held", "_held_time", "_held_at"))
+#: held for them (none right after a fold) with the last delivery time packed, and the roles' pending
+#: counters (zero once folded) with the parties' slots to them (`Ledger._slot`: a restored ledger's
+#: counters are new lists, so the slots start again).
+_NOT_SAVED = frozenset(
+    ("_hash", "_structure", "_held", "_structure_held", "_held_time", "_held_at", "_pending", "_slots")
+)
+_ZEROS = (0, 0, 0, 0, 0)
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
@@ -197,7 +202,31 @@ class Ledger:
             self._setup_parties = {party: list(counters) for party, counters in self._parties.items()}
         self.round = round_index
         self._online[round_index] = online
+        self._fold_pending()
         self._round_roles = self._by_round.setdefault(round_index, {})
+
+    def _start_slots(self) -> None:
+        """Per role, its counters in the current round not yet added to the round's table, all zero; per
+        party, no slot yet (`_slot`)."""
+        self._pending: dict[Role, list[int]] = {}
+        self._slots: dict[Party, tuple[list[int], list[int]]] = {}
+
+    def _slot(self, party: Party) -> tuple[list[int], list[int]]:
+        """``party``'s counters and its role's pending ones (`_start_round_roles`), kept in `_slots`: what a
+        send or a delivery in the current round adds to, found with one look-up."""
+        pending = self._pending.get(party.role)
+        if pending is None:
+            pending = self._pending[party.role] = [0, 0, 0, 0, 0]
+        slot = self._slots[party] = (self._counters(party), pending)
+        return slot
+
+    def _fold_pending(self) -> None:
+        """Add each role's pending counters to the current round's table and zero them in place (the slots
+        hold them): before the round changes and before anything reads or saves the rounds' tables."""
+        for role, pending in self._pending.items():
+            if any(pending):
+                _add(self._round_roles.setdefault(role, [0, 0, 0, 0, 0]), pending)
+                pending[:] = _ZEROS
 
     def _start_held(self) -> None:
         """No rows held: the parts of content and structure rows not yet hashed, and the time of the last
@@ -234,6 +263,7 @@ class Ledger:
             RuntimeError: a message was delivered since the last fold, so the hash's state is not saveable.
         """
         self._hash_held()
+        self._fold_pending()
         if self._hash.digest() != xxhash.xxh3_128(self._folded_at).digest():
             raise RuntimeError("a ledger is saved only right after fold(): messages were hashed since")
         return {name: value for name, value in vars(self).items() if name not in _NOT_SAVED}
@@ -245,28 +275,24 @@ class Ledger:
         self._hash = xxhash.xxh3_128(self._folded_at)
         self._structure = xxhash.xxh3_128(self._structure_folded_at)
         self._start_held()
+        self._start_slots()
 
     def record_sent(self, src: Party, kind: str, nbytes: int, count: int = 1) -> None:
         """``src`` sent ``count`` messages of ``kind``, ``nbytes`` bytes in all, in the current round: one
         message, or the copies of a broadcast (`Network.send_many`) counted at once -- the same counters as
         one call per copy, since every counter a send touches is its sender's, its kind's or its round's."""
-        # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round);
-        # the round's totals are its roles' (`_round_totals`).
-        counters = self._parties.get(src)
-        if counters is None:
-            counters = self._parties[src] = [0, 0, 0, 0, 0]
+        # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round:
+        # its role's pending counters, `_slot`); the round's totals are its roles' (`_round_totals`).
+        counters, per_role = self._slots.get(src) or self._slot(src)
         counters[_SENT_BYTES] += nbytes
         counters[_SENT_MSGS] += count
+        per_role[_SENT_BYTES] += nbytes
+        per_role[_SENT_MSGS] += count
         per_kind = self._kinds.get(kind)
         if per_kind is None:
             per_kind = self._kinds[kind] = [0, 0]
         per_kind[0] += count
         per_kind[1] += nbytes
-        per_role = self._round_roles.get(src.role)
-        if per_role is None:
-            per_role = self._round_roles[src.role] = [0, 0, 0, 0, 0]
-        per_role[_SENT_BYTES] += nbytes
-        per_role[_SENT_MSGS] += count
         if not self.round and self._setup_parties is not None:
             setup = self._setup_parties.get(src)
             if setup is None:
@@ -281,16 +307,11 @@ class Ledger:
         """``data`` delivered at ``time``; it counts ``padding`` bytes more than it holds (`Network.send`).
         ``sent_round``: the round it was sent in (default: the current round)."""
         nbytes = len(data) + padding
-        counters = self._parties.get(dst)
-        if counters is None:
-            counters = self._parties[dst] = [0, 0, 0, 0, 0]
-        counters[_RECV_BYTES] += nbytes
-        counters[_RECV_MSGS] += 1
         round_index = self.round
         if sent_round is None or sent_round == round_index:
-            per_role = self._round_roles.get(dst.role)
-            if per_role is None:
-                per_role = self._round_roles[dst.role] = [0, 0, 0, 0, 0]
+            counters, per_role = self._slots.get(dst) or self._slot(dst)
+            counters[_RECV_BYTES] += nbytes
+            counters[_RECV_MSGS] += 1
             per_role[_RECV_BYTES] += nbytes
             per_role[_RECV_MSGS] += 1
             if not round_index and self._setup_parties is not None:
@@ -300,6 +321,9 @@ class Ledger:
                 setup[_RECV_BYTES] += nbytes
                 setup[_RECV_MSGS] += 1
         else:
+            counters = self._counters(dst)
+            counters[_RECV_BYTES] += nbytes
+            counters[_RECV_MSGS] += 1
             round_index = sent_round
             self._count_in_round(round_index, dst, _RECV_BYTES, nbytes, _RECV_MSGS)
         # The encoded envelope already names src, dst and kind; the content row's prefix adds time and
@@ -366,12 +390,17 @@ class Ledger:
     def _start_round_roles(self) -> None:
         """The per-round, per-role counters (module docstring, "Rounds") and each party's set-up counters.
 
+        A send or a delivery in the current round adds to its role's *pending* counters (`_slot`), which
+        `_fold_pending` adds to the round's table before the round changes and before any read or save of
+        the tables: the same sums, with one look-up per message for the party and its role.
+
         Until the first round other than 0 begins, every message counted is a set-up message, so each
         party's set-up counters are its counters: ``_setup_parties`` is None and nothing counts them twice.
         `begin_round` copies them then; from there on the set-up's late receipts and drops count apart.
         """
         self._by_round: dict[int, dict[Role, list[int]]] = {0: {}}
         self._round_roles = self._by_round[0]
+        self._start_slots()
         self._setup_parties: dict[Party, list[int]] | None = None
         self.rounds_attributed = True
 
@@ -398,6 +427,7 @@ class Ledger:
         sent by one party of one role, in the round current then), or a combined ledger's sums."""
         if not self.rounds_attributed:
             return self._rounds
+        self._fold_pending()
         return {
             index: [sum(counters[_SENT_BYTES] for counters in roles.values()),
                     sum(counters[_SENT_MSGS] for counters in roles.values())]
@@ -409,6 +439,7 @@ class Ledger:
         round 0 (the set-up) first; empty when the rounds are not attributed (`rounds_attributed`)."""
         if not self.rounds_attributed:
             return []
+        self._fold_pending()
         begun = set(self._online)
         return [
             {
