@@ -112,7 +112,9 @@ def study(grid: Grid, seeds: int, overrides: list[str], out: Path, workers: int 
     over_n_cells = [(n, grid.items_at) for n in grid.users]
     over_items_cells = [(grid.users_at, m) for m in grid.items]
     for method in TABLE_1:
-        found = measure(method, over_n_cells + over_items_cells, seeds, overrides, out, workers, dask)
+        # The two lines cross at (users_at, items_at): that cell is measured once (a study refuses a point twice).
+        cells = list(dict.fromkeys(over_n_cells + over_items_cells))
+        found = measure(method, cells, seeds, overrides, out, workers, dask)
         over_n = [found[cell] for cell in over_n_cells]
         over_items = [found[cell] for cell in over_items_cells]
         results[method] = {
