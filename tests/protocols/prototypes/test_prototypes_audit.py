@@ -41,7 +41,7 @@ def test_the_claim_is_eps_per_silo_for_one_users_row() -> None:
 
 
 def test_the_servers_score_is_the_largest_projection_of_the_targets_silo_onto_the_clipped_row() -> None:
-    scenario = load_scenario(SCENARIO, ["protocol.support=2", "protocol.value_bound=4", "data.users=2", "data.silos=2"])
+    scenario = load_scenario(SCENARIO, ["protocol.support=2", "protocol.value_bound=4", "data.users=2", "data.ratings=100", "data.silos=2"])
     silo = int(silo_assignment(scenario.data, Ratings(np.zeros(0, int), np.zeros(0, int), np.zeros(0), 2, 4, (0.0, 10.0)),
                                scenario.run.seed)[0])
     known = Ratings(np.array([1]), np.array([0]), np.array([1.0]), 2, 4, (0.0, 10.0))
