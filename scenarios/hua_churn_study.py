@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, half_width, run_script
+from fedrecsim.study import ScriptParser, Study, interval_text, run_script
 
 STUDY = Path(__file__).resolve().parent / "hua_churn_study.toml"
 FIXED = 0.01
@@ -38,21 +38,16 @@ def render(summary: list[dict[str, Any]], seeds: int) -> str:
     rows = [("p_join", line) for line in summary if line["availability.p_leave"] == FIXED]
     rows += [("p_leave", line) for line in summary if line["availability.p_join"] == FIXED]
     rows.sort(key=lambda pair: (pair[0] == "p_leave", pair[1][f"availability.{pair[0]}"]))
-    header = ["varied", "p_join", "p_leave", f"err_increase (mean of {seeds})", "95% CI +-", "vs noiseless"]
+    header = ["varied", "p_join", "p_leave", f"err_increase (mean of {seeds})", "95% CI", "vs noiseless"]
     table = [header] + [
         [varied, f"{line['availability.p_join']:g}", f"{line['availability.p_leave']:g}",
-         f"{line['err_increase.final.mean']:.4f}", _half(line, "err_increase.final"), f"{line['noise_err_increase.final.mean']:.4f}"]
+         f"{line['err_increase.final.mean']:.4f}", interval_text(line, "err_increase.final", 4), f"{line['noise_err_increase.final.mean']:.4f}"]
         for varied, line in rows
     ]
     widths = [max(len(line[column]) for line in table) for column in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in table]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
-
-
-def _half(line: dict[str, Any], column: str) -> str:
-    width = half_width(line, column)
-    return "-" if width is None else f"{width:.4f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,7 +57,8 @@ def sweep(
     return table
 
 
-def render(table: dict[str, dict[float, tuple[float, float, float]]]) -> str:
+def render(table: dict[str, dict[float, tuple[float, float, float]]], seeds: int) -> str:
+    """The table `sweep` measured, under a line saying that each figure is a mean over ``seeds`` seeds."""
     names = list(table)
     epsilons = list(next(iter(table.values())))
     header = [
@@ -74,7 +75,8 @@ def render(table: dict[str, dict[float, tuple[float, float, float]]]) -> str:
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    over = f"the mean over {seeds} seeds (the same seeds at every eps)" if seeds > 1 else "one seed's value (--seeds N: the mean over N)"
+    return "\n".join([f"each figure: {over}", *lines])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                           out_help="the folder of the three sweep folders S1, S2, S3")
     parser.add_size("sizes", full=FULL, quick=QUICK)
     args = parser.parse_args(argv)
-    print(render(sweep(EPSILONS, args.seeds, args.set, args.sizes, args.out, args.workers, args.dask)))
+    print(render(sweep(EPSILONS, args.seeds, args.set, args.sizes, args.out, args.workers, args.dask), args.seeds))
     return 0
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fedrecsim.study import ScriptParser, Study, half_width, run_script
+from fedrecsim.study import ScriptParser, Study, interval_text, run_script
 
 STUDY = Path(__file__).resolve().parent / "ribero_epsilon_k.toml"
 QUICK = ["data.users=120", "data.items=60", "data.ratings=2400", "protocol.nmf_iterations=60"]
@@ -39,9 +39,9 @@ def render(summary: list[dict[str, Any]], seeds: int) -> str:
     blocks = []
     for k in sorted({line["protocol.k"] for line in summary}):
         lines = sorted((line for line in summary if line["protocol.k"] == k), key=lambda line: line["protocol.epsilon"])
-        table = [["epsilon", f"mean_rank (mean of {seeds})", "95% CI +-", "test_rmse"]]
+        table = [["epsilon", f"mean_rank (mean of {seeds})", "95% CI", "test_rmse"]]
         table += [[f"{line['protocol.epsilon']:g}", f"{line['mean_rank.final.mean']:.3f}",
-                   _half(line, "mean_rank.final"), f"{line['test_rmse.final.mean']:.3f}"] for line in lines]
+                   interval_text(line, "mean_rank.final"), f"{line['test_rmse.final.mean']:.3f}"] for line in lines]
         for name in BASELINES:
             rank = sum(line[f"mean_rank_{name}.final.mean"] for line in lines) / len(lines)
             rmse = sum(line[f"test_rmse_{name}.final.mean"] for line in lines) / len(lines)
@@ -52,11 +52,6 @@ def render(summary: list[dict[str, Any]], seeds: int) -> str:
         rows.insert(2 + len(lines), "  ".join("-" * width for width in widths))
         blocks.append(f"k = {k}\n" + "\n".join(rows))
     return "\n\n".join(blocks)
-
-
-def _half(line: dict[str, Any], column: str) -> str:
-    width = half_width(line, column)
-    return "-" if width is None else f"{width:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:

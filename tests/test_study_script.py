@@ -408,3 +408,29 @@ def test_a_closed_standard_output_ends_a_script_quietly_with_141(tmp_path: Path)
     err = child.stderr.read()
     assert child.wait(timeout=100) == 141, err
     assert err == ""
+
+
+def _summary_line(mean: float, low: float, high: float, **grid: float) -> dict[str, float]:
+    """A summary.csv row of ribero_epsilon_k's study: its mean_rank interval and the columns its table reads."""
+    baselines = {f"{metric}_{name}.final.mean": 0.5 for metric in ("mean_rank", "test_rmse") for name in _load(SCENARIOS / "ribero_epsilon_k.py").BASELINES}
+    return {**grid, "mean_rank.final.mean": mean, "mean_rank.final.ci95_low": low, "mean_rank.final.ci95_high": high,
+            "test_rmse.final.mean": 1.0, **baselines}
+
+
+def test_a_clipped_interval_is_printed_as_its_two_ends_not_as_plus_minus_a_half_width() -> None:
+    render = _load(SCENARIOS / "ribero_epsilon_k.py").render
+    # mean_rank lives in [0, 1]: an interval 0.02 +- 0.05 is clipped to [0, 0.07], which is no 0.02 +- 0.035.
+    clipped, open_interval = _summary_line(0.02, 0.0, 0.07, **{"protocol.k": 1, "protocol.epsilon": 0.5}), _summary_line(
+        0.40, 0.35, 0.45, **{"protocol.k": 1, "protocol.epsilon": 1.0})
+    rows = render([clipped, open_interval], seeds=2).splitlines()
+    assert "95% CI" in rows[1] and "+-" not in rows[1]
+    assert rows[3].split()[:3] == ["0.5", "0.020", "[0.000,"] and "0.070]" in rows[3], rows[3]
+    assert rows[4].split()[:3] == ["1", "0.400", "+-0.050"], rows[4]
+
+
+def test_the_epsilon_sweeps_table_says_its_figures_are_a_mean_over_the_seeds() -> None:
+    render = _load(SCENARIOS / "hua_epsilon_sweep.py").render
+    table = {name: {0.1: (0.5, 0.4, 0.6), 8.0: (0.1, 0.05, 0.2)} for name in ("S1", "S2", "S3")}
+    assert render(table, 3).splitlines()[0] == "each figure: the mean over 3 seeds (the same seeds at every eps)"
+    assert render(table, 1).splitlines()[0] == "each figure: one seed's value (--seeds N: the mean over N)"
+    assert render(table, 3).splitlines()[1].split()[:2] == ["eps", "S1"]

@@ -202,3 +202,42 @@ def test_identical_values_summarize_to_the_value_itself_not_a_rounded_mean_and_a
     (line,) = summarize(rows, [])
     assert (line["privacy.epsilon.mean"], line["privacy.epsilon.ci95_low"], line["privacy.epsilon.ci95_high"]) == (0.1, 0.1, 0.1)
     assert line["test_rmse.final.ci95_low"] < 1.9 < line["test_rmse.final.ci95_high"]
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``folder`` with its bytes and modification time, hidden ones included."""
+    return {str(path.relative_to(folder)): (path.read_bytes(), path.stat().st_mtime_ns)
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_the_same_study_extends_its_folder_with_more_seeds_and_values(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, rounds=2)
+    out = str(tmp_path / "sweep")
+    assert main(["sweep", str(scenario), "--grid", "protocol.d=2,4", "--workers", "1", "--quiet", "--out", out]) == 0
+    first = {row["run"] for row in read_csv(tmp_path / "sweep" / "sweep.csv")}
+    assert main(["sweep", str(scenario), "--grid", "protocol.d=2,4,6", "--seeds", "2", "--workers", "1", "--quiet",
+                 "--out", out]) == 0
+    rows = read_csv(tmp_path / "sweep" / "sweep.csv")
+    assert [(row["protocol.d"], row["seed"]) for row in rows] == [
+        ("2", "3"), ("2", "4"), ("4", "3"), ("4", "4"), ("6", "3"), ("6", "4"),
+    ]
+    assert first <= {row["run"] for row in rows} and len(rows) == 6
+
+
+@pytest.mark.parametrize(("arguments", "named"), [
+    (["--grid", "protocol.d=2,4", "--set", "run.rounds=3"], "run.rounds is 2 in it, 3 in this study"),
+    (["--grid", "protocol.gamma=0.01,0.02"], "it sweeps protocol.d, this study protocol.gamma"),
+    (["--grid", "protocol.d=2,4", "--grid", "data.users=30,40"], "it sweeps protocol.d, this study data.users, protocol.d"),
+])
+def test_another_study_is_refused_before_it_runs_and_the_folder_is_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], named: str
+) -> None:
+    scenario = _scenario(tmp_path, rounds=2)
+    out = str(tmp_path / "sweep")
+    assert main(["sweep", str(scenario), "--grid", "protocol.d=2,4", "--workers", "1", "--quiet", "--out", out]) == 0
+    before = _snapshot(tmp_path / "sweep")
+    capsys.readouterr()
+    assert main(["sweep", str(scenario), *arguments, "--workers", "1", "--quiet", "--out", out]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "holds another study" in error and named in error and "new folder" in error, error
+    assert _snapshot(tmp_path / "sweep") == before

@@ -154,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep_cmd.add_argument(
         "--out", type=Path, required=True,
-        help="the sweep folder: new, or one of ours to resume (complete runs are skipped)",
+        help="the sweep folder: new, or one of the same study to resume or extend (complete runs are skipped; another study is refused)",
     )
     sweep_cmd.add_argument(
         "--checkpoint-every", type=int, default=0, metavar="N",

@@ -20,7 +20,7 @@ them is here too: `ScriptParser`, the command line every script in ``scenarios/`
 ``--seeds``, ``--set``, ``--out``, ``--workers``, ``--dask``) and where a script declares what it runs at
 full size and what with ``--quick``, `run_script` (errors as one line and an exit status),
 `StudyResult.complete` (refuses failed runs), `StudyResult.result` (a run's whole ``result.json``:
-per-round metrics, the ledger, the privacy report), `half_width` (of a summary interval) and
+per-round metrics, the ledger, the privacy report), `half_width` and `interval_text` (of a summary interval) and
 `data_sizes` (what a scenario's data split holds, before anything runs). A single scenario
 with overrides is ``fedrecsim.load_scenario(path, overrides)`` and ``fedrecsim.run``.
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -304,11 +305,30 @@ def columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 
 def half_width(line: Mapping[str, Any], column: str) -> float | None:
     """Half the width of ``column``'s 95% interval in a `StudyResult.summary` row (``column`` as in
-    sweep.csv, e.g. ``"err_increase.final"``); None where there is no interval (a single run)."""
+    sweep.csv, e.g. ``"err_increase.final"``); None where there is no interval (a single run).
+
+    An interval clipped to the metric's range (a rate near 0, a count near 0) is not the mean plus or
+    minus this: print it with `interval_text`, which shows a clipped interval as its two ends.
+    """
     low, high = line.get(f"{column}.ci95_low"), line.get(f"{column}.ci95_high")
     if low is None or high is None:
         return None
     return (float(high) - float(low)) / 2
+
+
+def interval_text(line: Mapping[str, Any], column: str, digits: int = 3) -> str:
+    """``column``'s 95% interval in a `StudyResult.summary` row as a table shows it: ``+-0.012`` when it is
+    the mean plus or minus a half-width, ``[0.000, 0.031]`` when it was clipped to the metric's range (then
+    it is not symmetric around the mean: a ``+-`` would misstate one end), ``-`` without one (a single run).
+    """
+    low, high, mean = (line.get(f"{column}.{name}") for name in ("ci95_low", "ci95_high", "mean"))
+    if low is None or high is None or mean is None:
+        return "-"
+    low, high, mean = float(low), float(high), float(mean)
+    below, above = mean - low, high - mean
+    if math.isclose(below, above, rel_tol=1e-9, abs_tol=1e-12 * max(1.0, abs(mean))):
+        return f"+-{(high - low) / 2:.{digits}f}"
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
 @dataclass(frozen=True)
@@ -552,6 +572,7 @@ __all__ = [
     "columns",
     "data_sizes",
     "half_width",
+    "interval_text",
     "read_study",
     "run_script",
     "typed",

@@ -28,9 +28,10 @@ sweep folder is created.
 The sweep folder (``--out``):
 
 - ``sweep.json`` -- the marker (`SWEEP_FORMAT`), the grid's parameters (``run.seed`` excepted), the number
-  of points, of seeds per point and of runs. A folder without it
+  of points, of seeds per point and of runs, and ``study`` (`_study_identity`). A folder without it
   is never written into: an existing folder that is not a sweep of ours is refused, like `prepare_output`
-  refuses a foreign result folder.
+  refuses a foreign result folder; a sweep folder of another study (another base scenario or other swept
+  keys) is refused too (`_refuse_other_study`), while the same study extends it (more seeds, more values).
 - ``runs/<hash>/`` -- one complete result folder per run, named by a hash of its resolved scenario (every
   default filled, keys sorted), written atomically (`fedrecsim.output`). Re-running a sweep skips every
   complete run, so an interrupted sweep resumes and loses nothing; ``runs/<hash>.failed.json`` records a
@@ -674,6 +675,77 @@ def sweep_folder_problem(path: Path) -> str | None:
     return None
 
 
+def _study_identity(study: Study) -> dict[str, Any]:
+    """What makes two studies one study, as sweep.json records it (``study``): ``scenario``, the base
+    scenario as written (after ``--set`` and ``sweep.set``) flattened to ``{key.path: value}``, without the
+    swept keys and without ``run.seed``; and ``swept``, the set of swept keys (``run.seed`` excepted).
+
+    The values a grid lists and the seeds are not part of it: more seeds, more (or other) values of the
+    same keys and a resume all extend the same study. Anything else changes what a run of the folder
+    means, so it is another study (`_refuse_other_study`).
+    """
+    swept = set(study.parameters) | {SEED_KEY}
+    scenario = {
+        key: value for key, value in _key_paths(study.base, "").items()
+        if not any(key == name or key.startswith(f"{name}.") for name in swept)
+    }
+    # Through JSON, so that it compares equal to what sweep.json gives back (a TOML date becomes its text).
+    return json.loads(json.dumps({"scenario": scenario, "swept": sorted(study.point_parameters)}, default=str))
+
+
+def _key_paths(table: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """A table's leaves by key path, ``{"run.rounds": 5}``; an empty table has none."""
+    leaves: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            leaves.update(_key_paths(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def _refuse_other_study(path: Path, identity: Mapping[str, Any]) -> None:
+    """Refuse to write a study into the sweep folder ``path`` that holds another study (`_study_identity`):
+    its sweep.csv and summary.csv would be replaced and its runs left out of them, as if orphaned.
+
+    A folder written before sweep.json recorded its study is checked on its swept keys alone.
+
+    Raises:
+        OutputError: naming what differs (up to three keys), before the folder is touched.
+    """
+    document = _read_json(path / MARKER)
+    if not isinstance(document, dict):
+        return  # a folder this sweep has just made (`open_sweep_folder` refuses any other without a marker)
+    recorded = document.get("study")
+    if isinstance(recorded, dict):
+        there_swept, there = recorded.get("swept", []), recorded.get("scenario", {})
+    else:
+        there_swept, there = document.get("parameters", []), None
+    differences = []
+    if sorted(there_swept) != identity["swept"]:
+        differences.append(f"it sweeps {_keys(there_swept)}, this study {_keys(identity['swept'])}")
+    if isinstance(there, dict):
+        here = identity["scenario"]
+        for key in sorted(set(there) | set(here)):
+            if _listed(there.get(key)) != _listed(here.get(key)):
+                differences.append(f"{key} is {_shown(there, key)} in it, {_shown(here, key)} in this study")
+    if differences:
+        more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
+        raise OutputError(path, (
+            f"holds another study: {'; '.join(differences[:3])}{more}. Writing it here would replace the folder's "
+            "sweep.csv and summary.csv and leave its runs out of them: give this study a new folder (--out). The "
+            "same scenario and swept keys extend a sweep (more seeds, more values, a resume)"
+        ))
+
+
+def _keys(keys: Sequence[str]) -> str:
+    return ", ".join(sorted(keys)) or "none"
+
+
+def _shown(scenario: Mapping[str, Any], key: str) -> str:
+    return _listed(scenario[key]) if key in scenario else "not set"
+
+
 def _read_json(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -805,12 +877,15 @@ def run_sweep(
         raise ConfigError("--workers", f"expected a whole number >= 1, got {workers}")
     _check_checkpoints(planned, dask, checkpoint_every)
     path = Path(os.path.abspath(out))
+    identity = _study_identity(study)
     if os.path.lexists(path):
         open_sweep_folder(path)  # refuses a folder that is not a sweep of ours before a cluster is asked
+        _refuse_other_study(path, identity)
     protocols = {entry.scenario["run"]["protocol"] for entry in planned}
     with dask_cluster(dask, protocols, dask_timeout_s) if dask is not None else nullcontext(None) as cluster:
         folder = open_sweep_folder(path)
         with _exclusive(folder):
+            _refuse_other_study(folder, identity)  # another sweep may have written the folder meanwhile
             runs = folder / RUNS
             runs.mkdir(exist_ok=True)
             _remove_stale_staging(runs)
@@ -821,6 +896,7 @@ def run_sweep(
                 "points": len(study.points()),
                 "seeds": len(planned) // max(len(study.points()), 1),
                 "runs": len(planned),
+                "study": identity,
             }, indent=2) + "\n")
             for name in sorted({entry.name for entry in planned}):
                 if os.path.lexists(runs / name) and not is_complete(runs / name):

@@ -40,9 +40,9 @@ def test_epsilon_sweep_error_shrinks_as_epsilon_grows(capsys: pytest.CaptureFixt
         assert abs(noise_only[-1]) < FLOOR, name
     for name in ("S1", "S2"):
         assert abs(table[name][800.0][0]) < FLOOR
-    print(sweep.render(table))
+    print(sweep.render(table, 1))
     output = capsys.readouterr().out
-    assert "S3 err_increase" in output and "800" in output and "S1 vs paper baseline" in output
+    assert output.startswith("each figure: one seed's value") and "S3 err_increase" in output and "800" in output and "S1 vs paper baseline" in output
     # The paper's baseline is one per data set and seed, whatever eps: the increases over it differ as err_mean does.
     for by_epsilon in table.values():
         gaps = [increase - paper for increase, _, paper in by_epsilon.values()]
