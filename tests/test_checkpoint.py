@@ -246,6 +246,27 @@ def test_the_command_refuses_what_cannot_be_checkpointed_or_resumed_in_one_line(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.toml"]
 
 
+
+@pytest.mark.parametrize("held", [{"notes.txt": b"mine"}, {}])
+def test_a_checkpoint_folder_without_a_checkpoint_is_refused_as_no_interrupted_run_and_left_alone(
+    tmp_path, capsys, held
+) -> None:
+    """A user's folder where the checkpoints would go is not called an interrupted run to resume (before:
+    "holds the checkpoints of an interrupted run ...: resume it", and --resume then found no checkpoint)."""
+    from fedrecsim.cli import main
+
+    (tmp_path / "long.toml").write_text(_LONG)
+    folder = work_folder(tmp_path / "run")
+    folder.mkdir()
+    for name, content in held.items():
+        (folder / name).write_bytes(content)
+    assert main(["run", str(tmp_path / "long.toml"), "--checkpoint-every", "2", "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert f"{folder}: exists and holds no checkpoint" in error and "--resume" not in error, error
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == held
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(["long.toml", folder.name])
+
+
 # --------------------------------------------------------------------------- sweeps
 
 _SWEPT = _LONG.replace("rounds = 400", "rounds = 300")

@@ -207,9 +207,14 @@ class Checkpoints:
         try:
             os.mkdir(folder)
         except FileExistsError:
+            if (folder / CHECKPOINT_FILE).is_file():
+                raise OutputError(
+                    folder, f"holds the checkpoints of an interrupted run of {out}: resume it (fedrecsim run --resume {out}) "
+                    "or remove this folder"
+                ) from None
             raise OutputError(
-                folder, f"holds the checkpoints of an interrupted run of {out}: resume it (fedrecsim run --resume {out}) "
-                "or remove this folder"
+                folder, f"exists and holds no checkpoint (the checkpoints of a run into {out} go here): move it away, "
+                "or choose another --out"
             ) from None
         except OSError as exc:
             raise OutputError(folder, f"cannot create the checkpoint folder: {exc.strerror}") from None

@@ -1,4 +1,4 @@
-"""The ``fedrecsim`` command.
+"""fedrecsim: simulate privacy-preserving federated recommendation protocols over a simulated network.
 
 ``fedrecsim run FILE [--set key.path=value ...] [--seed N] [--out DIR [--overwrite]] [--transcript]
 [--quiet | --progress] [--transport sim|tcp [--processes GROUPS]] [--checkpoint-every N]`` runs a scenario
