@@ -136,3 +136,19 @@ def test_a_grid_whose_first_point_failed_shows_the_complete_points_values(tmp_pa
     assert "**2 runs failed**" in markdown
     assert "| `participants` | final value | 40 | 0 to 2 |" in markdown
     assert "| `user.sent_bytes` | whole run | " in markdown and "| `user.sent_bytes` | whole run |  |" not in markdown
+
+
+def test_a_report_folder_holding_a_png_of_the_users_is_refused_and_the_png_kept(
+    run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every PNG in a report folder used to count as the report's: re-running deleted a user's chart."""
+    out = str(tmp_path / "report")
+    assert main(["report", str(run_folder), "--out", out]) == 0
+    (tmp_path / "report" / "my_chart.png").write_bytes(b"the user's")
+    before = {path.name: path.read_bytes() for path in (tmp_path / "report").iterdir()}
+    capsys.readouterr()
+    assert main(["report", str(run_folder), "--out", out]) == 2
+    assert "not a fedrecsim report" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in (tmp_path / "report").iterdir()} == before
+    (tmp_path / "report" / "my_chart.png").unlink()
+    assert main(["report", str(run_folder), "--out", out]) == 0

@@ -30,7 +30,8 @@ Without it, a run report shows every metric reported per round and a sweep repor
 varies; the baselines are drawn beside their metric rather than on their own.
 
 A report folder is marked by the first line of its ``report.md``; re-running replaces a report of ours
-(its ``report.md`` and PNG files, by name) and refuses anything else. matplotlib is the optional extra
+(its ``report.md`` and the PNG files it shows, by name) and refuses anything else -- a report folder
+that also holds a file the report did not write (a user's own PNG) included. matplotlib is the optional extra
 ``plot``.
 """
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -124,15 +126,21 @@ def _kind(source: Path) -> str:
 
 
 def _ours(folder: Path) -> bool:
-    """A folder holding a report.md with our marker and nothing but it and PNG files."""
+    """A folder holding a report.md with our marker and nothing but it and the PNG files it shows: a PNG
+    the report does not link (a user's chart put beside it) makes the folder not ours, never removed."""
     if folder.is_symlink() or not folder.is_dir():
         return False
     try:
-        first = (folder / "report.md").read_text(encoding="utf-8").split("\n", 1)[0]
+        markdown = (folder / "report.md").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    files = list(folder.iterdir())
-    return first == REPORT_MARKER and all(_report_file(entry) for entry in files)
+    shown = set(_LINKED.findall(markdown))
+    return markdown.split("\n", 1)[0] == REPORT_MARKER and all(
+        _report_file(entry) and (entry.name == "report.md" or entry.name in shown) for entry in folder.iterdir()
+    )
+
+
+_LINKED = re.compile(r"!\[[^\]]*\]\(([^)\s/]+\.png)\)")
 
 
 def _report_file(entry: Path) -> bool:
