@@ -64,6 +64,20 @@ def test_a_signal_stops_the_run_with_one_line_and_no_folder(tmp_path, signum, co
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.toml"]
 
 
+def test_an_interrupted_run_that_kept_a_checkpoint_says_how_to_resume_it(tmp_path) -> None:
+    process = start(tmp_path, "--progress", "--out", "run", "--checkpoint-every", "1")
+    wait_for_progress(process)
+    deadline = time.monotonic() + _PROCESS_TIMEOUT_S
+    while not (tmp_path / ".run.checkpoints" / "checkpoint.pkl").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=_PROCESS_TIMEOUT_S)
+    assert process.returncode == 130
+    last_line = err.decode().replace("\r", "\n").strip().splitlines()[-1]
+    assert last_line.startswith("fedrecsim: interrupted after "), last_line
+    assert last_line.endswith(" of 1,000,000 rounds; its last checkpoint is kept: fedrecsim run --resume run continues the run")
+
+
 def test_an_interrupted_overwrite_keeps_the_existing_result(tmp_path) -> None:
     (tmp_path / "long.toml").write_text(LONG_SCENARIO)
     first = subprocess.run(

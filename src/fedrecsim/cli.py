@@ -48,6 +48,7 @@ from fedrecsim_entry import pipe_safe
 
 from . import __version__
 from .allocator import keep_freed_memory
+from .checkpoint import CHECKPOINT_FILE, work_folder
 from .errors import (
     CheckpointError, ConfigError, DatasetError, Interrupted, MemoryLimitError, OutputError, SimulationError,
 )
@@ -304,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
         except Interrupted as exc:
             if bar is not None:
                 bar.break_line()
-            print(f"fedrecsim: {exc}", file=sys.stderr)
+            print(f"fedrecsim: {exc}{_how_to_resume(args)}", file=sys.stderr)
             return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
         except SimulationError as exc:
             if bar is not None:
@@ -315,6 +316,16 @@ def _run(args: argparse.Namespace) -> int:
             return 1
     print(summary_text(run_result))
     return 0
+
+
+def _how_to_resume(args: argparse.Namespace) -> str:
+    """The command that continues an interrupted run from the checkpoint it kept ("" when it kept none: no
+    ``--checkpoint-every``, or stopped before its first checkpoint). A checkpoint beside the result folder
+    is this run's: a new run refuses to start where one is (`Checkpoints.create`)."""
+    out = args.resume if args.resume is not None else args.out
+    if out is None or not (work_folder(Path(os.path.abspath(out))) / CHECKPOINT_FILE).is_file():
+        return ""
+    return f"; its last checkpoint is kept: fedrecsim run --resume {out} continues the run"
 
 
 def _sweep(args: argparse.Namespace) -> int:
