@@ -44,9 +44,14 @@ def sweep(
     err_increase itself.
     """
     table: dict[str, dict[float, tuple[float, float, float]]] = {}
-    for name, path in SCENARIOS.items():
-        study = Study(path, overrides=["run.seed=1", *sizes[name], *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]},
-                      seeds=seeds)
+    studies = {
+        name: Study(path, overrides=["run.seed=1", *sizes[name], *overrides], grid={"protocol.epsilon": [float(e) for e in epsilons]},
+                    seeds=seeds)
+        for name, path in SCENARIOS.items()
+    }
+    for name, study in studies.items():
+        study.check(out / name)  # every folder before the first run: none is refused after the others ran
+    for name, study in studies.items():
         done = study.run(out / name, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete()
         table[name] = {}
         for line in done.summary:

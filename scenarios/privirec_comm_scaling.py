@@ -88,12 +88,10 @@ def sizes(method: str, cells: list[tuple[int, int]]) -> dict[str, list[int]]:
     return axis
 
 
-def measure(method: str, cells: list[tuple[int, int]], seeds: int, overrides: list[str], out: Path,
-            workers: int | None = None, dask: str | None = None) -> dict[tuple[int, int], tuple[float, float]]:
-    """Per (n, |I|): (client bytes, server bytes), means over the seeds' runs."""
-    study = Study(scenario(method), overrides=overrides, zipped=sizes(method, cells), seeds=seeds)
+def measure(study: Study, out: Path, workers: int | None = None, dask: str | None = None) -> dict[tuple[int, int], tuple[float, float]]:
+    """Per (n, |I|): (client bytes, server bytes), means over the seeds' runs of one method's study."""
     found = {}
-    for line in study.run(out / method, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete().summary:
+    for line in study.run(out, workers=workers, dask=dask, progress=sys.stderr.isatty()).complete().summary:
         users = line["data.users"]
         client = (line["user.sent_bytes.mean"] + line["user.recv_bytes.mean"]) / users
         server = line["server.sent_bytes.mean"] + line["server.recv_bytes.mean"]
@@ -111,10 +109,13 @@ def study(grid: Grid, seeds: int, overrides: list[str], out: Path, workers: int 
     results: dict[str, dict[str, object]] = {}
     over_n_cells = [(n, grid.items_at) for n in grid.users]
     over_items_cells = [(grid.users_at, m) for m in grid.items]
-    for method in TABLE_1:
-        # The two lines cross at (users_at, items_at): that cell is measured once (a study refuses a point twice).
-        cells = list(dict.fromkeys(over_n_cells + over_items_cells))
-        found = measure(method, cells, seeds, overrides, out, workers, dask)
+    # The two lines cross at (users_at, items_at): that cell is measured once (a study refuses a point twice).
+    cells = list(dict.fromkeys(over_n_cells + over_items_cells))
+    studies = {method: Study(scenario(method), overrides=overrides, zipped=sizes(method, cells), seeds=seeds) for method in TABLE_1}
+    for method, planned in studies.items():
+        planned.check(out / method)  # every folder before the first run: none is refused after the others ran
+    for method, planned in studies.items():
+        found = measure(planned, out / method, workers, dask)
         over_n = [found[cell] for cell in over_n_cells]
         over_items = [found[cell] for cell in over_items_cells]
         results[method] = {

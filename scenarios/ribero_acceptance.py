@@ -377,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
         studies.append(("movielens-100k", run_study(ZIP_SILOS, [*source, *args.model, *args.set], args.epsilons, args.seeds),
                         f"MovieLens-100k zip silos ({path})"))
         data_sizes(ZIP_SILOS, [*source, *args.model, *args.set])  # a missing or malformed --data: one line, before anything runs
+    for name, study, _ in studies:
+        study.check(args.out / name)  # every folder before the first run: none is refused after the others ran
     parts = []
     for name, study, source in studies:
         done = study.run(args.out / name, workers=args.workers, dask=args.dask, progress=sys.stderr.isatty()).complete()

@@ -434,3 +434,18 @@ def test_the_epsilon_sweeps_table_says_its_figures_are_a_mean_over_the_seeds() -
     assert render(table, 3).splitlines()[0] == "each figure: the mean over 3 seeds (the same seeds at every eps)"
     assert render(table, 1).splitlines()[0] == "each figure: one seed's value (--seeds N: the mean over N)"
     assert render(table, 3).splitlines()[1].split()[:2] == ["eps", "S1"]
+
+
+@pytest.mark.parametrize(("script", "last"), [
+    ("hua_epsilon_sweep.py", "S3"), ("privirec_comm_scaling.py", "fcf"), ("ribero_acceptance.py", "synthetic"),
+])
+def test_a_script_of_several_studies_checks_every_folder_before_the_first_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, last: str
+) -> None:
+    """The last study's folder is a user's: refused at once, nothing run (before: after the other studies ran)."""
+    (tmp_path / last).mkdir()
+    (tmp_path / last / "notes.txt").write_text("mine")
+    assert run_script(_load(SCENARIOS / script).main, ["--quick", "--out", str(tmp_path)]) == 2
+    assert f"{tmp_path / last}: exists and is not a fedrecsim sweep folder" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == [last]
+    assert [path.name for path in (tmp_path / last).iterdir()] == ["notes.txt"]

@@ -45,7 +45,7 @@ from .data import prepare_data
 from .errors import CheckpointError, ConfigError, DatasetError, OutputError, SimulationError
 from .scenario import Scenario, apply_overrides, load_scenario, parse_override
 from .sweep import Study as _Plan
-from .sweep import distinct_errors, load_study, make_axes, plan, read_csv, run_sweep, sweep_folder_problem
+from .sweep import check_sweep_folder, distinct_errors, load_study, make_axes, plan, read_csv, run_sweep, sweep_folder_problem
 from .sweep import MARKER, RUNS
 
 #: Columns of sweep.csv that are text whatever they hold (a run's hash may be all digits).
@@ -138,6 +138,17 @@ class Study:
     def runs(self) -> int:
         """How many runs the study has: points x seeds."""
         return self._runs
+
+    def check(self, out: str | Path) -> None:
+        """Refuse ``out`` now, as `run` would before running anything (an existing folder that is not a
+        sweep folder, or one of another study: see ``docs/studies.md``), without creating or touching it.
+        A script that runs several studies checks every folder first, so that none is refused after
+        the others ran.
+
+        Raises:
+            OutputError: naming the folder and what is wrong with it.
+        """
+        check_sweep_folder(self._plan, out)
 
     def run(
         self,

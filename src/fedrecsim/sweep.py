@@ -675,6 +675,19 @@ def sweep_folder_problem(path: Path) -> str | None:
     return None
 
 
+def check_sweep_folder(study: Study, out: str | Path) -> None:
+    """Refuse ``out`` as `run_sweep` would before it runs anything, without creating or touching it: an
+    existing folder that is not a sweep of ours, or the sweep folder of another study.
+
+    Raises:
+        OutputError: naming the folder and the reason.
+    """
+    path = Path(os.path.abspath(out))
+    if os.path.lexists(path):
+        open_sweep_folder(path)
+        _refuse_other_study(path, _study_identity(study))
+
+
 def _study_identity(study: Study) -> dict[str, Any]:
     """What makes two studies one study, as sweep.json records it (``study``): ``scenario``, the base
     scenario as written (after ``--set`` and ``sweep.set``) flattened to ``{key.path: value}``, without the
@@ -878,9 +891,7 @@ def run_sweep(
     _check_checkpoints(planned, dask, checkpoint_every)
     path = Path(os.path.abspath(out))
     identity = _study_identity(study)
-    if os.path.lexists(path):
-        open_sweep_folder(path)  # refuses a folder that is not a sweep of ours before a cluster is asked
-        _refuse_other_study(path, identity)
+    check_sweep_folder(study, path)  # before a cluster is asked
     protocols = {entry.scenario["run"]["protocol"] for entry in planned}
     with dask_cluster(dask, protocols, dask_timeout_s) if dask is not None else nullcontext(None) as cluster:
         folder = open_sweep_folder(path)
@@ -1190,6 +1201,7 @@ class SweepProgress:
 __all__ = [
     "FINAL",
     "MARKER",
+    "check_sweep_folder",
     "ROUND_MEAN",
     "SEED_KEY",
     "SWEEP_FORMAT",
