@@ -157,6 +157,8 @@ def test_a_study_file_holds_its_grid_zip_and_seeds(tmp_path: Path) -> None:
     (["--grid", "availability.p_join=0.5,2"], "availability.p_join"),
     (["--grid", "protocol.d="], "--grid protocol.d"),
     (["--seeds", "0"], "--seeds"),
+    (["--grid", "d=4,8"], "--grid: expected table.key=v1,v2,..., got 'd=4,8'"),
+    (["--zip", "protocol.d"], "--zip: expected table.key=v1,v2,..., got 'protocol.d'"),
 ])
 def test_bad_input_is_one_line_naming_the_flag_or_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str], named: str
@@ -241,3 +243,14 @@ def test_another_study_is_refused_before_it_runs_and_the_folder_is_left_alone(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "holds another study" in error and named in error and "new folder" in error, error
     assert _snapshot(tmp_path / "sweep") == before
+
+
+@pytest.mark.parametrize("command", ["run", "inspect"])
+def test_a_study_file_given_to_run_or_inspect_says_to_sweep_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    _scenario(tmp_path)
+    study_file = tmp_path / "study.toml"
+    study_file.write_text('[sweep]\nscenario = "tiny.toml"\nseeds = 2\n')
+    assert main([command, str(study_file)]) == 2
+    assert "sweep: this is a study file (a grid x seeds): run it with fedrecsim sweep FILE --out DIR" in capsys.readouterr().err

@@ -459,6 +459,9 @@ def parse_scenario(tables: Mapping[str, Any]) -> Scenario:
     if not isinstance(tables, Mapping):
         raise ConfigError("", "a scenario must be a table of tables")
     unknown = sorted(set(tables) - set(_TABLES))
+    if "sweep" in unknown:
+        raise ConfigError("sweep", "this is a study file (a grid x seeds): run it with fedrecsim sweep FILE --out DIR; "
+                          f"a scenario holds only the tables {', '.join(_TABLES)}")
     if unknown:
         raise ConfigError(unknown[0], f"unknown table; allowed tables: {', '.join(_TABLES)}")
     run_table = tables.get("run", {})

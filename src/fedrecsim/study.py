@@ -162,8 +162,9 @@ class Study:
         """Run every run not yet complete in ``out`` (the sweep folder) and write its tables.
 
         Args:
-            out: the sweep folder; created if missing, resumed if it holds this study's sweep (complete
-                runs are skipped, failed ones retried), refused if it is anything else.
+            out: the sweep folder; created if missing, resumed or extended if it holds this study's sweep
+                (the same base scenario and swept keys: complete runs are skipped, failed ones retried),
+                refused if it is anything else -- another study's sweep folder included (`check`).
             workers: local processes (default: the cores). Ignored with ``dask``.
             dask: the address of an existing Dask scheduler (``tcp://host:8786``) to run on instead.
             progress: True draws a progress bar on stderr.

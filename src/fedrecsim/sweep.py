@@ -193,8 +193,11 @@ def parse_values(text: str, flag: str) -> tuple[list[str], list[Any]]:
     The list is read as a TOML array (so ``{model='constant', seconds=0.0}`` is one value); when it is not
     one, it is split on commas into bare strings, as ``--set`` takes a non-literal as a string.
     """
-    keys, _ = parse_override(text.partition("=")[0] + "=0")
-    raw = text.partition("=")[2].strip()
+    key, sep, raw = text.partition("=")
+    keys = key.strip().split(".")
+    if not sep or not all(keys) or len(keys) < 2:
+        raise ConfigError(flag, f"expected table.key=v1,v2,..., got {text!r}")
+    raw = raw.strip()
     if not raw:
         raise ConfigError(f"{flag} {'.'.join(keys)}", "expected a comma-separated list of values after =")
     try:
