@@ -152,3 +152,15 @@ def test_a_report_folder_holding_a_png_of_the_users_is_refused_and_the_png_kept(
     assert {path.name: path.read_bytes() for path in (tmp_path / "report").iterdir()} == before
     (tmp_path / "report" / "my_chart.png").unlink()
     assert main(["report", str(run_folder), "--out", out]) == 0
+
+
+def test_a_report_out_in_a_missing_folder_makes_it_as_run_does_and_a_file_there_is_refused(
+    run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out new/sub/report`` used to be refused as "is not a folder" where ``run --out`` makes its parents."""
+    assert main(["report", str(run_folder), "--out", str(tmp_path / "new" / "sub" / "report")]) == 0
+    assert (tmp_path / "new" / "sub" / "report" / "report.md").is_file()
+    (tmp_path / "file").write_text("mine")
+    assert main(["report", str(run_folder), "--out", str(tmp_path / "file" / "report")]) == 2
+    assert f"{tmp_path / 'file'}: is not a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"

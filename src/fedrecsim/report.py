@@ -150,8 +150,12 @@ def _report_file(entry: Path) -> bool:
 def _prepare(target: Path) -> Path:
     if os.path.lexists(target) and not _ours(target):
         raise OutputError(target, "exists and is not a fedrecsim report; choose another --out")
-    if not target.parent.is_dir():
+    if os.path.lexists(target.parent) and not target.parent.is_dir():
         raise OutputError(target.parent, "is not a folder, so the report cannot be written there")
+    try:
+        os.makedirs(target.parent, exist_ok=True)  # as a run's --out makes its missing parents
+    except OSError as exc:
+        raise OutputError(exc.filename or target.parent, f"cannot create the report's folder: {exc.strerror}") from None
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         os.mkdir(staging)
