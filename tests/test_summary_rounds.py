@@ -31,6 +31,8 @@ def _traffic_per_round(tmp_path: Path, capsys: pytest.CaptureFixture[str], scena
     assert main(["run", str(SCENARIOS / scenario), *sets, "--quiet", "--out", str(tmp_path / f"r{rounds}")]) == 0
     lines = capsys.readouterr().out.splitlines()
     start = next(index for index, line in enumerate(lines) if line.startswith("traffic per role: set-up (round 0)"))
+    said = "1 round" if rounds == 1 else f"{rounds} rounds"  # never "1 rounds"
+    assert f", {said}, " in lines[0] and lines[start].endswith(f"(bytes; mean over {said})"), (lines[0], lines[start])
     table = lines[start + 1:lines.index("", start)]
     assert table[0].split()[:3] == ["role", "set-up", "sent"] and len(table) >= 3
     return table
