@@ -1204,7 +1204,6 @@ class SweepProgress:
 __all__ = [
     "FINAL",
     "MARKER",
-    "check_sweep_folder",
     "ROUND_MEAN",
     "SEED_KEY",
     "SWEEP_FORMAT",
@@ -1218,6 +1217,7 @@ __all__ = [
     "measured_columns",
     "parse_values",
     "plan",
+    "check_sweep_folder",
     "column_range",
     "dask_cluster",
     "distinct_errors",
