@@ -446,9 +446,11 @@ def _route(
     rows = np.concatenate([shared[party].ciphertexts for party in u2])
     in_u2 = np.zeros(len(graph.everyone), dtype=bool)
     in_u2[senders] = True
-    keep = in_u2[recipients]
-    recipients, origin, rows = recipients[keep], origin[keep], rows[keep]
-    order = np.argsort(recipients, kind="stable")  # u2 is sorted: senders stay ascending within each recipient
+    kept = np.flatnonzero(in_u2[recipients])
+    # The positions in the narrowest unsigned type: numpy sorts integers of up to 16 bits (fewer than 65,536 users)
+    # stably by radix, in linear time. Stable, and u2 is sorted: senders stay ascending within each recipient.
+    keys = recipients[kept].astype(np.min_scalar_type(len(graph.everyone)))
+    order = kept[np.argsort(keys, kind="stable")]  # one gather of the rows (80 MB at Gowalla's 29,858 users)
     recipients, origin, rows = recipients[order], origin[order], rows[order]
     starts = np.searchsorted(recipients, senders, side="left").tolist()
     stops = np.searchsorted(recipients, senders, side="right").tolist()
