@@ -125,10 +125,10 @@ def message_clock(last_kind: str = Filters.KIND) -> Iterator[list[Any]]:
     sent and of the last delivered: yields ``[first, last, first_cpu, last_cpu, kind]`` (empty until a
     message is sent), filled in as the run goes, ``kind`` the last delivered message's.
 
-    The wall clock is read at every delivery, the CPU clock only at deliveries of ``last_kind``, the kind
-    of the protocol's last message (PriviRec's filters): reading it is a system call (about 1.4 us), which
-    at every one of the run's messages would charge the clock's own cost to the protocol. ``last_cpu`` is
-    the last delivery's when ``kind`` is ``last_kind``, which `ours` checks."""
+    Every delivery notes its kind; the clocks are read only at deliveries of ``last_kind``, the kind of the
+    protocol's last message (PriviRec's filters): reading them at every one of the run's messages would
+    charge the clocks' own cost to the protocol (the CPU clock's is a system call, about 1.4 us). ``last``
+    and ``last_cpu`` are the last delivery's when ``kind`` is ``last_kind``, which `ours` checks."""
     marks: list[Any] = []
     sent, delivered = Ledger.record_sent, Ledger.record_delivered
 
@@ -139,9 +139,9 @@ def message_clock(last_kind: str = Filters.KIND) -> Iterator[list[Any]]:
 
     def record_delivered(self: Ledger, arrival: float, src: Any, dst: Any, kind: str, *args: Any, **kwargs: Any) -> None:
         delivered(self, arrival, src, dst, kind, *args, **kwargs)
-        marks[1], marks[4] = time.perf_counter(), kind
+        marks[4] = kind
         if kind == last_kind:
-            marks[3] = time.process_time()
+            marks[1], marks[3] = time.perf_counter(), time.process_time()
 
     Ledger.record_sent, Ledger.record_delivered = record_sent, record_delivered  # type: ignore[method-assign]
     try:

@@ -69,6 +69,8 @@ def harary_places(n: int, degree: int, rng: np.random.Generator) -> list[list[in
     spot[ring] = np.arange(n)
     around = ring[(spot[:, None] + np.array(steps)[None, :]) % n]  # row i: the users joined to the i-th
     around.sort(axis=1)
+    if not (around[:, 1:] == around[:, :-1]).any():
+        return around.tolist()  # no user joined twice (as the opposite of an even n is, from either side)
     return [_distinct(row) for row in around.tolist()]
 
 
