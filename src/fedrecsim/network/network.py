@@ -735,7 +735,8 @@ class Network:
         earliest instant on the heap once the loop's clock has reached it (never one before the instant
         last served: a deadline already past is served at that instant)."""
         if not self.event_time:
-            self._deliver_due(trio.current_time() - self.origin)
+            # `_loop_time` is the loop's clock's own `current_time` while the network is open.
+            self._deliver_due(self._loop_time() - self.origin)
             return
         due = self._next_due()
         if self.origin + due > trio.current_time():
