@@ -3,7 +3,7 @@
 Each round the server sends every user a `W1Request` carrying a float32[50] vector, every user answers
 with a `W1Reply` carrying one, and the server waits for all replies before the next round. Latency is
 log-normal (median 50 ms, sigma 0.5) on each directed link, arrival times rounded up to 1 ms. The
-standard size is 1,000 users for 100 rounds; the scale line runs 100,000 users for 3 rounds on fedrecsim
+standard size is 1,000 users for 100 rounds; the scale line runs 100,000 users for 5 rounds on fedrecsim
 alone, in a fresh interpreter so that its peak RSS is its own, beside ``trio_floor_s_per_round``: what
 trio alone takes to wake each of as many parked tasks once and run it back to its next wait, with no
 message, network or ledger (`trio_wake_floor`). No one-task-per-party engine on trio can run a round in
@@ -36,12 +36,18 @@ figure to read); the target is ``ratio_target_min`` (1.5, issue 32).
 The scale line states ``wall_s_per_round`` (rounds only, building the parties excluded), the floor, their
 quotient ``ratio_floor`` and the same three in CPU time (``cpu_s_per_round``, ``trio_floor_cpu_s_per_round``,
 ``ratio_floor_cpu``) beside the target ``ratio_floor_target_max`` (5, issue 32), and ``peak_rss_mb``, the
-fresh interpreter's own peak.
+fresh interpreter's own peak. Each figure is the *median* of its rounds -- the run's `SCALE_ROUNDS`, the
+floor's `FLOOR_ROUNDS`, measured in the same interpreter right after the run -- with the spread of the CPU
+figures printed beside them (``cpu_s_per_round_range``, ``trio_floor_cpu_s_per_round_range``: fastest and
+slowest round): a single reading of either side moved by a third on the shared machine (the floor read 0.69
+and 0.99 s in one hour), and the median of several rounds with its spread says how far to trust the ratio.
+The run's first round is in the median's sample but rarely its median: it also opens every link.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -122,8 +128,10 @@ class W1Config:
 
 STANDARD = W1Config(users=1000, rounds=100)
 QUICK = W1Config(users=100, rounds=10)
-SCALE_USERS, SCALE_ROUNDS = 100_000, 3
+SCALE_USERS, SCALE_ROUNDS = 100_000, 5
 QUICK_SCALE_USERS, QUICK_SCALE_ROUNDS = 2_000, 2
+#: How many rounds the floor is measured for at the scale line, quick or not (each is under a second).
+FLOOR_ROUNDS = 9
 #: Issue 32's targets: W1 at least 1.5 x SimPy's rounds per second; W1-scale at most 5 x the trio floor.
 SIMPY_RATIO_TARGET, FLOOR_RATIO_TARGET = 1.5, 5.0
 
@@ -337,9 +345,10 @@ def compare(config: W1Config, repeats: int) -> Comparison:
     return Comparison(ours_wall, peer_wall, ours_cpu, peer_cpu)
 
 
-def trio_wake_floor(tasks: int, rounds: int) -> tuple[float, float]:
-    """Mean wall and CPU seconds per round for trio to wake ``tasks`` parked tasks once each and run every
-    one back to its next wait: a round of W1 with everything but the task switches taken away.
+def trio_wake_floor(tasks: int, rounds: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The wall and the CPU seconds of each of ``rounds`` rounds in which trio wakes ``tasks`` parked tasks
+    once each and runs every one back to its next wait: a round of W1 with everything but the task switches
+    taken away.
 
     Each task parks with `trio.lowlevel.wait_task_rescheduled`, as a fedrecsim mailbox wait does; each
     round the main task reschedules all of them (as deliveries do) and parks until the last one has run.
@@ -359,40 +368,48 @@ def trio_wake_floor(tasks: int, rounds: int) -> tuple[float, float]:
             if ran[0] == tasks:
                 trio.lowlevel.reschedule(main_task[0])
 
-    async def main() -> tuple[float, float]:
+    async def main() -> tuple[tuple[float, ...], tuple[float, ...]]:
         main_task.append(trio.lowlevel.current_task())
+        wall: list[float] = []
+        cpu: list[float] = []
         async with trio.open_nursery() as nursery:
             for _ in range(tasks):
                 nursery.start_soon(party)
             while len(parked) < tasks:
                 await trio.sleep(0)
-            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(rounds):
+                start, cpu_start = time.perf_counter(), time.process_time()
                 ran[0] = 0
                 for task in parked:
                     trio.lowlevel.reschedule(task)
                 await trio.lowlevel.wait_task_rescheduled(no_abort)
-            return (time.perf_counter() - start) / rounds, (time.process_time() - cpu_start) / rounds
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - cpu_start)
+        return tuple(wall), tuple(cpu)
 
     with relaxed_garbage_collection():
         return trio.run(main)
 
 
-def scale(users: int, rounds: int, seed: int = 0) -> dict[str, object]:
-    """W1 at ``users`` on fedrecsim alone: mean wall and CPU seconds per round (building the parties
-    excluded), and `trio_wake_floor` for as many tasks (for `run_isolated`)."""
+def scale(users: int, rounds: int, seed: int = 0, floor_rounds: int = FLOOR_ROUNDS) -> dict[str, object]:
+    """W1 at ``users`` on fedrecsim alone for ``rounds`` rounds, then `trio_wake_floor` for as many tasks for
+    ``floor_rounds`` rounds (for `run_isolated`): the median wall and CPU seconds of a round of each
+    (building the parties excluded), and the fastest and slowest round's CPU seconds of each."""
     config = W1Config(users=users, rounds=rounds, seed=seed)
     outcome = run_fedrecsim(config)
     if outcome.replies != (users,) * rounds:
         raise SimulationError(f"W1-scale did not complete: replies per round {outcome.replies}")
-    floor_wall, floor_cpu = trio_wake_floor(users, rounds)
+    floor_wall, floor_cpu = trio_wake_floor(users, floor_rounds)
     return {
         "users": users,
         "rounds": rounds,
-        "wall_s_per_round": sum(outcome.round_wall_s) / rounds,
-        "cpu_s_per_round": sum(outcome.round_cpu_s) / rounds,
-        "trio_floor_s_per_round": floor_wall,
-        "trio_floor_cpu_s_per_round": floor_cpu,
+        "wall_s_per_round": statistics.median(outcome.round_wall_s),
+        "cpu_s_per_round": statistics.median(outcome.round_cpu_s),
+        "cpu_s_per_round_range": (min(outcome.round_cpu_s), max(outcome.round_cpu_s)),
+        "floor_rounds": floor_rounds,
+        "trio_floor_s_per_round": statistics.median(floor_wall),
+        "trio_floor_cpu_s_per_round": statistics.median(floor_cpu),
+        "trio_floor_cpu_s_per_round_range": (min(floor_cpu), max(floor_cpu)),
     }
 
 
@@ -411,15 +428,19 @@ def run(options: Options) -> Iterator[str]:
     result = run_isolated(__name__, "scale", users=users, rounds=rounds, seed=config.seed)
     wall, floor = result["wall_s_per_round"], result["trio_floor_s_per_round"]
     cpu, floor_cpu = result["cpu_s_per_round"], result["trio_floor_cpu_s_per_round"]
+    (cpu_low, cpu_high), (floor_low, floor_high) = result["cpu_s_per_round_range"], result["trio_floor_cpu_s_per_round_range"]
     yield (
         f"W1-scale users={result['users']} rounds={result['rounds']} wall_s_per_round={wall:.3f} "
         f"trio_floor_s_per_round={floor:.3f} ratio_floor={wall / floor:.1f} cpu_s_per_round={cpu:.3f} "
         f"trio_floor_cpu_s_per_round={floor_cpu:.3f} ratio_floor_cpu={cpu / floor_cpu:.1f} "
-        f"ratio_floor_target_max={FLOOR_RATIO_TARGET:.0f} peak_rss_mb={result['peak_rss_mb']:.0f}"
+        f"ratio_floor_target_max={FLOOR_RATIO_TARGET:.0f} peak_rss_mb={result['peak_rss_mb']:.0f} "
+        f"cpu_s_per_round_range={cpu_low:.3f}-{cpu_high:.3f} floor_rounds={result['floor_rounds']} "
+        f"trio_floor_cpu_s_per_round_range={floor_low:.3f}-{floor_high:.3f}"
     )
 
 
 __all__ = [
+    "FLOOR_ROUNDS",
     "QUICK",
     "STANDARD",
     "Comparison",

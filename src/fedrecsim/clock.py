@@ -73,7 +73,9 @@ class VirtualClock(trio.abc.Clock):
             when = source.next_wake()
             if when < alarm:
                 woken, alarm = source, when
-        if min(alarm, deadline) > self._now and _someone_waits_for_idle():
+        # Whether a task waits in `trio.testing.wait_all_tasks_blocked`: trio keeps no public record of it;
+        # `MockClock` reads the same runner state.
+        if min(alarm, deadline) > self._now and GLOBAL_RUN_CONTEXT.runner.waiting_for_idle:
             # Running a wait_all_tasks_blocked waiter is not a jump: it happens now, the jump afterwards.
             return _NO_DEADLINE_SLEEP_S
         if woken is not None and alarm <= deadline:
@@ -108,12 +110,6 @@ class SharedClock(trio.abc.Clock):
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
         return max(0.0, deadline - self.current_time())
-
-
-def _someone_waits_for_idle() -> bool:
-    """Whether a task of the running loop waits in `trio.testing.wait_all_tasks_blocked` (trio keeps no
-    public record of it; `MockClock` reads the same runner state)."""
-    return bool(GLOBAL_RUN_CONTEXT.runner.waiting_for_idle)
 
 
 __all__ = ["SharedClock", "VirtualClock", "WakeSource"]

@@ -154,12 +154,18 @@ def test_cli_prints_the_two_w1_lines_and_the_machines_load(capsys):
     scale = re.fullmatch(
         rf"W1-scale users=2000 rounds=2 wall_s_per_round={number} trio_floor_s_per_round={number} "
         rf"ratio_floor={number} cpu_s_per_round={number} trio_floor_cpu_s_per_round={number} "
-        rf"ratio_floor_cpu={number} ratio_floor_target_max=5 peak_rss_mb={number}",
+        rf"ratio_floor_cpu={number} ratio_floor_target_max=5 peak_rss_mb={number} "
+        rf"cpu_s_per_round_range={number}-{number} floor_rounds=9 trio_floor_cpu_s_per_round_range={number}-{number}",
         lines[1],
     )
     assert scale is not None, lines[1]
-    wall, floor, ratio_floor, cpu, floor_cpu, ratio_floor_cpu, peak = map(float, scale.groups())
+    wall, floor, ratio_floor, cpu, floor_cpu, ratio_floor_cpu, peak, low, high, floor_low, floor_high = map(
+        float, scale.groups()
+    )
     assert all(value > 0 for value in (wall, floor, cpu, floor_cpu, peak))
+    # Each CPU figure is a median of its rounds, so it lies within their range (to the printed rounding).
+    assert low - 0.001 <= cpu <= high + 0.001
+    assert floor_low - 0.001 <= floor_cpu <= floor_high + 0.001
     # Each ratio is the printed figure over its floor, to the printed rounding (3 decimals on a floor of
     # about 0.02 s, and 1 decimal on the ratio).
     assert ratio_floor == pytest.approx(wall / floor, rel=0.15, abs=0.1)
@@ -170,7 +176,8 @@ def test_trio_wake_floor_wakes_every_task_every_round():
     # It returns only once every task has run in every round (the last one wakes the main task), so a
     # miscount would hang the test rather than pass it.
     wall, cpu = trio_wake_floor(tasks=7, rounds=3)
-    assert wall > 0 and cpu >= 0
+    assert len(wall) == len(cpu) == 3
+    assert all(seconds > 0 for seconds in wall) and all(seconds >= 0 for seconds in cpu)
 
 
 def test_cli_refuses_an_unknown_workload(capsys):

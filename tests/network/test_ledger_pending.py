@@ -137,3 +137,29 @@ def test_a_ledger_that_counted_before_it_is_restored_counts_into_the_restored_co
     assert resuming.rounds_by_role() == [{"round": 1, "roles": {
         "server": dict(zip(COUNTER_NAMES, (0, 5, 0, 1, 0))), "user": dict(zip(COUNTER_NAMES, (16, 0, 2, 0, 0))),
     }}]
+
+
+def test_the_kinds_counters_read_mid_round_hold_every_send_so_far() -> None:
+    """What a role sent of a kind is pending too (`Ledger._sent_slot`): the kinds' counters, read by the
+    summary and the export before the round ends, already hold every send, and a second read adds nothing."""
+    draw = random.Random(11)
+    ledger = Ledger()
+    ledger.begin_round(1, len(PARTIES))
+    by_hand: dict[str, list[int]] = {}
+    for _ in range(300):
+        src, kind, nbytes = draw.choice(PARTIES), draw.choice(("a", "b", "c")), draw.randrange(1, 500)
+        ledger.record_sent(src, kind, nbytes)
+        counts = by_hand.setdefault(kind, [0, 0])
+        counts[0] += 1
+        counts[1] += nbytes
+        if draw.random() < 0.05:
+            assert ledger.export()["kinds"] == {kind: counts for kind, counts in by_hand.items()}
+            ledger.record_sent(src, kind, nbytes)
+            counts[0] += 1
+            counts[1] += nbytes
+            assert ledger.summary()["kinds"] == expected_after(by_hand)
+            assert ledger.summary()["kinds"] == expected_after(by_hand)
+
+
+def expected_after(by_hand: dict[str, list[int]]) -> dict[str, dict[str, int]]:
+    return {kind: {"msgs": msgs, "bytes": nbytes} for kind, (msgs, nbytes) in sorted(by_hand.items())}

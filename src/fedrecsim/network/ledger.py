@@ -100,7 +100,8 @@ _HELD_PARTS = 384
 #: counters (zero once folded) with the parties' slots to them (`Ledger._slot`: a restored ledger's
 #: counters are new lists, so the slots start again).
 _NOT_SAVED = frozenset(
-    ("_hash", "_structure", "_held", "_structure_held", "_held_time", "_held_at", "_pending", "_slots")
+    ("_hash", "_structure", "_held", "_structure_held", "_held_time", "_held_at", "_pending", "_slots",
+     "_sent_pending", "_sent_slots")
 )
 _ZEROS = (0, 0, 0, 0, 0)
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
@@ -206,10 +207,14 @@ class Ledger:
         self._round_roles = self._by_round.setdefault(round_index, {})
 
     def _start_slots(self) -> None:
-        """Per role, its counters in the current round not yet added to the round's table, all zero; per
-        party, no slot yet (`_slot`)."""
+        """Per role, its counters in the current round not yet added to the round's table, and per role and
+        kind, ``[bytes, messages]`` its parties sent in the current round not yet added to the round's table
+        nor to the kind's counters, all zero; per party and per party and kind, no slot yet (`_slot`,
+        `_sent_slot`)."""
         self._pending: dict[Role, list[int]] = {}
         self._slots: dict[Party, tuple[list[int], list[int]]] = {}
+        self._sent_pending: dict[tuple[Role, str], list[int]] = {}
+        self._sent_slots: dict[tuple[Party, str], tuple[list[int], list[int]]] = {}
 
     def _slot(self, party: Party) -> tuple[list[int], list[int]]:
         """``party``'s counters and its role's pending ones (`_start_round_roles`), kept in `_slots`: what a
@@ -220,13 +225,35 @@ class Ledger:
         slot = self._slots[party] = (self._counters(party), pending)
         return slot
 
+    def _sent_slot(self, party: Party, kind: str) -> tuple[list[int], list[int]]:
+        """``party``'s counters and the pending ``[bytes, messages]`` its role sent of ``kind``, kept in
+        `_sent_slots`: what a send in the current round adds to, found with one look-up -- the role's and
+        the kind's counters are both folded from that pair (`_fold_pending`), so a send adds to four
+        counters rather than six."""
+        pending = self._sent_pending.get((party.role, kind))
+        if pending is None:
+            pending = self._sent_pending[(party.role, kind)] = [0, 0]
+        slot = self._sent_slots[(party, kind)] = (self._counters(party), pending)
+        return slot
+
     def _fold_pending(self) -> None:
-        """Add each role's pending counters to the current round's table and zero them in place (the slots
-        hold them): before the round changes and before anything reads or saves the rounds' tables."""
+        """Add each role's pending counters to the current round's table, and what each role sent of each
+        kind to that table and to the kind's counters, and zero them in place (the slots hold them): before
+        the round changes and before anything reads or saves the rounds' tables or the kinds' counters."""
         for role, pending in self._pending.items():
             if any(pending):
                 _add(self._round_roles.setdefault(role, [0, 0, 0, 0, 0]), pending)
                 pending[:] = _ZEROS
+        for (role, kind), pending in self._sent_pending.items():
+            nbytes, count = pending
+            if count:
+                per_role = self._round_roles.setdefault(role, [0, 0, 0, 0, 0])
+                per_role[_SENT_BYTES] += nbytes
+                per_role[_SENT_MSGS] += count
+                per_kind = self._kinds.setdefault(kind, [0, 0])
+                per_kind[0] += count
+                per_kind[1] += nbytes
+                pending[:] = (0, 0)
 
     def _start_held(self) -> None:
         """No rows held: the parts of content and structure rows not yet hashed, and the time of the last
@@ -282,17 +309,13 @@ class Ledger:
         message, or the copies of a broadcast (`Network.send_many`) counted at once -- the same counters as
         one call per copy, since every counter a send touches is its sender's, its kind's or its round's."""
         # The per-message path: `_counters` and `_count_in_round` inlined (a send is in the current round:
-        # its role's pending counters, `_slot`); the round's totals are its roles' (`_round_totals`).
-        counters, per_role = self._slots.get(src) or self._slot(src)
+        # what its role sent of its kind, pending, `_sent_slot`); the round's totals are its roles'
+        # (`_round_totals`).
+        counters, pending = self._sent_slots.get((src, kind)) or self._sent_slot(src, kind)
         counters[_SENT_BYTES] += nbytes
         counters[_SENT_MSGS] += count
-        per_role[_SENT_BYTES] += nbytes
-        per_role[_SENT_MSGS] += count
-        per_kind = self._kinds.get(kind)
-        if per_kind is None:
-            per_kind = self._kinds[kind] = [0, 0]
-        per_kind[0] += count
-        per_kind[1] += nbytes
+        pending[0] += nbytes
+        pending[1] += count
         if not self.round and self._setup_parties is not None:
             setup = self._setup_parties.get(src)
             if setup is None:
@@ -469,6 +492,7 @@ class Ledger:
 
     def export(self) -> dict[str, Any]:
         """The counters as plain, picklable values, and the transcript's digest so far (`combined`)."""
+        self._fold_pending()
         return {
             "parties": {party: list(counters) for party, counters in self._parties.items()},
             "kinds": {kind: list(counts) for kind, counts in self._kinds.items()},
@@ -584,6 +608,7 @@ class Ledger:
 
     def summary(self) -> dict[str, Any]:
         """The ``ledger`` section of result.json (see docs/architecture.md, "Results"), keys in a stable order."""
+        self._fold_pending()
         parties = {str(party): self.party(party) for party in self.parties()}
         roles: dict[str, dict[str, int]] = {}
         for party in self.parties():

@@ -456,15 +456,16 @@ class _Behaviour:
     built once per such pair (`Links._open`), shared by the links it describes and never changed.
 
     ``faulty`` is true when the spec duplicates or reorders (the only per-message cost of those faults on
-    links without them); a slow sender's delay is folded into the latency (``fixed_latency`` or
+    links without them); ``plain`` when it is a log-normal latency and nothing else -- no bandwidth, loss
+    or fault -- which `Links.transit` draws first, with none of the other checks; a slow sender's delay is folded into the latency (``fixed_latency`` or
     ``delay``). A log-normal latency, the scenarios' usual model, is also kept as its two parameters
     (``median_s``, ``sigma``; ``median_s`` is 0.0 for any other model) so that `Links.transit` draws it
     without a call: the same operations in the same order as `LogNormal.sample`, then plus ``extra_s``.
     """
 
     __slots__ = (
-        "delay", "duplicate", "extra_s", "faulty", "fixed_latency", "loss", "median_s", "reorder", "reorder_delay_s",
-        "seconds_per_byte", "sigma",
+        "delay", "duplicate", "extra_s", "faulty", "fixed_latency", "loss", "median_s", "plain", "reorder",
+        "reorder_delay_s", "seconds_per_byte", "sigma",
     )
 
     def __init__(self, spec: LinkSpec, extra_s: float) -> None:
@@ -478,6 +479,7 @@ class _Behaviour:
         lognormal = type(spec.latency) is LogNormal
         self.median_s = spec.latency.median_s if lognormal else 0.0
         self.sigma = spec.latency.sigma if lognormal else 0.0
+        self.plain = bool(self.median_s) and not (self.seconds_per_byte or self.loss or self.faulty)
         if isinstance(spec.latency, Constant):
             self.fixed_latency: float = spec.latency.seconds + extra_s
             self.delay: Callable[[int], float] | None = None
@@ -489,9 +491,10 @@ class _Behaviour:
 
 class _Link:
     """The state of one directed link: its own key, message count and busy time, the intervals during
-    which a partition takes it down (``down``), and its `_Behaviour`."""
+    which a partition takes it down (``down``), and its `_Behaviour`; ``plain`` when that behaviour is
+    (`_Behaviour`) and no partition ever takes the link down."""
 
-    __slots__ = ("behaviour", "busy_until", "count", "down", "key")
+    __slots__ = ("behaviour", "busy_until", "count", "down", "key", "plain")
 
     def __init__(self, behaviour: _Behaviour, key: bytes, down: tuple[tuple[float, float], ...]) -> None:
         self.behaviour = behaviour
@@ -499,6 +502,7 @@ class _Link:
         self.count = 0
         self.down = down
         self.key = key
+        self.plain = behaviour.plain and not down
 
 
 _NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
@@ -592,6 +596,16 @@ class Links:
         message = link.count
         link.count = message + 1
         behaviour = link.behaviour
+        if link.plain:
+            # The log-normal draw below, of a message that leaves at once and is neither lost nor faulted.
+            try:
+                counter = _LATENCY_COUNTERS[message]
+            except IndexError:
+                counter = _pack_counter(message, LATENCY_DRAW)
+            bits = _hash128(link.key + counter)
+            return now + (behaviour.median_s * _exp(
+                behaviour.sigma * _sqrt(-2.0 * _log(((bits & _LOW53) + 1) * _ULP)) * _cos(_TWO_PI * ((bits >> 75) * _ULP))
+            ) + behaviour.extra_s)
         sent = now  # when the last bit has left the sender
         if behaviour.seconds_per_byte:
             start = now if now > link.busy_until else link.busy_until

@@ -93,7 +93,11 @@ _Error = outcome.Error
 # per call beyond trio's own scheduling: the wait yields a trap made once per waiter instead of building
 # one and two coroutine frames per wait, and the network wakes its waiters with a plain bool instead of
 # an `outcome.Value` to build and unwrap (`GLOBAL_RUN_CONTEXT.runner` is what `trio.lowlevel.reschedule`
-# calls). Anything else that ends such a wait -- trio cancelling it through the waiter's abort function,
+# calls), and does what that `reschedule` does itself (`_wake`): it fills in the task's next send and
+# appends it to the run queue, without the call, its asserts and its look-up of instruments through
+# a `UserDict` subclass (a Python-level ``__contains__``: together most of what a wake cost) -- unless
+# the run is a guest run or an instrument watches tasks being scheduled, where `reschedule` does it.
+# Anything else that ends such a wait -- trio cancelling it through the waiter's abort function,
 # `Network.interrupt` -- sends an `outcome.Error`, which the parked task raises, as trio's own wait does.
 
 
@@ -110,9 +114,26 @@ def _park(trap: WaitTaskRescheduled) -> Generator[WaitTaskRescheduled, Any, Any]
         del woken  # the error's traceback holds this frame: without this, a cycle per interrupted wait
 
 
-def _wake(task: trio.lowlevel.Task, value: bool) -> None:
-    """Reschedule ``task``, parked in `_park`, to return ``value``."""
-    GLOBAL_RUN_CONTEXT.runner.reschedule(task, value)
+def _run_queue() -> deque[trio.lowlevel.Task] | None:
+    """The running loop's queue of runnable tasks, for `_wake` to append a woken task to; None when trio's
+    own `reschedule` must wake it (a guest run, or an instrument hooked on ``task_scheduled``)."""
+    runner = GLOBAL_RUN_CONTEXT.runner
+    if runner.is_guest or "task_scheduled" in runner.instruments.data:
+        return None
+    return runner.runq  # type: ignore[no-any-return]
+
+
+def _wake(task: trio.lowlevel.Task, value: bool, run_queue: deque[trio.lowlevel.Task] | None) -> None:
+    """Reschedule ``task``, parked in `_park` (or `Mailbox.wait`), to return ``value``: what
+    ``trio.lowlevel.reschedule(task, value)`` does, appending it to ``run_queue`` (`_run_queue`) directly."""
+    if run_queue is None:
+        GLOBAL_RUN_CONTEXT.runner.reschedule(task, value)
+        return
+    task._next_send_fn = task.coro.send
+    task._next_send = value
+    task._abort_func = None
+    task.custom_sleep_data = None
+    run_queue.append(task)
 
 
 class Mailbox:
@@ -150,7 +171,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, True)
+            _wake(waiter, True, _run_queue())
 
     def queue(self, kind: str) -> deque[Envelope]:
         """The delivered, not yet taken messages of ``kind``, oldest first: the mailbox's own queue, which
@@ -236,7 +257,7 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
-            GLOBAL_RUN_CONTEXT.runner.reschedule(waiter, False)
+            _wake(waiter, False, _run_queue())
 
 
 class _Timers:
@@ -287,7 +308,7 @@ class _Alarm:
         task = self._task
         if task is not None and deadline == self._timer_at:
             self._task = self._timer_at = None
-            _wake(task, True)
+            _wake(task, True, _run_queue())
 
     def _abort(self, raise_cancel: object) -> trio.lowlevel.Abort:
         # A cancelled sleep leaves a stale heap entry, dropped when due or purged (`_Timers`).
@@ -628,6 +649,9 @@ class Network:
         attached = self._attached
         forged = self._forged
         buckets = self._buckets
+        # `_wake` inline: no task runs while an instant is delivered, so neither the loop nor its
+        # instruments change meanwhile.
+        run_queue = _run_queue()
         reschedule = GLOBAL_RUN_CONTEXT.runner.reschedule
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
@@ -674,7 +698,14 @@ class Network:
                 waiter = mailbox._waiter
                 if waiter is not None:
                     mailbox._waiter = None
-                    reschedule(waiter, True)
+                    if run_queue is None:
+                        reschedule(waiter, True)
+                    else:
+                        waiter._next_send_fn = waiter.coro.send
+                        waiter._next_send = True
+                        waiter._abort_func = None
+                        waiter.custom_sleep_data = None
+                        run_queue.append(waiter)
         self._timers.expire_due(now)
 
     def _accept(self, arrival: float, src: Party, dst: Party, mailbox: Mailbox, envelope: Envelope) -> None:
@@ -704,7 +735,8 @@ class Network:
         earliest instant on the heap once the loop's clock has reached it (never one before the instant
         last served: a deadline already past is served at that instant)."""
         if not self.event_time:
-            self._deliver_due(trio.current_time() - self.origin)
+            # `_loop_time` is the loop's clock's own `current_time` while the network is open.
+            self._deliver_due(self._loop_time() - self.origin)
             return
         due = self._next_due()
         if self.origin + due > trio.current_time():
