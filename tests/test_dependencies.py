@@ -54,6 +54,8 @@ def test_the_range_the_import_check_names_is_pyprojects() -> None:
     [
         ("import trio._core._traps as m; del m.WaitTaskRescheduled", "WaitTaskRescheduled"),
         ("import trio._core._run as m; del m.Runner.reschedule", "the run loop's reschedule"),
+        ("import trio._core._run as m; del m.Runner.runq", "the run loop's runq"),
+        ("import trio._core._run as m; del m.Task._next_send_fn", "the task's _next_send_fn"),
     ],
 )
 def test_a_trio_without_the_internals_fedrecsim_uses_is_refused_at_import_with_what_to_install(
