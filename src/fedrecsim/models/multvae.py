@@ -41,7 +41,7 @@ deterministic function of ω, which is what the gradient check differentiates. C
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -232,6 +232,25 @@ def draw_noise(rng: np.random.Generator, batch: Batch, hyper: MultVAEHyper, dtyp
     keep = rng.random(batch.items.size) >= hyper.dropout
     eps = rng.standard_normal((batch.size, hyper.latent)).astype(dtype, copy=False)
     return Noise(keep, eps)
+
+
+def stack(users: Sequence[tuple[Batch, Noise]]) -> tuple[Batch, Noise]:
+    """Users' rows and the draws each made for them (batches and their noise, in order) as one batch and
+    its noise: row b of the result is the b-th batch's rows, with that batch's keep flags and eps rows, so a
+    pass over the stack computes for each user what a pass over its own batch computes, to float rounding
+    (BLAS multiplies a batch in calls of other shapes)."""
+    batches = [batch for batch, _ in users]
+    if len({batch.n_items for batch in batches}) != 1:
+        raise ValueError(f"the batches to stack have different item counts: {sorted({batch.n_items for batch in batches})}")
+    lengths = np.concatenate([np.diff(batch.indptr) for batch in batches])
+    indptr = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    joined = Batch(
+        indptr, np.concatenate([batch.items for batch in batches]), np.concatenate([batch.values for batch in batches]),
+        batches[0].n_items,
+    )
+    noise = Noise(np.concatenate([draws.keep for _, draws in users]), np.concatenate([draws.eps for _, draws in users]))
+    return joined, noise
 
 
 def init_params(rng: np.random.Generator, layout: Layout, dtype: npt.DTypeLike = np.float32) -> Array:
@@ -490,6 +509,7 @@ __all__ = [
     "init_params",
     "losses",
     "scores",
+    "stack",
     "train_centralized",
     "user_gradients",
 ]

@@ -99,7 +99,7 @@ from .audit import AUDIT
 from .byzantine import choose_attackers
 from .config import FedVAEConfig
 from .evaluation import centralized_curve, ranking_metrics
-from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport
+from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport, local_gradients
 from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 
@@ -138,15 +138,17 @@ def _users(
     index = ctx.train.by_user()
     hyper = config.hyper()
     users: dict[Party, FedVAEUser] = {}
+    honest = local_gradients(layout, hyper, config.sparse)
+    dense = local_gradients(layout, hyper, False) if config.sparse else honest
     for user in training:
         party = Party(Role.USER, int(user))
         start, stop = index.indptr[user], index.indptr[user + 1]
         rng = ctx.rng(Stream.ACTOR, Role.USER.code, int(user))
         arguments = (party, ctx.network, rng, index.items[start:stop], index.values[start:stop], layout, hyper, config.sparse)
         if int(user) in attackers:
-            users[party] = ByzantineUser(*arguments, policy=config.byzantine_policy, scale=config.byzantine_scale)
+            users[party] = ByzantineUser(*arguments, gradients=dense, policy=config.byzantine_policy, scale=config.byzantine_scale)
         else:
-            users[party] = FedVAEUser(*arguments)
+            users[party] = FedVAEUser(*arguments, gradients=honest)
     return users
 
 

@@ -27,17 +27,19 @@ network. It never learns which users are attackers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...actors.actor import PENDING, Pending
+from ...actors.batching import Batcher
 from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
 from ...errors import ProtocolViolation
 from ...mechanisms.adam import AdamHyper, adam_init
-from ...models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, user_gradients
+from ...models.multvae import Batch, Layout, MultVAEHyper, Noise, dense_user_gradients, draw_noise, stack, user_gradients
 from ...network.party import Party
 from .aggregation import FilterSettings, OrderedSum, Selection, descend, global_update, unfiltered
 from .byzantine import as_message, forge
@@ -46,17 +48,60 @@ from .messages import Gradient, Model, SparseGradient
 from .validation import DENSE, InvalidGradient, dense_values, validated_gradient, values_fault
 
 
+#: Users whose gradients one BLAS pass computes (`LocalGradients`): at ml-1m's size a chunk's gradients
+#: are 32 x 18.4 MB, what a round's peak memory grows by.
+CHUNK = 32
+
+SparseRows = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A user's gradient with W1 as rows: its kept items (int32, ascending), their W1 rows, the rest of ω's."""
+
+
+@dataclass(frozen=True)
+class LocalGradients:
+    """The pure computation users share (`fedrecsim.actors.batching`): each user's gradient of its own loss
+    at ω, from its own row and its own draws, for the users of one instant in one pass (`stack`) -- dense
+    (a ``[P]`` row) or, with ``sparse``, W1 as rows (`SparseRows`). What one user gets is a read-only view
+    of the pass's output or arrays of its own: no user can write to another's gradient."""
+
+    layout: Layout
+    hyper: MultVAEHyper
+    sparse: bool
+
+    def __call__(self, weights: np.ndarray, users: Sequence[tuple[Batch, Noise]]) -> list[np.ndarray] | list[SparseRows]:
+        batch, noise = stack(users)
+        if not self.sparse:
+            dense = dense_user_gradients(weights, self.layout, batch, noise, self.hyper)
+            dense.flags.writeable = False
+            return list(dense)
+        gradients = user_gradients(weights, self.layout, batch, noise, self.hyper)
+        gradients.rest.flags.writeable = False
+        kept = [gradients.kept(user) for user in range(batch.size)]
+        return [(items.astype(np.int32), rows, gradients.rest[user]) for user, (items, rows) in enumerate(kept)]
+
+
+def local_gradients(layout: Layout, hyper: MultVAEHyper, sparse: bool) -> Batcher[np.ndarray, tuple[Batch, Noise], object]:
+    """The batcher a run's users share for their gradients in one format (`LocalGradients`), `CHUNK` at a time."""
+    return Batcher(LocalGradients(layout, hyper, sparse), CHUNK)
+
+
 class FedVAEUser(User):
-    """An honest user: its row (``items``, ``values``) never leaves it; only gradients do."""
+    """An honest user: its row (``items``, ``values``) never leaves it; only gradients do.
+
+    ``gradients`` computes its gradient with those of the users that receive the same ω at the same
+    instant (`local_gradients` in the run's format, shared by the run's honest users): the user draws its
+    dropout flags and eps from its own generator, as alone, and gets its own gradient back.
+    """
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool
+        self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool,
+        *, gradients: Batcher[np.ndarray, tuple[Batch, Noise], object],
     ) -> None:
         super().__init__(party, network, rng)
         self.batch = Batch.single(items, values, layout.n_items)
         self.layout = layout
         self.hyper = hyper
         self.sparse = sparse
+        self.gradients = gradients
         self.answered = 0
         self.reply: Gradient | SparseGradient | None = None
         """The round's gradient while the user spends its compute time (straggler model), then None."""
@@ -88,36 +133,35 @@ class FedVAEUser(User):
                 f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
                 f"in round {request.round}"
             )
-        self.reply = self.contribution(request.round, request.weights)
+        noise = draw_noise(self.rng, self.batch, self.hyper)
+        gradient = await self.gradients.submit(self.party, request.weights, (self.batch, noise))
+        self.reply = self.contribution(request.round, gradient)
         self.answered = request.round
-        del request
+        del request, gradient
         await self.compute()
         self._send_reply()
         return True
 
-    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
-        """LocalGradient(r_u): the gradient of this user's loss at ``weights``, in the run's format."""
-        noise = draw_noise(self.rng, self.batch, self.hyper)
-        if self.sparse:
-            gradients = user_gradients(weights, self.layout, self.batch, noise, self.hyper)
-            items, rows = gradients.kept(0)
-            return SparseGradient(round_index, items.astype(np.int32), rows, gradients.rest[0])
-        (dense,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
-        return Gradient(round_index, dense)
+    def contribution(self, round_index: int, gradient: np.ndarray | SparseRows) -> Gradient | SparseGradient:
+        """LocalGradient(r_u)'s message: this user's ``gradient`` (`LocalGradients`) in the run's format."""
+        if isinstance(gradient, tuple):
+            return SparseGradient(round_index, *gradient)
+        return Gradient(round_index, gradient)
 
 
 class ByzantineUser(FedVAEUser):
-    """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`)."""
+    """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`).
+
+    Its ``gradients`` are dense whatever the run's format (`as_message` puts the forgery in that format).
+    """
 
     def __init__(self, *args, policy: Policy, scale: float, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.policy = policy
         self.scale = scale
 
-    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
-        noise = draw_noise(self.rng, self.batch, self.hyper)
-        (honest,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
-        return as_message(round_index, forge(self.policy, honest, self.scale, self.rng), self.layout, self.sparse)
+    def contribution(self, round_index: int, gradient: np.ndarray) -> Gradient | SparseGradient:  # type: ignore[override]
+        return as_message(round_index, forge(self.policy, gradient, self.scale, self.rng), self.layout, self.sparse)
 
 
 @dataclass(frozen=True)
@@ -238,4 +282,4 @@ class FedVAEServer(Server):
         return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), rejected, kept, update.selection)
 
 
-__all__ = ["ByzantineUser", "FedVAEServer", "FedVAEUser", "RoundReport"]
+__all__ = ["CHUNK", "ByzantineUser", "FedVAEServer", "FedVAEUser", "LocalGradients", "RoundReport", "SparseRows", "local_gradients"]
