@@ -397,6 +397,17 @@ class UserGradients:
         kept = np.flatnonzero(self.keep[start:stop]) + start
         return self.batch.items[kept], self.rows[kept]
 
+    def dense(self, user: int) -> Array:
+        """User ``user``'s whole gradient vector, a new array: W1 filled in (the rows of its stored items,
+        zero elsewhere) before the rest, as `dense_user_gradients` writes it."""
+        start, stop = self.batch.indptr[user], self.batch.indptr[user + 1]
+        hidden = self.rows.shape[1]
+        first = self.batch.n_items * hidden
+        out = np.zeros(first + self.rest.shape[1], dtype=self.rest.dtype)
+        out[:first].reshape(self.batch.n_items, hidden)[self.batch.items[start:stop]] = self.rows[start:stop]
+        out[first:] = self.rest[user]
+        return out
+
 
 def user_gradients(
     flat: Array, layout: Layout, batch: Batch, noise: Noise, hyper: MultVAEHyper, rest: Array | None = None

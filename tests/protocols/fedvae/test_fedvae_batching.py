@@ -18,7 +18,7 @@ from fedrecsim.mechanisms.adam import AdamHyper
 from fedrecsim.models.multvae import Batch, Layout, MultVAEHyper, Noise, dense_user_gradients, draw_noise, init_params, user_gradients
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings
-from fedrecsim.protocols.fedvae.roles import CHUNK, FedVAEServer, FedVAEUser, LocalGradients, local_gradients
+from fedrecsim.protocols.fedvae.roles import CHUNK, FedVAEServer, FedVAEUser, LocalGradients, LocalPass, local_gradients
 from fedrecsim.testing import Constant, LinkSpec, open_network
 
 HYPER = MultVAEHyper(hidden=32, latent=8)
@@ -56,8 +56,8 @@ def test_a_pass_over_many_users_gives_each_its_own_gradient_to_float32_rounding(
         batch = Batch.single(items, np.ones(items.size), ITEMS)
         users.append((batch, draw_noise(np.random.default_rng(100 + user), batch, HYPER)))
 
-    dense = LocalGradients(LAYOUT, HYPER, sparse=False)(omega, users)
-    sparse = LocalGradients(LAYOUT, HYPER, sparse=True)(omega, users)
+    dense = LocalGradients(LAYOUT, HYPER)(omega, [LocalPass(*user, dense=True) for user in users])
+    sparse = LocalGradients(LAYOUT, HYPER)(omega, [LocalPass(*user, dense=False) for user in users])
 
     for user, items in enumerate(rows):
         alone = _alone(omega, items, np.random.default_rng(100 + user))
@@ -68,6 +68,28 @@ def test_a_pass_over_many_users_gives_each_its_own_gradient_to_float32_rounding(
         items_sent, rows_sent, rest_sent = sparse[user]
         assert items_sent.dtype == np.int32 and np.array_equal(items_sent, kept)
         assert _close(np.concatenate([rows_sent.ravel(), rest_sent]), np.concatenate([first_rows.ravel(), own.rest[0]]))
+        assert not rest_sent.flags.writeable
+
+
+def test_users_wanting_either_format_in_one_pass_get_the_same_numbers_as_a_pass_of_one_format() -> None:
+    """Attackers compute dense in a sparse run: batched with sparse users, each gets, to the bit, what an
+    all-dense or all-sparse pass over the same users gives it."""
+    omega = init_params(np.random.default_rng(0), LAYOUT)
+    users = []
+    for user, items in enumerate(_rows(6, seed=4)):
+        batch = Batch.single(items, np.ones(items.size), ITEMS)
+        users.append((batch, draw_noise(np.random.default_rng(200 + user), batch, HYPER)))
+    compute = LocalGradients(LAYOUT, HYPER)
+
+    mixed = compute(omega, [LocalPass(*user, dense=position % 2 == 0) for position, user in enumerate(users)])
+    dense = compute(omega, [LocalPass(*user, dense=True) for user in users])
+    sparse = compute(omega, [LocalPass(*user, dense=False) for user in users])
+
+    for position in range(len(users)):
+        if position % 2 == 0:
+            assert np.array_equal(mixed[position], dense[position])
+        else:
+            assert all(np.array_equal(got, expected) for got, expected in zip(mixed[position], sparse[position]))
 
 
 async def _one_round(rows: list[np.ndarray], omega: np.ndarray) -> dict[Party, np.ndarray]:
@@ -80,7 +102,7 @@ async def _one_round(rows: list[np.ndarray], omega: np.ndarray) -> dict[Party, n
         sent[self.party] = np.array(gradient)
         return contribution(self, round_index, gradient)
 
-    gradients = local_gradients(LAYOUT, HYPER, False)
+    gradients = local_gradients(LAYOUT, HYPER)
     async with open_network(links=LinkSpec(Constant(0.01))) as sim:
         server = FedVAEServer(
             SERVER, sim.network, np.random.default_rng(1), LAYOUT, omega.copy(), users_per_round=len(rows),

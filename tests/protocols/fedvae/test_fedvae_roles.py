@@ -33,7 +33,7 @@ def _user(network: Network, index: int, items: list[int], seed: int, sparse: boo
     values = np.ones(len(items))
     return FedVAEUser(
         Party(Role.USER, index), network, np.random.default_rng(seed), np.array(items), values, layout, HYPER, sparse,
-        gradients=local_gradients(layout, HYPER, sparse),
+        gradients=local_gradients(layout, HYPER),
     )
 
 

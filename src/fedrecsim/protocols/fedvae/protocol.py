@@ -138,17 +138,16 @@ def _users(
     index = ctx.train.by_user()
     hyper = config.hyper()
     users: dict[Party, FedVAEUser] = {}
-    honest = local_gradients(layout, hyper, config.sparse)
-    dense = local_gradients(layout, hyper, False) if config.sparse else honest
+    gradients = local_gradients(layout, hyper)
     for user in training:
         party = Party(Role.USER, int(user))
         start, stop = index.indptr[user], index.indptr[user + 1]
         rng = ctx.rng(Stream.ACTOR, Role.USER.code, int(user))
         arguments = (party, ctx.network, rng, index.items[start:stop], index.values[start:stop], layout, hyper, config.sparse)
         if int(user) in attackers:
-            users[party] = ByzantineUser(*arguments, gradients=dense, policy=config.byzantine_policy, scale=config.byzantine_scale)
+            users[party] = ByzantineUser(*arguments, gradients=gradients, policy=config.byzantine_policy, scale=config.byzantine_scale)
         else:
-            users[party] = FedVAEUser(*arguments, gradients=honest)
+            users[party] = FedVAEUser(*arguments, gradients=gradients)
     return users
 
 

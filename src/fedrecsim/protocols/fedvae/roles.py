@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -56,45 +57,60 @@ SparseRows = tuple[np.ndarray, np.ndarray, np.ndarray]
 """A user's gradient with W1 as rows: its kept items (int32, ascending), their W1 rows, the rest of ω's."""
 
 
+class LocalPass(NamedTuple):
+    """What one user submits for its gradient: its row, the draws it made for this pass from its own
+    generator, and whether it wants the gradient dense (else W1 as rows: `SparseRows`)."""
+
+    batch: Batch
+    noise: Noise
+    dense: bool
+
+
 @dataclass(frozen=True)
 class LocalGradients:
     """The pure computation users share (`fedrecsim.actors.batching`): each user's gradient of its own loss
-    at ω, from its own row and its own draws, for the users of one instant in one pass (`stack`) -- dense
-    (a ``[P]`` row) or, with ``sparse``, W1 as rows (`SparseRows`). What one user gets is a read-only view
-    of the pass's output or arrays of its own: no user can write to another's gradient."""
+    at ω, from its own row and its own draws, for the users of one instant in one pass (`stack`). The pass
+    is the same whichever format each wants (`LocalPass.dense`), so a dense and a sparse run compute the
+    same numbers. What one user gets is a read-only view of the pass's output or arrays of its own: no user
+    can write to another's gradient."""
 
     layout: Layout
     hyper: MultVAEHyper
-    sparse: bool
 
-    def __call__(self, weights: np.ndarray, users: Sequence[tuple[Batch, Noise]]) -> list[np.ndarray] | list[SparseRows]:
-        batch, noise = stack(users)
-        if not self.sparse:
+    def __call__(self, weights: np.ndarray, users: Sequence[LocalPass]) -> list[np.ndarray | SparseRows]:
+        batch, noise = stack([(user.batch, user.noise) for user in users])
+        if all(user.dense for user in users):
             dense = dense_user_gradients(weights, self.layout, batch, noise, self.hyper)
             dense.flags.writeable = False
             return list(dense)
         gradients = user_gradients(weights, self.layout, batch, noise, self.hyper)
         gradients.rest.flags.writeable = False
-        kept = [gradients.kept(user) for user in range(batch.size)]
-        return [(items.astype(np.int32), rows, gradients.rest[user]) for user, (items, rows) in enumerate(kept)]
+        results: list[np.ndarray | SparseRows] = []
+        for position, user in enumerate(users):
+            if user.dense:
+                results.append(gradients.dense(position))
+            else:
+                items, rows = gradients.kept(position)
+                results.append((items.astype(np.int32), rows, gradients.rest[position]))
+        return results
 
 
-def local_gradients(layout: Layout, hyper: MultVAEHyper, sparse: bool) -> Batcher[np.ndarray, tuple[Batch, Noise], object]:
-    """The batcher a run's users share for their gradients in one format (`LocalGradients`), `CHUNK` at a time."""
-    return Batcher(LocalGradients(layout, hyper, sparse), CHUNK)
+def local_gradients(layout: Layout, hyper: MultVAEHyper) -> Batcher[np.ndarray, LocalPass, np.ndarray | SparseRows]:
+    """The batcher a run's users share for their gradients (`LocalGradients`), `CHUNK` at a time."""
+    return Batcher(LocalGradients(layout, hyper), CHUNK)
 
 
 class FedVAEUser(User):
     """An honest user: its row (``items``, ``values``) never leaves it; only gradients do.
 
     ``gradients`` computes its gradient with those of the users that receive the same ω at the same
-    instant (`local_gradients` in the run's format, shared by the run's honest users): the user draws its
-    dropout flags and eps from its own generator, as alone, and gets its own gradient back.
+    instant (`local_gradients`, shared by the run's users): the user draws its dropout flags and eps from
+    its own generator, as alone, and gets its own gradient back, in the run's format.
     """
 
     def __init__(  # type: ignore[no-untyped-def]
         self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool,
-        *, gradients: Batcher[np.ndarray, tuple[Batch, Noise], object],
+        *, gradients: Batcher[np.ndarray, LocalPass, np.ndarray | SparseRows],
     ) -> None:
         super().__init__(party, network, rng)
         self.batch = Batch.single(items, values, layout.n_items)
@@ -134,13 +150,18 @@ class FedVAEUser(User):
                 f"in round {request.round}"
             )
         noise = draw_noise(self.rng, self.batch, self.hyper)
-        gradient = await self.gradients.submit(self.party, request.weights, (self.batch, noise))
+        gradient = await self.gradients.submit(self.party, request.weights, LocalPass(self.batch, noise, self.wants_dense))
         self.reply = self.contribution(request.round, gradient)
         self.answered = request.round
         del request, gradient
         await self.compute()
         self._send_reply()
         return True
+
+    @property
+    def wants_dense(self) -> bool:
+        """Whether this user's gradient is computed dense (else W1 as rows)."""
+        return not self.sparse
 
     def contribution(self, round_index: int, gradient: np.ndarray | SparseRows) -> Gradient | SparseGradient:
         """LocalGradient(r_u)'s message: this user's ``gradient`` (`LocalGradients`) in the run's format."""
@@ -152,13 +173,17 @@ class FedVAEUser(User):
 class ByzantineUser(FedVAEUser):
     """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`).
 
-    Its ``gradients`` are dense whatever the run's format (`as_message` puts the forgery in that format).
+    It computes its gradient dense whatever the run's format (`as_message` puts the forgery in that format).
     """
 
     def __init__(self, *args, policy: Policy, scale: float, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.policy = policy
         self.scale = scale
+
+    @property
+    def wants_dense(self) -> bool:
+        return True
 
     def contribution(self, round_index: int, gradient: np.ndarray) -> Gradient | SparseGradient:  # type: ignore[override]
         return as_message(round_index, forge(self.policy, gradient, self.scale, self.rng), self.layout, self.sparse)
@@ -282,4 +307,4 @@ class FedVAEServer(Server):
         return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), rejected, kept, update.selection)
 
 
-__all__ = ["CHUNK", "ByzantineUser", "FedVAEServer", "FedVAEUser", "LocalGradients", "RoundReport", "SparseRows", "local_gradients"]
+__all__ = ["CHUNK", "ByzantineUser", "FedVAEServer", "FedVAEUser", "LocalGradients", "LocalPass", "RoundReport", "SparseRows", "local_gradients"]
