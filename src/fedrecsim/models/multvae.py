@@ -381,13 +381,14 @@ class UserGradients:
         losses: ``[B]``, each user's loss.
         rows: ``[nnz, H]``: row ``j`` is the W1-gradient row of stored entry ``j``'s item for its user
             (all zeros for a dropped entry); every other W1 row of a user's gradient is zero.
-        rest: ``[B, P - I * H]``: the rest of each user's gradient (b1, W2, ..., b4, in ω's order).
+        rest: the rest of each user's gradient (b1, W2, ..., b4, in ω's order): a ``[B, P - I * H]`` array
+            (`user_gradients`), or one ``[P - I * H]`` vector per user (`gradients_into`).
         batch, keep: the users' rows and which stored entries were kept.
     """
 
     losses: Array
     rows: Array
-    rest: Array
+    rest: Array | Sequence[Array]
     batch: Batch
     keep: npt.NDArray[np.bool_]
 
@@ -397,17 +398,6 @@ class UserGradients:
         kept = np.flatnonzero(self.keep[start:stop]) + start
         return self.batch.items[kept], self.rows[kept]
 
-    def dense(self, user: int) -> Array:
-        """User ``user``'s whole gradient vector, a new array: W1 filled in (the rows of its stored items,
-        zero elsewhere) before the rest, as `dense_user_gradients` writes it."""
-        start, stop = self.batch.indptr[user], self.batch.indptr[user + 1]
-        hidden = self.rows.shape[1]
-        first = self.batch.n_items * hidden
-        out = np.zeros(first + self.rest.shape[1], dtype=self.rest.dtype)
-        out[:first].reshape(self.batch.n_items, hidden)[self.batch.items[start:stop]] = self.rows[start:stop]
-        out[first:] = self.rest[user]
-        return out
-
 
 def user_gradients(
     flat: Array, layout: Layout, batch: Batch, noise: Noise, hyper: MultVAEHyper, rest: Array | None = None
@@ -415,35 +405,60 @@ def user_gradients(
     """Each user's gradient of its own loss (one forward/backward pass for the whole batch).
 
     The gradient of user b is, layer by layer, the outer product of the layer's input and b's delta:
-    this computes every outer product, ``B * P`` numbers in all. A FedVAE user calls it with a batch
-    of one. ``rest``, if given, is the ``[B, P - I * H]`` array the non-W1 blocks are written into.
+    this computes every outer product, ``B * P`` numbers in all. ``rest``, if given, is the
+    ``[B, P - I * H]`` array the non-W1 blocks are written into.
     """
-    _check_batch(batch, layout)
-    P = layout.unpack(flat)
-    state = _forward(P, batch, noise, hyper)
-    deltas = _backward(P, batch, noise, hyper, state)
-    # One user: every entry's delta is the same row, broadcast rather than gathered.
-    first_rows = state.inputs[:, None] * (deltas.pre1 if batch.size == 1 else deltas.pre1[batch.rows()])
-    offsets = [offset - layout.first_layer_size for offset in layout.offsets[1:]]
     shape = (batch.size, layout.size - layout.first_layer_size)
     if rest is None:
         rest = np.empty(shape, dtype=flat.dtype)
     elif rest.shape != shape or rest.dtype != flat.dtype:
         raise ValueError(f"rest must be a {flat.dtype} array of shape {shape}, got {rest.dtype} {rest.shape}")
+    gradients = gradients_into(flat, layout, batch, noise, hyper, list(rest))
+    return UserGradients(gradients.losses, gradients.rows, rest, batch, noise.keep)
+
+
+def gradients_into(
+    flat: Array, layout: Layout, batch: Batch, noise: Noise, hyper: MultVAEHyper, outs: Sequence[Array]
+) -> UserGradients:
+    """Each user's gradient of its own loss written into a vector of its own, one pass for the batch.
+
+    ``outs[b]`` is user b's: a ``[P]`` vector receives the whole gradient (W1 filled in densely, zero
+    outside the rows of b's stored items), a ``[P - I * H]`` one the rest only (W1 is then in the result's
+    ``rows``). The numbers are those of `user_gradients` over the same batch, to the bit: the batch's
+    BLAS products are the same, and each user's outer products are elementwise.
+    """
+    _check_batch(batch, layout)
+    first, size = layout.first_layer_size, layout.size
+    if len(outs) != batch.size or any(out.dtype != flat.dtype or out.shape not in {(size,), (size - first,)} for out in outs):
+        raise ValueError(
+            f"outs must be {batch.size} {flat.dtype} vectors of length {size} or {size - first}, got "
+            f"{[(str(out.dtype), out.shape) for out in outs]}"
+        )
+    P = layout.unpack(flat)
+    state = _forward(P, batch, noise, hyper)
+    deltas = _backward(P, batch, noise, hyper, state)
+    # One user: every entry's delta is the same row, broadcast rather than gathered.
+    first_rows = state.inputs[:, None] * (deltas.pre1 if batch.size == 1 else deltas.pre1[batch.rows()])
+    offsets = [offset - first for offset in layout.offsets[1:]]
     H, K2, K, I = layout.hidden, 2 * layout.latent, layout.latent, layout.n_items
-
-    def block(k: int, *dims: int) -> Array:
-        # A column slice of a row-major array, its last axis split: always a view, never a copy.
-        return rest[:, offsets[k] : offsets[k + 1]].reshape(batch.size, *dims)
-
-    block(0, H)[...] = deltas.pre1
-    np.multiply(state.h1[:, :, None], deltas.encoded[:, None, :], out=block(1, H, K2))
-    block(2, K2)[...] = deltas.encoded
-    np.multiply(state.z[:, :, None], deltas.pre3[:, None, :], out=block(3, K, H))
-    block(4, H)[...] = deltas.pre3
-    np.multiply(state.h3[:, :, None], deltas.logits[:, None, :], out=block(5, H, I))
-    block(6, I)[...] = deltas.logits
-    return UserGradients(state.losses, first_rows, rest, batch, noise.keep)
+    rests = []
+    for user, out in enumerate(outs):
+        rest = out[first:] if out.size == size else out
+        rests.append(rest)
+        b1, W2, b2, W3, b3, W4, b4 = (rest[offsets[k] : offsets[k + 1]] for k in range(7))
+        b1[...] = deltas.pre1[user]
+        np.multiply(state.h1[user, :, None], deltas.encoded[user, None, :], out=W2.reshape(H, K2))
+        b2[...] = deltas.encoded[user]
+        np.multiply(state.z[user, :, None], deltas.pre3[user, None, :], out=W3.reshape(K, H))
+        b3[...] = deltas.pre3[user]
+        np.multiply(state.h3[user, :, None], deltas.logits[user, None, :], out=W4.reshape(H, I))
+        b4[...] = deltas.logits[user]
+        if out.size == size:
+            start, stop = batch.indptr[user], batch.indptr[user + 1]
+            W1 = out[:first].reshape(I, H)
+            W1[...] = 0.0
+            W1[batch.items[start:stop]] = first_rows[start:stop]
+    return UserGradients(state.losses, first_rows, rests, batch, noise.keep)
 
 
 def dense_user_gradients(
@@ -453,16 +468,12 @@ def dense_user_gradients(
 
     ``out``, if given, is the ``[B, P]`` array written (and returned).
     """
-    first = layout.first_layer_size
     if out is None:
         out = np.empty((batch.size, layout.size), dtype=flat.dtype)
     elif out.shape != (batch.size, layout.size) or out.dtype != flat.dtype:
         shape = (batch.size, layout.size)
         raise ValueError(f"out must be a {flat.dtype} array of shape {shape}, got {out.dtype} {out.shape}")
-    gradients = user_gradients(flat, layout, batch, noise, hyper, rest=out[:, first:])
-    W1 = out[:, :first].reshape(batch.size, layout.n_items, layout.hidden)
-    W1[...] = 0.0
-    W1[batch.rows(), batch.items] = gradients.rows
+    gradients_into(flat, layout, batch, noise, hyper, list(out))
     return out
 
 
@@ -517,6 +528,7 @@ __all__ = [
     "batch_gradient",
     "dense_user_gradients",
     "draw_noise",
+    "gradients_into",
     "init_params",
     "losses",
     "scores",

@@ -40,7 +40,7 @@ from ...actors.server import Server
 from ...actors.user import User
 from ...errors import ProtocolViolation
 from ...mechanisms.adam import AdamHyper, adam_init
-from ...models.multvae import Batch, Layout, MultVAEHyper, Noise, dense_user_gradients, draw_noise, stack, user_gradients
+from ...models.multvae import Batch, Layout, MultVAEHyper, Noise, draw_noise, gradients_into, stack
 from ...network.party import Party
 from .aggregation import FilterSettings, OrderedSum, Selection, descend, global_update, unfiltered
 from .byzantine import as_message, forge
@@ -71,27 +71,26 @@ class LocalGradients:
     """The pure computation users share (`fedrecsim.actors.batching`): each user's gradient of its own loss
     at ω, from its own row and its own draws, for the users of one instant in one pass (`stack`). The pass
     is the same whichever format each wants (`LocalPass.dense`), so a dense and a sparse run compute the
-    same numbers. What one user gets is a read-only view of the pass's output or arrays of its own: no user
-    can write to another's gradient."""
+    same numbers. Each user's gradient is written into arrays of its own (`gradients_into`), not rows of
+    one array the chunk's users share: no user can reach another's, and each array is an allocation the
+    size of one gradient, which the allocator reuses from round to round (a chunk-sized one would be mapped
+    afresh each time: its page faults cost more than the copy it saves)."""
 
     layout: Layout
     hyper: MultVAEHyper
 
     def __call__(self, weights: np.ndarray, users: Sequence[LocalPass]) -> list[np.ndarray | SparseRows]:
         batch, noise = stack([(user.batch, user.noise) for user in users])
-        if all(user.dense for user in users):
-            dense = dense_user_gradients(weights, self.layout, batch, noise, self.hyper)
-            dense.flags.writeable = False
-            return list(dense)
-        gradients = user_gradients(weights, self.layout, batch, noise, self.hyper)
-        gradients.rest.flags.writeable = False
+        size, rest = self.layout.size, self.layout.size - self.layout.first_layer_size
+        outs = [np.empty(size if user.dense else rest, dtype=weights.dtype) for user in users]
+        gradients = gradients_into(weights, self.layout, batch, noise, self.hyper, outs)
         results: list[np.ndarray | SparseRows] = []
-        for position, user in enumerate(users):
+        for position, (user, out) in enumerate(zip(users, outs)):
             if user.dense:
-                results.append(gradients.dense(position))
+                results.append(out)
             else:
                 items, rows = gradients.kept(position)
-                results.append((items.astype(np.int32), rows, gradients.rest[position]))
+                results.append((items.astype(np.int32), rows, out))
         return results
 
 
