@@ -3,7 +3,11 @@
 A user holds its row r_u and nothing else. Each time it is sampled it receives ω, draws its dropout
 flags and eps from its own generator, runs one forward/backward pass of Mult-VAE on r_u (Polato Sec.
 IV-A: a single pass) and returns the gradient of its own loss, dense or with W1 as rows
-(`fedrecsim.models.multvae`). A user that crashes mid-round is silent for the round. It answers each
+(`fedrecsim.models.multvae`). The users that receive ω at the same virtual instant have that pass
+computed together, `CHUNK` at a time in party order (`LocalGradients` through
+`fedrecsim.actors.batching`): each with its own row and its own draws, each gradient in arrays of the
+user's own, equal to what the user computes alone up to float32 rounding (BLAS sums a batch in another
+order). A user that crashes mid-round is silent for the round. It answers each
 round once: a request for a round it already answered (a copy the network duplicated, or one a newer
 request overtook) is ignored, so a duplicate costs it no draw.
 
@@ -75,8 +79,9 @@ class LocalGradients:
     is the same whichever format each wants (`LocalPass.dense`), so a dense and a sparse run compute the
     same numbers. Each user's gradient is written into arrays of its own (`gradients_into`), not rows of
     one array the chunk's users share: no user can reach another's, and each array is an allocation the
-    size of one gradient, which the allocator reuses from round to round (a chunk-sized one would be mapped
-    afresh each time: its page faults cost more than the copy it saves)."""
+    size of one gradient, which the allocator reuses from round to round (a chunk-sized one is above glibc's
+    mmap threshold and was mapped afresh each time: its page faults made a round slower than users computing
+    alone)."""
 
     layout: Layout
     hyper: MultVAEHyper
