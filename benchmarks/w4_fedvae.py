@@ -10,25 +10,17 @@ between sides run apart (wall ratios once put the round below its "bound"), whil
 is its own. Run it with ``OPENBLAS_NUM_THREADS=1`` so that BLAS threads do not spin.
 
 ``sim_s``: `fedrecsim.run` of the scenario for three rounds with zero latency, the CPU of the second
-round (from the progress callback): the server encodes ω once, 250 users each decode it (one decoded
-copy, shared read-only by the broadcast's receivers), each draws its own dropout flags and eps and submits
-them for one forward/backward pass -- the users of one virtual instant are computed together, 16 at a
-time in party order (`fedrecsim.actors.batching`, `fedvae.roles.LocalGradients`), each gradient written
-into an array of the user's own -- and each encodes its gradient, the network hashes every byte into the
-transcript and delivers, the server checks each gradient in the pass that sums it in party order as it
-comes (`OrderedSum`), keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in
-place. The round's compute now costs about the floor; what stands between ``sim_s`` and ``bound`` is
-carrying the bytes: each gradient copied into its message when encoded (about 0.6 s of CPU a round: 4.6 GB
-read and written), hashed by the ledger in a pass of its own (``hash_s``), then read again by the server's
-check-and-sum (``check_sum_s``) -- the bound hashes, checks and sums in one read and copies nothing.
+round (from the progress callback): the server encodes ω once, 250 users each decode it, run one
+forward/backward pass and encode their gradient, the network hashes every byte into the transcript and
+delivers, the server checks each gradient in the pass that sums it in party order as it comes
+(`OrderedSum`), keeping no reply (`Actor.gather` with ``keep=False``), and takes one Adam step in place.
 Round 1 is left out because it also allocates what later rounds reuse; round 3 is followed by the
 held-out users' evaluation. SecureFilter is off (plain averaging), because the floor aggregates nothing
 either. The process keeps freed memory mapped, as the ``fedrecsim`` command does
 (`fedrecsim.allocator.keep_freed_memory`). ``sim_peak_mb`` is the process's peak resident memory right
 after the run (the run comes first, so it is the run's), beside ``messages_mb``, the gradients' bytes of
 one round. With zero latency the round's gradients are all in flight at one instant: the peak is about
-``messages_mb`` and what the process holds besides (one chunk's gradients, 16 x 18.4 MB, before their
-users encode them). The server reads each gradient in place, a read-only
+``messages_mb`` and what the process holds besides. The server reads each gradient in place, a read-only
 view of its message's bytes (misaligned for most senders: the gradient field is declared
 ``aligned=False``, `fedrecsim.protocols.fedvae.messages`), so no gradient is copied on delivery; the
 bytes are let go once the gradient is summed.
@@ -52,18 +44,15 @@ the fused pass makes one. ``server_sum_s`` is the server's own validation and or
 (`dense_values`, `OrderedSum`: also one fused pass, on its own blocks and checks, without hashing) on the
 same gradients, beside ``check_sum_s``, the pass it is bounded by.
 
-``unbatched_bound``: the same with each user's maths done alone. The floor multiplies the 250 users' rows
-in one batch, so it reads ω's largest block (W4, 8.4 MB) twice a round; a user computing its own gradient
-alone reads it twice itself, 250 times a round. ``users_s`` is the floor's 250 gradients computed one user
-at a time (`user_by_user`: a batch of one each, from the floor's own draws, each checked against its floor
-row), and ``unbatched_bound = (users_s + fused_s + adam_s) / floor_s``: the least ratio a simulator whose
-users each compute their own gradient could reach -- the simulation did until it batched the users of one
-instant. ``chunks_s`` is the floor's 250 gradients computed as the simulation now computes them
-(`in_chunks`: `LocalGradients`, 16 users a pass (`CHUNK`), from the floor's draws, each checked against its floor
-row): about the floor, and the simulation's compute. A user's gradient computed in a batch differs from
-the one it computes alone in its last bits (BLAS sums in another order: about half of the entries differ,
-by up to ~7 float32 epsilons of the row's largest entry), so batching changed the transcripts' content
-hashes, not their structure, ledgers or metrics beyond their low bits.
+``unbatched_bound``: the same with the users' maths as the simulation must do it. The floor multiplies
+the 250 users' rows in one batch, so it reads ω's largest block (W4, 8.4 MB) twice a round; a simulated
+user computes its own gradient alone and reads it twice itself, 250 times a round. Batching the users of
+one instant would change the last bits of their gradients (BLAS calls of other shapes: about half of the
+entries differ, by up to ~1e-6 of a row's largest), and so the transcripts and metrics, so the simulation
+does not. ``users_s`` is the floor's 250 gradients computed one user at a time as the simulated users
+compute them (`user_by_user`: a batch of one each, from the floor's own draws, each checked against its
+floor row), and ``unbatched_bound = (users_s + fused_s + adam_s) / floor_s``: the least ratio a
+simulator whose users each compute their own gradient can reach.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
 own cost on the floor's 250 gradients (the 250 x 250 distances and the choice), both CPU: Krum is
@@ -91,7 +80,6 @@ from fedrecsim.models.multvae import Batch, Layout, MultVAEHyper, Noise, dense_u
 from fedrecsim.network.party import Party, Role
 from fedrecsim.protocols.fedvae.aggregation import OrderedSum, descend, unfiltered
 from fedrecsim.protocols.fedvae.messages import Gradient
-from fedrecsim.protocols.fedvae.roles import CHUNK, LocalGradients, LocalPass
 from fedrecsim.protocols.fedvae.validation import MAX_NORM, dense_values
 from fedrecsim.scenario import parse_scenario
 
@@ -171,7 +159,7 @@ def floor_gradients(size: dict[str, int]) -> Floor:
 
 def user_by_user(floor: Floor, tolerance: float = 1e-4) -> float:
     """``users_s`` (module docstring): CPU seconds of the floor's R gradients computed one user at a time, as
-    a user computing alone computes its own (a batch of one, a fresh gradient), each
+    the simulated users compute theirs (`FedVAEUser.contribution`: a batch of one, a fresh gradient), each
     from its own rows and its own slice of the floor's draws, and dropped. Raises unless every one equals
     its floor row to within ``tolerance`` times the row's largest entry (a batch of one multiplies in BLAS
     calls of other shapes than the batch's, so the last bits differ; a wrong user or draw differs by far
@@ -190,29 +178,6 @@ def user_by_user(floor: Floor, tolerance: float = 1e-4) -> float:
         expected = floor.gradients[user]
         if not np.max(np.abs(gradient - expected)) <= tolerance * np.max(np.abs(expected)):
             raise SimulationError(f"W4's user {user} computed alone differs from its row of the batched floor")
-    return seconds
-
-
-def in_chunks(floor: Floor, tolerance: float = 1e-4) -> float:
-    """``chunks_s`` (module docstring): CPU seconds of the floor's R gradients computed as the simulation's
-    users of one instant are (`LocalGradients`, `CHUNK` users a pass in order, each gradient into an array of
-    its own), from the floor's draws; each checked against its floor row as in `user_by_user`."""
-    batch, noise, indptr = floor.batch, floor.noise, floor.batch.indptr
-    users = [
-        LocalPass(Batch.single(batch.items[start:stop], batch.values[start:stop], batch.n_items),
-                  Noise(noise.keep[start:stop], noise.eps[user : user + 1]), True)
-        for user, (start, stop) in enumerate(zip(indptr[:-1], indptr[1:]))
-    ]
-    compute = LocalGradients(floor.layout, floor.hyper)
-    seconds = 0.0
-    for first in range(0, len(users), CHUNK):
-        start = time.process_time()
-        gradients = compute(floor.omega, users[first : first + CHUNK])
-        seconds += time.process_time() - start
-        for user, gradient in enumerate(gradients, start=first):
-            expected = floor.gradients[user]
-            if not np.max(np.abs(gradient - expected)) <= tolerance * np.max(np.abs(expected)):
-                raise SimulationError(f"W4's user {user} computed in a chunk differs from its row of the batched floor")
     return seconds
 
 
@@ -289,7 +254,6 @@ def measure(size: dict[str, int]) -> dict[str, float]:
     floor = floor_gradients(size)
     gradients, omega, floor_s, layout = floor.gradients, floor.omega, floor.seconds, floor.layout
     users_s = user_by_user(floor)
-    chunks_s = in_chunks(floor)
 
     def hash_each() -> list[bytes]:
         return [xxhash.xxh3_128(memoryview(gradient).cast("B")).digest() for gradient in gradients]
@@ -305,7 +269,7 @@ def measure(size: dict[str, int]) -> dict[str, float]:
     config = parse_scenario(tables(size)).protocol
     _, adam_s = _cpu(descend, omega, mean, adam_init(omega), config.adam(), unfiltered(len(gradients)), 0.0)
     return {
-        "sim_s": sim_s, "floor_s": floor_s, "users_s": users_s, "chunks_s": chunks_s, "fused_s": fused_s, "hash_s": hash_s, "check_sum_s": check_sum_s,
+        "sim_s": sim_s, "floor_s": floor_s, "users_s": users_s, "fused_s": fused_s, "hash_s": hash_s, "check_sum_s": check_sum_s,
         "adam_s": adam_s,
         "server_sum_s": server_sum_s, "params": float(layout.size), "sim_peak_mb": sim_peak,
         "messages_mb": gradients.nbytes / 2**20,
@@ -333,7 +297,7 @@ def run(options: Options) -> Iterator[str]:
         return min(result[name] for result in runs)
 
     sim_s, floor_s = best("sim_s"), best("floor_s")
-    terms = ("users_s", "chunks_s", "fused_s", "adam_s", "hash_s", "check_sum_s")
+    terms = ("users_s", "fused_s", "adam_s", "hash_s", "check_sum_s")
     bound = (floor_s + best("fused_s") + best("adam_s")) / floor_s
     unbatched = (best("users_s") + best("fused_s") + best("adam_s")) / floor_s
     yield (
@@ -350,6 +314,6 @@ def run(options: Options) -> Iterator[str]:
 
 
 __all__ = [
-    "QUICK", "STANDARD", "Floor", "floor_gradients", "fused_check_and_sum", "fused_pass", "in_chunks", "krum", "measure", "run", "sim", "tables",
+    "QUICK", "STANDARD", "Floor", "floor_gradients", "fused_check_and_sum", "fused_pass", "krum", "measure", "run", "sim", "tables",
     "user_by_user",
 ]

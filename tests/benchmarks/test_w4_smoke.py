@@ -76,17 +76,6 @@ def test_the_fused_pass_hashes_every_byte_of_each_row_and_refuses_a_bad_last_blo
             w4_fedvae.fused_pass(broken, block=4, group=2)
 
 
-def test_the_chunked_users_are_checked_against_their_own_floor_rows() -> None:
-    """`in_chunks` computes each user as the simulation does and refuses a floor whose rows are not those
-    users' (two rows swapped)."""
-    floor = w4_fedvae.floor_gradients(w4_fedvae.QUICK)
-    assert w4_fedvae.in_chunks(floor) >= 0.0
-    swapped = floor.gradients.copy()
-    swapped[[0, 1]] = swapped[[1, 0]]
-    with pytest.raises(SimulationError, match="user 0 computed in a chunk differs"):
-        w4_fedvae.in_chunks(floor._replace(gradients=swapped))
-
-
 def test_the_line(monkeypatch) -> None:
     calls = []
 
@@ -100,7 +89,7 @@ def test_the_line(monkeypatch) -> None:
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d "
-        rf"unbatched_bound=\d+\.\d\d users_s={number} chunks_s={number} fused_s={number} "
+        rf"unbatched_bound=\d+\.\d\d users_s={number} fused_s={number} "
         rf"adam_s={number} hash_s={number} check_sum_s={number} server_sum_s={number} cpu=process_time "
         rf"krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=\d+ messages_mb=\d+ krum_peak_mb=100",
@@ -114,6 +103,6 @@ def test_every_side_runs_in_one_process_as_the_command_runs(monkeypatch) -> None
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
     result = w4_fedvae.measure(w4_fedvae.QUICK)
     assert kept == [True]
-    assert set(result) == {"sim_s", "floor_s", "users_s", "chunks_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params",
+    assert set(result) == {"sim_s", "floor_s", "users_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params",
                            "sim_peak_mb", "messages_mb"}
     assert result["messages_mb"] == 50 * result["params"] * 4 / 2**20

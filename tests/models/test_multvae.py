@@ -19,7 +19,6 @@ from fedrecsim.models.multvae import (
     Noise,
     batch_gradient,
     dense_user_gradients,
-    gradients_into,
     draw_noise,
     init_params,
     losses,
@@ -404,33 +403,6 @@ def test_dense_user_gradients_fill_a_given_out_array() -> None:
     out = np.full((batch.size, LAYOUT.size), np.nan)
     assert dense_user_gradients(flat, LAYOUT, batch, noise, HYPER, out=out) is out
     assert np.array_equal(out, dense_user_gradients(flat, LAYOUT, batch, noise, HYPER))
-
-
-def test_gradients_into_vectors_of_their_own_equal_the_batched_arrays_to_the_bit() -> None:
-    """A ``[P]`` vector gets the dense gradient, a ``[P - I*H]`` one the rest with W1 as rows: the same
-    numbers as `dense_user_gradients` and `user_gradients` over the same batch."""
-    rng = np.random.default_rng(26)
-    flat = init_params(rng, LAYOUT, np.float32)
-    batch = tiny_batch().subset([0, 3])
-    noise = draw_noise(rng, batch, HYPER, np.float32)
-    outs = [np.full(LAYOUT.size, np.nan, np.float32), np.full(REST, np.nan, np.float32)]
-    gradients = gradients_into(flat, LAYOUT, batch, noise, HYPER, outs)
-    dense = dense_user_gradients(flat, LAYOUT, batch, noise, HYPER)
-    sparse = user_gradients(flat, LAYOUT, batch, noise, HYPER)
-    assert dense[0].tobytes() == outs[0].tobytes()
-    assert sparse.rest[1].tobytes() == outs[1].tobytes() and gradients.rest[1] is outs[1]
-    assert all(np.array_equal(got, expected) for got, expected in zip(gradients.kept(1), sparse.kept(1)))
-
-
-def test_gradients_into_refuses_vectors_of_another_length_or_dtype() -> None:
-    rng = np.random.default_rng(27)
-    flat = init_params(rng, LAYOUT, np.float32)
-    batch = tiny_batch().subset([0, 3])
-    noise = draw_noise(rng, batch, HYPER, np.float32)
-    for outs in ([np.empty(LAYOUT.size, np.float32)], [np.empty(LAYOUT.size, np.float32), np.empty(REST + 1, np.float32)],
-                 [np.empty(LAYOUT.size, np.float32), np.empty(REST, np.float64)]):
-        with pytest.raises(ValueError, match=f"outs must be 2 float32 vectors of length {LAYOUT.size} or {REST}"):
-            gradients_into(flat, LAYOUT, batch, noise, HYPER, outs)
 
 
 REST = LAYOUT.size - LAYOUT.first_layer_size

@@ -41,7 +41,7 @@ deterministic function of ω, which is what the gradient check differentiates. C
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -234,25 +234,6 @@ def draw_noise(rng: np.random.Generator, batch: Batch, hyper: MultVAEHyper, dtyp
     return Noise(keep, eps)
 
 
-def stack(users: Sequence[tuple[Batch, Noise]]) -> tuple[Batch, Noise]:
-    """Users' rows and the draws each made for them (batches and their noise, in order) as one batch and
-    its noise: row b of the result is the b-th batch's rows, with that batch's keep flags and eps rows, so a
-    pass over the stack computes for each user what a pass over its own batch computes, to float rounding
-    (BLAS multiplies a batch in calls of other shapes)."""
-    batches = [batch for batch, _ in users]
-    if len({batch.n_items for batch in batches}) != 1:
-        raise ValueError(f"the batches to stack have different item counts: {sorted({batch.n_items for batch in batches})}")
-    lengths = np.concatenate([np.diff(batch.indptr) for batch in batches])
-    indptr = np.zeros(lengths.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    joined = Batch(
-        indptr, np.concatenate([batch.items for batch in batches]), np.concatenate([batch.values for batch in batches]),
-        batches[0].n_items,
-    )
-    noise = Noise(np.concatenate([draws.keep for _, draws in users]), np.concatenate([draws.eps for _, draws in users]))
-    return joined, noise
-
-
 def init_params(rng: np.random.Generator, layout: Layout, dtype: npt.DTypeLike = np.float32) -> Array:
     """A fresh ω: Glorot-uniform weights and ``N(0, BIAS_INIT_STD^2)`` biases, drawn block by block in order."""
     flat = np.empty(layout.size, dtype=dtype)
@@ -381,14 +362,13 @@ class UserGradients:
         losses: ``[B]``, each user's loss.
         rows: ``[nnz, H]``: row ``j`` is the W1-gradient row of stored entry ``j``'s item for its user
             (all zeros for a dropped entry); every other W1 row of a user's gradient is zero.
-        rest: the rest of each user's gradient (b1, W2, ..., b4, in ω's order): a ``[B, P - I * H]`` array
-            (`user_gradients`), or one ``[P - I * H]`` vector per user (`gradients_into`).
+        rest: ``[B, P - I * H]``: the rest of each user's gradient (b1, W2, ..., b4, in ω's order).
         batch, keep: the users' rows and which stored entries were kept.
     """
 
     losses: Array
     rows: Array
-    rest: Array | Sequence[Array]
+    rest: Array
     batch: Batch
     keep: npt.NDArray[np.bool_]
 
@@ -405,60 +385,35 @@ def user_gradients(
     """Each user's gradient of its own loss (one forward/backward pass for the whole batch).
 
     The gradient of user b is, layer by layer, the outer product of the layer's input and b's delta:
-    this computes every outer product, ``B * P`` numbers in all. ``rest``, if given, is the
-    ``[B, P - I * H]`` array the non-W1 blocks are written into.
-    """
-    shape = (batch.size, layout.size - layout.first_layer_size)
-    if rest is None:
-        rest = np.empty(shape, dtype=flat.dtype)
-    elif rest.shape != shape or rest.dtype != flat.dtype:
-        raise ValueError(f"rest must be a {flat.dtype} array of shape {shape}, got {rest.dtype} {rest.shape}")
-    gradients = gradients_into(flat, layout, batch, noise, hyper, list(rest))
-    return UserGradients(gradients.losses, gradients.rows, rest, batch, noise.keep)
-
-
-def gradients_into(
-    flat: Array, layout: Layout, batch: Batch, noise: Noise, hyper: MultVAEHyper, outs: Sequence[Array]
-) -> UserGradients:
-    """Each user's gradient of its own loss written into a vector of its own, one pass for the batch.
-
-    ``outs[b]`` is user b's: a ``[P]`` vector receives the whole gradient (W1 filled in densely, zero
-    outside the rows of b's stored items), a ``[P - I * H]`` one the rest only (W1 is then in the result's
-    ``rows``). The numbers are those of `user_gradients` over the same batch, to the bit: the batch's
-    BLAS products are the same, and each user's outer products are elementwise.
+    this computes every outer product, ``B * P`` numbers in all. A FedVAE user calls it with a batch
+    of one. ``rest``, if given, is the ``[B, P - I * H]`` array the non-W1 blocks are written into.
     """
     _check_batch(batch, layout)
-    first, size = layout.first_layer_size, layout.size
-    if len(outs) != batch.size or any(out.dtype != flat.dtype or out.shape not in {(size,), (size - first,)} for out in outs):
-        raise ValueError(
-            f"outs must be {batch.size} {flat.dtype} vectors of length {size} or {size - first}, got "
-            f"{[(str(out.dtype), out.shape) for out in outs]}"
-        )
     P = layout.unpack(flat)
     state = _forward(P, batch, noise, hyper)
     deltas = _backward(P, batch, noise, hyper, state)
     # One user: every entry's delta is the same row, broadcast rather than gathered.
     first_rows = state.inputs[:, None] * (deltas.pre1 if batch.size == 1 else deltas.pre1[batch.rows()])
-    offsets = [offset - first for offset in layout.offsets[1:]]
+    offsets = [offset - layout.first_layer_size for offset in layout.offsets[1:]]
+    shape = (batch.size, layout.size - layout.first_layer_size)
+    if rest is None:
+        rest = np.empty(shape, dtype=flat.dtype)
+    elif rest.shape != shape or rest.dtype != flat.dtype:
+        raise ValueError(f"rest must be a {flat.dtype} array of shape {shape}, got {rest.dtype} {rest.shape}")
     H, K2, K, I = layout.hidden, 2 * layout.latent, layout.latent, layout.n_items
-    rests = []
-    for user, out in enumerate(outs):
-        rest = out[first:] if out.size == size else out
-        rests.append(rest)
-        b1, W2, b2, W3, b3, W4, b4 = (rest[offsets[k] : offsets[k + 1]] for k in range(7))
-        b1[...] = deltas.pre1[user]
-        np.multiply(state.h1[user, :, None], deltas.encoded[user, None, :], out=W2.reshape(H, K2))
-        b2[...] = deltas.encoded[user]
-        np.multiply(state.z[user, :, None], deltas.pre3[user, None, :], out=W3.reshape(K, H))
-        b3[...] = deltas.pre3[user]
-        np.multiply(state.h3[user, :, None], deltas.logits[user, None, :], out=W4.reshape(H, I))
-        b4[...] = deltas.logits[user]
-        if out.size == size:
-            start, stop = batch.indptr[user], batch.indptr[user + 1]
-            W1 = out[:first].reshape(I, H)
-            W1[...] = 0.0
-            W1[batch.items[start:stop]] = first_rows[start:stop]
-    return UserGradients(state.losses, first_rows, rests, batch, noise.keep)
+
+    def block(k: int, *dims: int) -> Array:
+        # A column slice of a row-major array, its last axis split: always a view, never a copy.
+        return rest[:, offsets[k] : offsets[k + 1]].reshape(batch.size, *dims)
+
+    block(0, H)[...] = deltas.pre1
+    np.multiply(state.h1[:, :, None], deltas.encoded[:, None, :], out=block(1, H, K2))
+    block(2, K2)[...] = deltas.encoded
+    np.multiply(state.z[:, :, None], deltas.pre3[:, None, :], out=block(3, K, H))
+    block(4, H)[...] = deltas.pre3
+    np.multiply(state.h3[:, :, None], deltas.logits[:, None, :], out=block(5, H, I))
+    block(6, I)[...] = deltas.logits
+    return UserGradients(state.losses, first_rows, rest, batch, noise.keep)
 
 
 def dense_user_gradients(
@@ -468,12 +423,16 @@ def dense_user_gradients(
 
     ``out``, if given, is the ``[B, P]`` array written (and returned).
     """
+    first = layout.first_layer_size
     if out is None:
         out = np.empty((batch.size, layout.size), dtype=flat.dtype)
     elif out.shape != (batch.size, layout.size) or out.dtype != flat.dtype:
         shape = (batch.size, layout.size)
         raise ValueError(f"out must be a {flat.dtype} array of shape {shape}, got {out.dtype} {out.shape}")
-    gradients_into(flat, layout, batch, noise, hyper, list(out))
+    gradients = user_gradients(flat, layout, batch, noise, hyper, rest=out[:, first:])
+    W1 = out[:, :first].reshape(batch.size, layout.n_items, layout.hidden)
+    W1[...] = 0.0
+    W1[batch.rows(), batch.items] = gradients.rows
     return out
 
 
@@ -528,11 +487,9 @@ __all__ = [
     "batch_gradient",
     "dense_user_gradients",
     "draw_noise",
-    "gradients_into",
     "init_params",
     "losses",
     "scores",
-    "stack",
     "train_centralized",
     "user_gradients",
 ]

@@ -47,8 +47,8 @@ def test_the_audit_sees_no_leak_when_the_first_layer_gradient_is_withheld(tmp_pa
     real = roles.FedVAEUser.contribution
     hidden = 8
 
-    def withheld(self, round_index, gradient):  # type: ignore[no-untyped-def]
-        message = real(self, round_index, gradient)
+    def withheld(self, round_index, weights):  # type: ignore[no-untyped-def]
+        message = real(self, round_index, weights)
         values = np.array(message.values)
         values[: self.layout.n_items * hidden] = 0.0
         return type(message)(message.round, values)

@@ -18,7 +18,7 @@ from fedrecsim.network.network import Network
 from fedrecsim.network.party import SERVER, Party, Role
 from fedrecsim.protocols.fedvae.aggregation import FilterSettings, OrderedSum
 from fedrecsim.protocols.fedvae.messages import Gradient, Model, SparseGradient
-from fedrecsim.protocols.fedvae.roles import FedVAEServer, FedVAEUser, local_gradients
+from fedrecsim.protocols.fedvae.roles import FedVAEServer, FedVAEUser
 from fedrecsim.testing import Constant, LinkSpec, open_network
 
 HYPER = MultVAEHyper(hidden=4, latent=2, dropout=0.5, beta=0.2)
@@ -31,10 +31,7 @@ LINKS = LinkSpec(Constant(0.01))
 def _user(network: Network, index: int, items: list[int], seed: int, sparse: bool = False) -> FedVAEUser:
     layout = Layout.of(ITEMS, HYPER)
     values = np.ones(len(items))
-    return FedVAEUser(
-        Party(Role.USER, index), network, np.random.default_rng(seed), np.array(items), values, layout, HYPER, sparse,
-        gradients=local_gradients(layout, HYPER),
-    )
+    return FedVAEUser(Party(Role.USER, index), network, np.random.default_rng(seed), np.array(items), values, layout, HYPER, sparse)
 
 
 def _server(network: Network, omega: np.ndarray, users_per_round: int, sparse: bool = False) -> FedVAEServer:

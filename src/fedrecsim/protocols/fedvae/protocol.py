@@ -99,7 +99,7 @@ from .audit import AUDIT
 from .byzantine import choose_attackers
 from .config import FedVAEConfig
 from .evaluation import centralized_curve, ranking_metrics
-from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport, local_gradients
+from .roles import ByzantineUser, FedVAEServer, FedVAEUser, RoundReport
 from .traffic import memory as memory_estimate
 from .traffic import plan as traffic_plan
 
@@ -138,16 +138,15 @@ def _users(
     index = ctx.train.by_user()
     hyper = config.hyper()
     users: dict[Party, FedVAEUser] = {}
-    gradients = local_gradients(layout, hyper)
     for user in training:
         party = Party(Role.USER, int(user))
         start, stop = index.indptr[user], index.indptr[user + 1]
         rng = ctx.rng(Stream.ACTOR, Role.USER.code, int(user))
         arguments = (party, ctx.network, rng, index.items[start:stop], index.values[start:stop], layout, hyper, config.sparse)
         if int(user) in attackers:
-            users[party] = ByzantineUser(*arguments, gradients=gradients, policy=config.byzantine_policy, scale=config.byzantine_scale)
+            users[party] = ByzantineUser(*arguments, policy=config.byzantine_policy, scale=config.byzantine_scale)
         else:
-            users[party] = FedVAEUser(*arguments, gradients=gradients)
+            users[party] = FedVAEUser(*arguments)
     return users
 
 

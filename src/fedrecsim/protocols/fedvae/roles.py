@@ -3,11 +3,7 @@
 A user holds its row r_u and nothing else. Each time it is sampled it receives ω, draws its dropout
 flags and eps from its own generator, runs one forward/backward pass of Mult-VAE on r_u (Polato Sec.
 IV-A: a single pass) and returns the gradient of its own loss, dense or with W1 as rows
-(`fedrecsim.models.multvae`). The users that receive ω at the same virtual instant have that pass
-computed together, `CHUNK` at a time in party order (`LocalGradients` through
-`fedrecsim.actors.batching`): each with its own row and its own draws, each gradient in arrays of the
-user's own, equal to what the user computes alone up to float32 rounding (BLAS sums a batch in another
-order). A user that crashes mid-round is silent for the round. It answers each
+(`fedrecsim.models.multvae`). A user that crashes mid-round is silent for the round. It answers each
 round once: a request for a round it already answered (a copy the network duplicated, or one a newer
 request overtook) is ignored, so a duplicate costs it no draw.
 
@@ -31,20 +27,17 @@ network. It never learns which users are attackers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from ...actors.actor import PENDING, Pending
-from ...actors.batching import Batcher
 from ...actors.membership import Join, Leave
 from ...actors.server import Server
 from ...actors.user import User
 from ...errors import ProtocolViolation
 from ...mechanisms.adam import AdamHyper, adam_init
-from ...models.multvae import Batch, Layout, MultVAEHyper, Noise, draw_noise, gradients_into, stack
+from ...models.multvae import Batch, Layout, MultVAEHyper, dense_user_gradients, draw_noise, user_gradients
 from ...network.party import Party
 from .aggregation import FilterSettings, OrderedSum, Selection, descend, global_update, unfiltered
 from .byzantine import as_message, forge
@@ -53,77 +46,17 @@ from .messages import Gradient, Model, SparseGradient
 from .validation import DENSE, InvalidGradient, dense_values, validated_gradient, values_fault
 
 
-#: Users whose gradients one pass computes (`LocalGradients`). At ml-1m's size a chunk's gradients are
-#: 16 x 18.4 MB, what a round's peak memory grows by at least; its pass costs about what the floor's one
-#: pass over 250 users costs per user (W4: 0.75 s for 250 users in chunks of 16, 0.73 in chunks of 32, 0.82
-#: of 8, against 0.69 in one pass and 1.16 one user at a time).
-CHUNK = 16
-
-SparseRows = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""A user's gradient with W1 as rows: its kept items (int32, ascending), their W1 rows, the rest of ω's."""
-
-
-class LocalPass(NamedTuple):
-    """What one user submits for its gradient: its row, the draws it made for this pass from its own
-    generator, and whether it wants the gradient dense (else W1 as rows: `SparseRows`)."""
-
-    batch: Batch
-    noise: Noise
-    dense: bool
-
-
-@dataclass(frozen=True)
-class LocalGradients:
-    """The pure computation users share (`fedrecsim.actors.batching`): each user's gradient of its own loss
-    at ω, from its own row and its own draws, for the users of one instant in one pass (`stack`). The pass
-    is the same whichever format each wants (`LocalPass.dense`), so a dense and a sparse run compute the
-    same numbers. Each user's gradient is written into arrays of its own (`gradients_into`), not rows of
-    one array the chunk's users share: no user can reach another's, and each array is an allocation the
-    size of one gradient, which the allocator reuses from round to round (a chunk-sized one is above glibc's
-    mmap threshold and was mapped afresh each time: its page faults made a round slower than users computing
-    alone)."""
-
-    layout: Layout
-    hyper: MultVAEHyper
-
-    def __call__(self, weights: np.ndarray, users: Sequence[LocalPass]) -> list[np.ndarray | SparseRows]:
-        batch, noise = stack([(user.batch, user.noise) for user in users])
-        size, rest = self.layout.size, self.layout.size - self.layout.first_layer_size
-        outs = [np.empty(size if user.dense else rest, dtype=weights.dtype) for user in users]
-        gradients = gradients_into(weights, self.layout, batch, noise, self.hyper, outs)
-        results: list[np.ndarray | SparseRows] = []
-        for position, (user, out) in enumerate(zip(users, outs)):
-            if user.dense:
-                results.append(out)
-            else:
-                items, rows = gradients.kept(position)
-                results.append((items.astype(np.int32), rows, out))
-        return results
-
-
-def local_gradients(layout: Layout, hyper: MultVAEHyper) -> Batcher[np.ndarray, LocalPass, np.ndarray | SparseRows]:
-    """The batcher a run's users share for their gradients (`LocalGradients`), `CHUNK` at a time."""
-    return Batcher(LocalGradients(layout, hyper), CHUNK)
-
-
 class FedVAEUser(User):
-    """An honest user: its row (``items``, ``values``) never leaves it; only gradients do.
-
-    ``gradients`` computes its gradient with those of the users that receive the same ω at the same
-    instant (`local_gradients`, shared by the run's users): the user draws its dropout flags and eps from
-    its own generator, as alone, and gets its own gradient back, in the run's format.
-    """
+    """An honest user: its row (``items``, ``values``) never leaves it; only gradients do."""
 
     def __init__(  # type: ignore[no-untyped-def]
-        self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool,
-        *, gradients: Batcher[np.ndarray, LocalPass, np.ndarray | SparseRows],
+        self, party, network, rng, items: np.ndarray, values: np.ndarray, layout: Layout, hyper: MultVAEHyper, sparse: bool
     ) -> None:
         super().__init__(party, network, rng)
         self.batch = Batch.single(items, values, layout.n_items)
         self.layout = layout
         self.hyper = hyper
         self.sparse = sparse
-        self.gradients = gradients
         self.answered = 0
         self.reply: Gradient | SparseGradient | None = None
         """The round's gradient while the user spends its compute time (straggler model), then None."""
@@ -155,44 +88,36 @@ class FedVAEUser(User):
                 f"{self.party} expected parameters of length {self.layout.size}, received {request.weights.size} "
                 f"in round {request.round}"
             )
-        noise = draw_noise(self.rng, self.batch, self.hyper)
-        gradient = await self.gradients.submit(self.party, request.weights, LocalPass(self.batch, noise, self.wants_dense))
-        self.reply = self.contribution(request.round, gradient)
+        self.reply = self.contribution(request.round, request.weights)
         self.answered = request.round
-        del request, gradient
+        del request
         await self.compute()
         self._send_reply()
         return True
 
-    @property
-    def wants_dense(self) -> bool:
-        """Whether this user's gradient is computed dense (else W1 as rows)."""
-        return not self.sparse
-
-    def contribution(self, round_index: int, gradient: np.ndarray | SparseRows) -> Gradient | SparseGradient:
-        """LocalGradient(r_u)'s message: this user's ``gradient`` (`LocalGradients`) in the run's format."""
-        if isinstance(gradient, tuple):
-            return SparseGradient(round_index, *gradient)
-        return Gradient(round_index, gradient)
+    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
+        """LocalGradient(r_u): the gradient of this user's loss at ``weights``, in the run's format."""
+        noise = draw_noise(self.rng, self.batch, self.hyper)
+        if self.sparse:
+            gradients = user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+            items, rows = gradients.kept(0)
+            return SparseGradient(round_index, items.astype(np.int32), rows, gradients.rest[0])
+        (dense,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+        return Gradient(round_index, dense)
 
 
 class ByzantineUser(FedVAEUser):
-    """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`).
-
-    It computes its gradient dense whatever the run's format (`as_message` puts the forgery in that format).
-    """
+    """An attacker: computes its honest gradient, then sends what its policy forges from it (`byzantine`)."""
 
     def __init__(self, *args, policy: Policy, scale: float, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)
         self.policy = policy
         self.scale = scale
 
-    @property
-    def wants_dense(self) -> bool:
-        return True
-
-    def contribution(self, round_index: int, gradient: np.ndarray) -> Gradient | SparseGradient:  # type: ignore[override]
-        return as_message(round_index, forge(self.policy, gradient, self.scale, self.rng), self.layout, self.sparse)
+    def contribution(self, round_index: int, weights: np.ndarray) -> Gradient | SparseGradient:
+        noise = draw_noise(self.rng, self.batch, self.hyper)
+        (honest,) = dense_user_gradients(weights, self.layout, self.batch, noise, self.hyper)
+        return as_message(round_index, forge(self.policy, honest, self.scale, self.rng), self.layout, self.sparse)
 
 
 @dataclass(frozen=True)
@@ -313,4 +238,4 @@ class FedVAEServer(Server):
         return RoundReport(tuple(selected), tuple(accepted), tuple(replies.missing), rejected, kept, update.selection)
 
 
-__all__ = ["CHUNK", "ByzantineUser", "FedVAEServer", "FedVAEUser", "LocalGradients", "LocalPass", "RoundReport", "SparseRows", "local_gradients"]
+__all__ = ["ByzantineUser", "FedVAEServer", "FedVAEUser", "RoundReport"]
