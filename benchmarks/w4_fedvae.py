@@ -53,8 +53,8 @@ does not. ``users_s`` is the floor's 250 gradients computed one user at a time a
 compute them (`user_by_user`: a batch of one each, from the floor's own draws, each checked against its
 floor row), and ``unbatched_bound = (users_s + fused_s + adam_s) / floor_s``: the least ratio a
 simulator whose users each compute their own gradient can reach. Batching was tried (commits
-4f8275b..a9508fb, reverted in ce6caac: the users of one virtual instant computed 16 at a time, each from its own
-draws, into arrays of its own) and reverted: their compute fell to about the floor (0.77 s against 0.87-1.04
+4f8275b..a9508fb: the users of one virtual instant computed 16 at a time, each from its own
+draws, into arrays of its own) and reverted (ce6caac): their compute fell to about the floor (0.77 s against 0.87-1.04
 one at a time), but the round got slower (2.71 s against 2.28, peak 6.0 GB against 4.7) -- a user alone
 keeps its 18 MB gradient in this machine's 260 MB L3 from its pass to its encoding, a chunk does not, and
 the chunks' arrays fragment the heap -- and a reordering fault then changed the model's last bits (it
