@@ -214,9 +214,11 @@ class PrivateUser(User):
         order), in fewer numpy calls: each result is computed in place on an array this step allocated.
         """
         u, ratings, hyper = self.u, self.ratings, self.public.hyper
-        errors = v_rows @ u
+        # ``a.dot(b)`` is ``a @ b`` for these 2-d x 1-d and 1-d x 2-d operands (the same BLAS gemv call),
+        # without matmul's generalized-ufunc dispatch.
+        errors = v_rows.dot(u)
         np.subtract(ratings, errors, out=errors)
-        grad_u = errors @ v_rows
+        grad_u = errors.dot(v_rows)
         grad_u *= -2.0
         if hyper.normalize and ratings.size:
             grad_u /= ratings.size
