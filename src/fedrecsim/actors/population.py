@@ -281,9 +281,9 @@ class Population:
 
         Only the users drawn to crash are marked, and compute times are set only when there is a compute
         model, so that a round without dropout or stragglers costs nothing per online user: it only counts
-        them, from ``_online`` itself when no crash of the last round is pending (then `online` is a copy of
-        it). Every draw is addressed by party index (`fedrecsim.network.availability`), so the order of
-        ``online`` is moot.
+        them, in ``_online`` itself when no crash is pending (`online` would be a copy of it, built for the
+        count alone). Every draw is addressed by party index (`fedrecsim.network.availability`), so the order
+        of ``online`` is moot.
         """
         drawn = self.dropout is not None or not isinstance(self.compute, NoComputeDelay)
         online = self.online if drawn or self._crashing else self._online
