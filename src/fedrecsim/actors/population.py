@@ -280,10 +280,13 @@ class Population:
         """Draw this round's crashes and compute times for the users online now.
 
         Only the users drawn to crash are marked, and compute times are set only when there is a compute
-        model, so that a round without dropout or stragglers costs nothing per online user. Every draw is
-        addressed by party index (`fedrecsim.network.availability`), so the order of ``online`` is moot.
+        model, so that a round without dropout or stragglers costs nothing per online user: it only counts
+        them, in ``_online`` itself when no crash is pending (`online` would be a copy of it, built for the
+        count alone). Every draw is addressed by party index (`fedrecsim.network.availability`), so the order
+        of ``online`` is moot.
         """
-        online = self.online
+        drawn = self.dropout is not None or not isinstance(self.compute, NoComputeDelay)
+        online = self.online if drawn or self._crashing else self._online
         if self.dropout is not None:
             self._crashing = self.dropout.crashes(self.seed, round_index, list(online))
             for party in self._crashing:

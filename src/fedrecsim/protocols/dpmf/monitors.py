@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,9 @@ from .recommender import Recommender, Served, Update
 from .ringops import Grouping, sum_by_item
 from .third_party import Aggregator
 from .user import PrivateUser
+
+#: What `Verifier.after_round` reads of each contributor: its last contribution's round and records.
+_RECORDS = attrgetter("last_round", "items", "last_signal", "last_plain", "last_real", "last_rho", "last_overflow")
 
 _NOTES_KEPT = 3
 
@@ -210,22 +214,23 @@ class Verifier:
             return {}
         where = f"round {update.round}"
         contributors = [self.users[party] for party in update.contributors]
-        stale = [str(user.party) for user in contributors if user.last_round != update.round]
+        if not contributors:
+            return {"rho_short": 0.0}
+        # Every contributor's records in one pass over them, each field then concatenated in contributor order.
+        rounds, items, signals, plains, reals, rhos, overflows = zip(*map(_RECORDS, contributors))
+        stale = [str(user.party) for user, last in zip(contributors, rounds) if last != update.round]
         if stale:
             self.masks.tally(update.items.size, update.items.size, f"{where}: reported contributors {stale[:3]} did not contribute")
             return {}
-        if not contributors:
-            return {"rho_short": 0.0}
-        items = np.concatenate([user.items for user in contributors])
-        grouping = Grouping(items, self.public.n_items)
+        grouping = Grouping(np.concatenate(items), self.public.n_items)
         present = grouping.present
         if not np.array_equal(present, update.items):
             self.masks.tally(update.items.size, update.items.size, f"{where}: aggregated items differ from the contributors'")
             return {}
-        signal_sums = grouping.sum(np.concatenate([user.last_signal for user in contributors]), ring.dtype)
-        plain_sums = grouping.sum(np.concatenate([user.last_plain for user in contributors]), ring.dtype)
-        encoded = sum(user.last_signal.size for user in contributors)
-        self.overflow.tally(encoded, sum(user.last_overflow for user in contributors), f"{where}: contributions did not fit")
+        signal = np.concatenate(signals)
+        signal_sums = grouping.sum(signal, ring.dtype)
+        plain_sums = grouping.sum(np.concatenate(plains), ring.dtype)
+        self.overflow.tally(signal.size, sum(overflows), f"{where}: contributions did not fit")
         expected = ring.sub(plain_sums, self._alpha(present))
         self.masks.tally(present.size, np.count_nonzero(np.any(update.before_addback != expected, axis=1)), f"{where}: masks did not cancel")
         # The aggregated items that were updated; usually all of them, and then the arrays are read whole
@@ -245,8 +250,8 @@ class Verifier:
             eta_pieces, drawn_for = pieces[keep], self.recommender.eta_pieces[used]
         short = np.count_nonzero((eta_pieces < drawn_for) | (drawn_for == 0))
         self.pieces.tally(used.size, short, f"{where}: {short} items updated with fewer eta pieces than k (min {eta_pieces.min() if used.size else 0})")
-        real_sums = grouping.sum(np.concatenate([user.last_real for user in contributors]))[keep]
-        rho_sums = grouping.sum(np.concatenate([user.last_rho for user in contributors]))[keep]
+        real_sums = grouping.sum(np.concatenate(reals))[keep]
+        rho_sums = grouping.sum(np.concatenate(rhos))[keep]
         return self._rho(served, update, keep, pieces[keep], real_sums, rho_sums, ring.decode(truth), where)
 
     def _rho(

@@ -45,9 +45,11 @@ def pieces(rng: np.random.Generator, h: np.ndarray, parties: np.ndarray, scale: 
         scale: the Laplace scale b the k pieces sum to.
     """
     # scale sqrt(2 h / k) N(0, 1), each step in place on one fresh array (the same operations in the same
-    # order as the expression, so the same bits).
+    # order as the expression, so the same bits). k is converted to float64 (exactly) before it divides:
+    # dividing by the integers broadcast along rows would convert them inside the loop, at several times
+    # the cost of the division on a user's few rows.
     noise = 2.0 * h
-    noise /= parties[:, None]
+    noise /= parties.astype(np.float64)[:, None]
     np.sqrt(noise, out=noise)
     noise *= scale
     noise *= rng.standard_normal(h.shape)

@@ -55,13 +55,15 @@ def from_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
 
 
 def decode_words(ring: Ring, words: np.ndarray, d: int, what: str) -> np.ndarray:
-    """``ring.decode(from_words(ring, words, d, what))``, bit for bit, in one ufunc call: float64 ``[rows, d]``.
+    """``ring.decode(from_words(ring, words, d, what))``, bit for bit: float64 ``[rows, d]``.
 
-    The elements' signed view goes through the multiply by 2^-f directly; numpy converts each integer to
-    float64 inside the loop exactly as ``astype`` does, and the scaling by a power of two is exact.
+    The same two steps as ``decode`` -- the signed view converted to float64, then scaled in place by 2^-f
+    (a power of two: exact) -- without its type checks; a mixed integer-by-float multiply would give the same
+    bits but pays numpy's casting loop, which costs more than the conversion on a user's few rows.
     """
-    elements = from_words(ring, words, d, what)
-    return np.multiply(elements.view(_SIGNED[ring.bits]), _fixed_point(ring)[1])
+    values = from_words(ring, words, d, what).view(_SIGNED[ring.bits]).astype(np.float64)
+    values *= _fixed_point(ring)[1]
+    return values
 
 
 def encode_rows(ring: Ring, x: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, int]:

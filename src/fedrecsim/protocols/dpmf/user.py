@@ -211,13 +211,20 @@ class PrivateUser(User):
         """Move u_i by eq. (2) (then back into the unit ball) and return its gradient rows -2 e_ij u_i(t-1).
 
         Bit for bit `fedrecsim.models.mf.user_step` (the same operations on the same operands, in the same
-        order), in fewer numpy calls: each result is computed in place on an array this step allocated.
+        order), in fewer numpy calls: each result is computed in place on an array this step allocated. One
+        step moves: the errors are scaled by -2 once, before the product that gives grad_u, rather than
+        grad_u after it -- a power of two scales every product and partial sum of the gemv exactly, so
+        ``(-2 e) . V`` has the bits of ``-2 (e . V)`` (the item vectors are fixed point, multiples of
+        2^-f, and a rating error is 0 or far above 2^-1022, so no product lands among the subnormals
+        where that could fail).
         """
         u, ratings, hyper = self.u, self.ratings, self.public.hyper
-        errors = v_rows @ u
+        # ``a.dot(b)`` is ``a @ b`` for these 2-d x 1-d and 1-d x 2-d operands (the same BLAS gemv call),
+        # without matmul's generalized-ufunc dispatch.
+        errors = v_rows.dot(u)
         np.subtract(ratings, errors, out=errors)
-        grad_u = errors @ v_rows
-        grad_u *= -2.0
+        errors *= -2.0
+        grad_u = errors.dot(v_rows)
         if hyper.normalize and ratings.size:
             grad_u /= ratings.size
         new_u = np.multiply(u, 2.0 * hyper.lam)
@@ -225,7 +232,6 @@ class PrivateUser(User):
         new_u *= hyper.gamma
         np.subtract(u, new_u, out=new_u)
         self.u = project_unit_ball(new_u)
-        errors *= -2.0
         return np.multiply(errors[:, None], u)
 
     def _noise_piece(self, request: ItemVectors, where: str) -> np.ndarray:
