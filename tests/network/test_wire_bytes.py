@@ -320,3 +320,20 @@ def test_decode_trusted_is_no_validator_but_a_malformed_envelope_party_is_still_
     data = msgpack.packb(["test.bytes_scalar", *src, *dst, 0.0, 1, 0.5])
     with pytest.raises(WireError, match=_exactly(problem)):
         decode_trusted(data)
+
+
+def test_a_one_dimensional_field_packs_each_length_s_own_header_from_its_cache() -> None:
+    """A 1-d field's packed headers are cached by length, a 2-d one's by shape: every length and shape,
+    first computed and then from the caches, in any order, gives msgpack's own bytes."""
+
+    @message("test.bytes_lengths")
+    @dataclass(frozen=True)
+    class Lengths:
+        items: Array("int32", ndim=1)
+        rows: Array("uint32", ndim=2)
+
+    # The same lengths again, with rows of another width: a 2-d cache keyed by length alone would fail.
+    for length, width in ((0, 2), (1, 2), (3, 2), (300, 2), (1, 5), (0, 5), (3, 5), (64, 1), (300, 1)):
+        body = Lengths(np.arange(length, dtype=np.int32), np.ones((length, width), dtype=np.uint32))
+        _check_twice(body)
+        assert decode(encode(USER, SERVER, 0.5, body)).body.items.tolist() == list(range(length))

@@ -162,7 +162,7 @@ def _array_ext_header(code: int, array: np.ndarray, cache: dict[Any, bytes], key
 
 
 # Packed ext headers by (dtype code, shape): a run sends the same few shapes millions of times. (A compiled
-# encoder keeps one such cache per array field, by shape alone.)
+# encoder keeps one such cache per array field, by shape alone -- by length for a 1-d field.)
 _ARRAY_HEADERS: dict[tuple[int, tuple[int, ...]], bytes] = {}
 _HEADER_CACHE_LIMIT = 1 << 16
 
@@ -643,9 +643,11 @@ def _array_field(spec: ArraySpec) -> _Field:
         if check_finite:
             condition += f" and {var}.size <= _SMALL_FINITE_CHECK and _all(_isfinite({var}), None)"
         headers = bindings.name({})
+        # A 1-d field's headers are cached by length: ``len`` makes no tuple to hash, as ``shape`` does.
+        key = f"len({var})" if spec.ndim == 1 else f"{var}.shape"
         return [
             f"if {condition}:",
-            f"    {var}_h = {headers}.get({var}.shape) or _array_ext_header({code}, {var}, {headers}, {var}.shape)",
+            f"    {var}_h = {headers}.get({key}) or _array_ext_header({code}, {var}, {headers}, {key})",
             f"    {var}_a = {var}",
             "else:",
             *(f"    {line}" for line in emitted),
@@ -817,7 +819,7 @@ def _compile_encoders(
     field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
     naming its field, then the message's ``validate``, then the chunks the fields left, in one tuple. They
     find the packed ints' and parties' caches by their global names (so they see the module's current
-    ones); each array field keeps a header cache of its own, by shape.
+    ones); each array field keeps a header cache of its own, by shape (by length where 1-d).
     """
     bindings = _Bindings()
     lines = []
