@@ -347,6 +347,16 @@ time: not estimated (calibration skipped)"""
     assert "then 0.500 s per round, 1.00 s after the last" in text and "time: about 1.7 min for 3 rounds" in text
 
 
+def test_one_round_is_said_in_the_singular() -> None:
+    import dataclasses
+
+    table = {**DPMF_S2, "run": {**DPMF_S2["run"], "rounds": 1}}
+    inspection = inspect_scenario(parse_scenario(table), calibration_rounds=0)
+    text = inspection_text(dataclasses.replace(inspection, calibration=_calibration(rounds=1)))
+    assert "whole run (1 round):" in text and "calibration: 1 round at full size" in text and " for 1 round (" in text
+    assert "1 rounds" not in text
+
+
 def test_a_measured_estimate_lists_no_kinds_and_a_plan_skips_empty_flows() -> None:
     text = inspection_text(inspect_scenario(parse_scenario(PROTOTYPES), calibration_rounds=2))
     assert "traffic per round (as measured in the calibration run):" in text and "per kind" not in text

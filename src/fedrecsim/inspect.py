@@ -43,6 +43,7 @@ from .network.party import Party, Role
 from .protocols import PlanContext, protocol_spec
 from .protocols.runtime import Flow, TrafficPlan
 from .scenario import Scenario, parse_scenario
+from .summary import rounds_text
 
 #: Rounds the calibration runs by default: the first holds the set-up, the others time a round.
 CALIBRATION_ROUNDS = 3
@@ -423,7 +424,7 @@ def _estimate_lines(estimate: Estimate) -> list[str]:
                 )
     setup, total = estimate.setup, estimate.run_total()
     lines.append(f"set-up (round 0): {setup.total('sent_msgs'):,.1f} msgs, {_bytes(setup.total('sent_bytes'))}")
-    lines.append(f"whole run ({estimate.rounds:,} rounds):")
+    lines.append(f"whole run ({rounds_text(estimate.rounds)}):")
     for role, counters in total.roles.items():
         lines.append(_row(role, *_counter_cells(counters)))
     lines.extend(f"  assumes: {text}" for text in estimate.assumptions)
@@ -452,13 +453,13 @@ def _calibration_lines(inspection: Inspection) -> list[str]:
     projected = inspection.projected_s or 0.0
     measured = calibration.per_round
     lines = [
-        f"calibration: {calibration.rounds} rounds at full size (nothing scaled): first round (with data and set-up) "
+        f"calibration: {rounds_text(calibration.rounds)} at full size (nothing scaled): first round (with data and set-up) "
         f"{calibration.first_s:.2f} s, then {calibration.round_s:.3f} s per round"
         + (f" (+{calibration.evaluation_s:.3f} s when metrics are measured)" if calibration.evaluation_s else "")
         + f", {calibration.tail_s:.2f} s after the last; {calibration.virtual_round_s:.2f} virtual s per round",
         f"  measured per round: {measured.total('sent_msgs'):,.1f} msgs, {_bytes(measured.total('sent_bytes'))}, "
         f"{calibration.online:,.1f} online",
-        f"time: about {_duration(projected)} for {scenario.run.rounds:,} rounds (extrapolated from the calibration; "
+        f"time: about {_duration(projected)} for {rounds_text(scenario.run.rounds)} (extrapolated from the calibration; "
         f"about {_duration(scenario.run.rounds * calibration.virtual_round_s)} of virtual time)",
     ]
     return lines

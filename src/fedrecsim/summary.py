@@ -43,7 +43,7 @@ def summary_text(run_result: RunResult) -> str:
     )
     lines = [
         f"run {result['scenario']['run']['name']!r}: protocol {result['protocol']}, seed {result['seed']}, "
-        f"{_rounds(result['rounds_completed'])}, {result['virtual_time_s']:,.1f} {clock} in "
+        f"{rounds_text(result['rounds_completed'])}, {result['virtual_time_s']:,.1f} {clock} in "
         f"{result['wall_time_s']:,.2f} s wall time",
         f"transcript xxh3_128 {result['transcript_xxh3_128']}" + _structure(result),
     ]
@@ -209,7 +209,7 @@ def _traffic_per_round(result: Mapping[str, Any]) -> list[str]:
     setup = next((entry["roles"] for entry in by_round if entry["round"] == 0), {})
     count = max(len(rounds), 1)
     header = f"  {'role':<12} {'set-up sent':>12} {'set-up recv':>12} {'sent/round':>14} {'recv/round':>14} {'msgs sent/round':>16}"
-    lines = ["", f"traffic per role: set-up (round 0) apart from the rounds (bytes; mean over {_rounds(len(rounds))})", header]
+    lines = ["", f"traffic per role: set-up (round 0) apart from the rounds (bytes; mean over {rounds_text(len(rounds))})", header]
     for role in result["ledger"]["roles"]:
         zero = {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0}
         before = setup.get(role, zero)
@@ -237,7 +237,7 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
         down = [counters["recv_bytes"] / rounds for counters in users.values()]
         return [
             "",
-            f"per user per round (bytes; whole run, set-up included, / {_rounds(rounds)}: the ledger does not tell "
+            f"per user per round (bytes; whole run, set-up included, / {rounds_text(rounds)}: the ledger does not tell "
             f"the rounds apart)  {'mean over users':>16} {'heaviest user':>14}",
             f"  upload {'':<35}{_mean(up):>16,.1f} {max(up):>14,.1f}",
             f"  download {'':<33}{_mean(down):>16,.1f} {max(down):>14,.1f}",
@@ -250,7 +250,7 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
     down = [(counters["recv_bytes"] - before) / rounds for counters, before in zip(users.values(), setup_down)]
     return [
         "",
-        f"per user (bytes; {len(users):,} users, set-up apart from the {_rounds(rounds)})  {'mean over users':>16} {'heaviest user':>14}",
+        f"per user (bytes; {len(users):,} users, set-up apart from the {rounds_text(rounds)})  {'mean over users':>16} {'heaviest user':>14}",
         f"  set-up (round 0) upload {'':<18}{_mean(setup_up):>16,.1f} {max(setup_up):>14,.1f}",
         f"  set-up (round 0) download {'':<16}{_mean(setup_down):>16,.1f} {max(setup_down):>14,.1f}",
         f"  upload per round {'':<25}{_mean(up):>16,.1f} {max(up):>14,.1f}",
@@ -258,8 +258,8 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _rounds(count: int) -> str:
-    """``1 round``, ``1,000 rounds``."""
+def rounds_text(count: int) -> str:
+    """``1 round``, ``1,000 rounds``: a count of rounds as the summary and `fedrecsim.inspect` print it."""
     return f"{count:,} round{'' if count == 1 else 's'}"
 
 
@@ -342,4 +342,4 @@ def _invariants(invariants: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-__all__ = ["number", "summary_text"]
+__all__ = ["number", "rounds_text", "summary_text"]
