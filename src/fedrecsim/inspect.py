@@ -39,6 +39,7 @@ from .data.ratings import Ratings
 from .errors import ConfigError, WireError
 from .memory import check_memory
 from .network.availability import PartyList
+from .network.ledger import CLOSING
 from .network.party import Party, Role
 from .protocols import PlanContext, protocol_spec
 from .protocols.runtime import Flow, TrafficPlan
@@ -135,11 +136,13 @@ class Traffic:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Traffic of the set-up (round 0) and of one round, and what it rests on.
+    """Traffic of the set-up (round 0), of one round and of the closing phase after the last round, and
+    what it rests on.
 
     Attributes:
         source: ``plan`` (the protocol's `TrafficPlan`) or ``calibration`` (measured).
-        setup, per_round: the traffic.
+        setup, per_round, closing: the traffic (``closing`` empty for a protocol that sends nothing after
+            its last round).
         rounds: the run's rounds.
         flows: the per-round flows of a plan (empty for a measured estimate).
         exact: whether every per-round size is exact (given the counts).
@@ -154,16 +157,17 @@ class Estimate:
     setup_flows: tuple[Flow, ...] = ()
     exact: bool = False
     assumptions: tuple[str, ...] = ()
+    closing: Traffic = field(default_factory=lambda: Traffic({}))
 
     def run_total(self) -> Traffic:
-        """The whole run: the set-up plus every round."""
-        return self.setup.plus(self.per_round, self.rounds)
+        """The whole run: the set-up, every round and the closing phase."""
+        return self.setup.plus(self.per_round, self.rounds).plus(self.closing)
 
 
 def plan_estimate(plan: TrafficPlan, rounds: int) -> Estimate:
     return Estimate(
         "plan", Traffic.of(plan.setup), Traffic.of(plan.per_round), rounds, tuple(plan.per_round), tuple(plan.setup),
-        all(flow.exact for flow in plan.per_round), tuple(plan.assumptions),
+        all(flow.exact for flow in plan.per_round), tuple(plan.assumptions), Traffic.of(plan.closing),
     )
 
 
@@ -182,8 +186,9 @@ class Calibration:
         evaluation_s: extra wall seconds of a round that measures metrics (0 if not measured).
         tail_s: wall seconds after the last round (final metrics, baselines, the result document).
         virtual_round_s: virtual seconds per round.
-        setup, per_round: the traffic it measured: round 0 (the set-up), and the mean of rounds 1..R
-            (each message in the round it was sent in, `fedrecsim.network.ledger`).
+        setup, per_round, closing: the traffic it measured: round 0 (the set-up), the mean of rounds 1..R
+            (each message in the round it was sent in, `fedrecsim.network.ledger`), and the closing phase
+            after round R (empty for a protocol without one).
         online: users online at the start of its rounds, on average.
         evaluation_period: metrics are measured every this many rounds (and after the last); None: the
             protocol's ``eval_every`` (1 without one).
@@ -199,6 +204,7 @@ class Calibration:
     per_round: Traffic
     online: float
     evaluation_period: int | None = None
+    closing: Traffic = field(default_factory=lambda: Traffic({}))
 
     def projected_s(self, rounds: int, evaluating: int) -> float:
         """Wall seconds of a run of ``rounds`` rounds, ``evaluating`` of rounds 2..R measuring metrics."""
@@ -269,21 +275,29 @@ def calibrate(scenario: Scenario, rounds: int = CALIBRATION_ROUNDS, period: int 
     evaluating = [seconds for index, seconds in deltas if _evaluates(period, index, rounds)]
     round_s = _mean(plain) if plain else _mean(evaluating)
     evaluation_s = max(0.0, _mean(evaluating) - round_s) if plain and evaluating else 0.0
-    per_round_rows = [row for row in result.result["ledger"]["per_round"] if row["round"] >= 1]
-    # The ledger counts each message in the round it was sent in: the set-up is round 0, the same
-    # however many rounds the calibration runs, and a round's traffic is the mean of rounds 1..R.
+    per_round_rows = [row for row in result.result["ledger"]["per_round"] if _in_rounds(row)]
+    # The ledger counts each message in the round it was sent in: the set-up is round 0 and the closing
+    # phase after the last round, each the same however many rounds the calibration runs, and a round's
+    # traffic is the mean of rounds 1..R.
     by_round = result.result["ledger"]["rounds_by_role"]
     setup = _mean_traffic([entry for entry in by_round if entry["round"] == 0])
-    per_round = _mean_traffic([entry for entry in by_round if entry["round"] >= 1])
-    if not any(entry["round"] >= 1 for entry in by_round):
+    per_round = _mean_traffic([entry for entry in by_round if _in_rounds(entry)])
+    closing = _mean_traffic([entry for entry in by_round if entry.get("phase") == CLOSING])
+    if not any(_in_rounds(entry) for entry in by_round):
         # A protocol that never begins a round in the ledger: its traffic spread over its rounds.
         per_round, setup = Traffic({}).plus(setup, 1.0 / rounds), Traffic({})
     virtual = recorder.virtual
     virtual_round_s = (virtual[-1] - virtual[0]) / (len(virtual) - 1) if len(virtual) >= 2 else result.result["virtual_time_s"]
     return Calibration(
         rounds, first, round_s, evaluation_s, finished - ends[-1], virtual_round_s, setup, per_round,
-        _mean([row["online"] for row in per_round_rows]) if per_round_rows else 0.0, period,
+        _mean([row["online"] for row in per_round_rows]) if per_round_rows else 0.0, period, closing,
     )
+
+
+def _in_rounds(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry of the ledger's ``rounds_by_role`` or ``per_round`` is one of rounds 1..R: neither
+    the set-up (round 0) nor the closing phase."""
+    return entry["round"] >= 1 and entry.get("phase") != CLOSING
 
 
 def _mean(values: list[float]) -> float:
@@ -349,7 +363,9 @@ def inspect_scenario(scenario: Scenario, *, calibration_rounds: int = CALIBRATIO
         if calibration is None:
             estimate = Estimate("none", Traffic({}), Traffic({}), scenario.run.rounds)
         else:
-            estimate = Estimate("calibration", calibration.setup, calibration.per_round, scenario.run.rounds)
+            estimate = Estimate(
+                "calibration", calibration.setup, calibration.per_round, scenario.run.rounds, closing=calibration.closing
+            )
             parties.update({role: 1 for role in calibration.per_round.roles if role != "user"})
     return Inspection(scenario, data, parties, availability, estimate, calibration, tuple(notes))
 
@@ -422,8 +438,12 @@ def _estimate_lines(estimate: Estimate) -> list[str]:
                     f"    {flow.kind:<28} {flow.src.value:>11} -> {flow.dst.value:<11} {flow.messages:>10,.2f} msgs "
                     f"{_bytes(flow.bytes):>12} ({_bytes(flow.bytes / flow.messages)} each, {size})"
                 )
-    setup, total = estimate.setup, estimate.run_total()
+    setup, closing, total = estimate.setup, estimate.closing, estimate.run_total()
     lines.append(f"set-up (round 0): {setup.total('sent_msgs'):,.1f} msgs, {_bytes(setup.total('sent_bytes'))}")
+    if closing.roles:
+        lines.append(
+            f"closing (after the last round): {closing.total('sent_msgs'):,.1f} msgs, {_bytes(closing.total('sent_bytes'))}"
+        )
     lines.append(f"whole run ({rounds_text(estimate.rounds)}):")
     for role, counters in total.roles.items():
         lines.append(_row(role, *_counter_cells(counters)))

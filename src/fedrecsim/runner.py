@@ -54,7 +54,7 @@ from .errors import CheckpointError, ConfigError, DatasetError, Interrupted, Out
 from .memory import check_memory
 from .metric_declarations import worse_than_trivial
 from .network.ledger import COUNTER_NAMES as LEDGER_COUNTERS
-from .network.ledger import Ledger
+from .network.ledger import CLOSING, Ledger
 from .network.links import latency_from_table
 from .network.network import Network
 from .network.party import Party
@@ -89,7 +89,8 @@ class RoundStatus:
     """Where a run is within its current round, for a progress callback's ``tick`` (`run`).
 
     Attributes:
-        round: the round under way (0: the set-up before round 1).
+        round: the round under way (0: the set-up before round 1; the last round + 1: the closing phase,
+            `Ledger.closing_round`).
         completed, total: rounds completed and the run's rounds.
         virtual_s: the run's virtual seconds (`Network.now`: since the run started).
         ledger: the run's ledger, to read (never to write).
@@ -544,7 +545,7 @@ async def _simulate(
     if budget.cancelled_caught:
         raise PartyTimeout(
             f"the run did not finish within its virtual-time budget of {budget_s:g} s (run.max_virtual_s): "
-            f"stopped in round {ledger.round} of {scenario.run.rounds}"
+            f"stopped {_where(ledger)} of {scenario.run.rounds}"
         )
     virtual_time = network.now
     wall_time = time.perf_counter() - wall_start + (checkpoints.wall_before_s if checkpoints is not None else 0.0)
@@ -552,6 +553,13 @@ async def _simulate(
     warnings = [*_warnings(scenario, context), *_unanswered(scenario, outcome)]
     result = _result_document(scenario, shape, outcome, ledger, virtual_time, wall_time, warnings, spec)
     return RunResult(result, ledger, outcome, {party: network.view(party) for party in views})
+
+
+def _where(ledger: Ledger) -> str:
+    """Where the run is, for a message: ``in round 3``, or ``in the closing phase after round 3``."""
+    if ledger.closing_round is not None:
+        return f"in the closing phase after round {ledger.closing_round - 1}"
+    return f"in round {ledger.round}"
 
 
 def _prepare_checkpoints(checkpoints: Checkpoints, train: Any, test: Any, now: float, wall_start: float) -> float:
@@ -811,7 +819,9 @@ def write_result_folder(target: OutputTarget, run_result: RunResult) -> Path:
 def _write_metrics_csv(path: Path, rounds: list[dict[str, float]], rounds_by_role: list[dict[str, Any]]) -> None:
     """``metrics.csv``: one row per round, the protocol's metrics and then each role's traffic in that round
     (``<role>.<counter>``, the ledger's ``rounds_by_role``; 0 for a role without traffic in the round).
-    Round 0, the set-up, has a row of its own with traffic and no metrics."""
+    Round 0, the set-up, has a row of its own with traffic and no metrics, and so has the closing phase
+    after the last round in a run that has one (`Ledger.begin_closing`): then a ``phase`` column after
+    ``round`` says ``closing`` on that row and nothing on the others."""
     traffic = {
         entry["round"]: {f"{role}.{name}": value for role, counters in entry["roles"].items() for name, value in counters.items()}
         for entry in rounds_by_role
@@ -826,6 +836,11 @@ def _write_metrics_csv(path: Path, rounds: list[dict[str, float]], rounds_by_rol
     names: list[str] = []
     for row in table:
         names.extend(name for name in row if name not in names and name not in traffic_names)
+    closing = next((entry["round"] for entry in rounds_by_role if entry.get("phase") == CLOSING), None)
+    if closing is not None:
+        for row in table:
+            row["phase"] = CLOSING if row.get("round") == closing else ""
+        names.insert(names.index("round") + 1, "phase")
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=[*names, *traffic_names])
         writer.writeheader()

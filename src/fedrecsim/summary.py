@@ -4,8 +4,9 @@ Sections, in order: the run line and transcript hash; a line for each part of th
 (result.json's ``timing``) that took at least half the run's wall time; warnings (what the scenario configured but the run
 did not simulate); final metrics, each beside its non-private baseline where the protocol computes one;
 who took part; traffic per role (bytes and messages sent and received, messages dropped) over the whole
-run, then the set-up (round 0) apart from the mean round; traffic per user, set-up apart from the rounds
-(a message counts in the round it was sent in: `fedrecsim.network.ledger`); the paper's own figures beside this run's, where the protocol states them; the privacy accounting; every invariant monitor with its checks and violations.
+run, then the set-up (round 0) and the closing phase after the last round (a run that has one) apart from
+the mean round; traffic per user, set-up and closing apart from the rounds (a message counts in the round
+it was sent in: `fedrecsim.network.ledger`); the paper's own figures beside this run's, where the protocol states them; the privacy accounting; every invariant monitor with its checks and violations.
 
 Counts are printed with thousands separators and never in exponent notation.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .network.ledger import CLOSING
 from .runner import RunResult
 
 
@@ -200,32 +202,39 @@ def _traffic_per_role(result: Mapping[str, Any]) -> list[str]:
 
 
 def _traffic_per_round(result: Mapping[str, Any]) -> list[str]:
-    """Each role's set-up (round 0) and its mean per round over rounds 1..R, apart (the ledger's
-    ``rounds_by_role``); nothing when the ledger could not tell the rounds apart (a TCP run)."""
+    """Each role's set-up (round 0), its mean per round over rounds 1..R and, for a run with one, its
+    closing phase (after round R: `fedrecsim.network.ledger`), apart (the ledger's ``rounds_by_role``);
+    nothing when the ledger could not tell the rounds apart (a TCP run)."""
     by_round = result["ledger"].get("rounds_by_role") or []
-    rounds = [entry for entry in by_round if entry["round"] >= 1]
+    rounds = [entry for entry in by_round if entry["round"] >= 1 and entry.get("phase") != CLOSING]
     if not rounds:
         return []
     setup = next((entry["roles"] for entry in by_round if entry["round"] == 0), {})
+    closing = next((entry for entry in by_round if entry.get("phase") == CLOSING), None)
     count = max(len(rounds), 1)
     header = f"  {'role':<12} {'set-up sent':>12} {'set-up recv':>12} {'sent/round':>14} {'recv/round':>14} {'msgs sent/round':>16}"
-    lines = ["", f"traffic per role: set-up (round 0) apart from the rounds (bytes; mean over {rounds_text(len(rounds))})", header]
+    title = "set-up (round 0)" if closing is None else f"set-up (round 0) and closing (after round {closing['round'] - 1:,})"
+    if closing is not None:
+        header += f" {'closing sent':>13} {'closing recv':>13}"
+    lines = ["", f"traffic per role: {title} apart from the rounds (bytes; mean over {rounds_text(len(rounds))})", header]
+    zero = {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0}
     for role in result["ledger"]["roles"]:
-        zero = {"sent_bytes": 0, "recv_bytes": 0, "sent_msgs": 0}
         before = setup.get(role, zero)
         sent = sum(entry["roles"].get(role, zero)["sent_bytes"] for entry in rounds) / count
         received = sum(entry["roles"].get(role, zero)["recv_bytes"] for entry in rounds) / count
         messages = sum(entry["roles"].get(role, zero)["sent_msgs"] for entry in rounds) / count
-        lines.append(
-            f"  {role:<12} {before['sent_bytes']:>12,} {before['recv_bytes']:>12,} {sent:>14,.1f} {received:>14,.1f} {messages:>16,.1f}"
-        )
+        line = f"  {role:<12} {before['sent_bytes']:>12,} {before['recv_bytes']:>12,} {sent:>14,.1f} {received:>14,.1f} {messages:>16,.1f}"
+        if closing is not None:
+            after = closing["roles"].get(role, zero)
+            line += f" {after['sent_bytes']:>13,} {after['recv_bytes']:>13,}"
+        lines.append(line)
     return lines
 
 
 def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
-    """Per user: the set-up's bytes and each round's (rounds 1..R only), mean over the users that took
-    part and the heaviest user. Over TCP, where the rounds are not told apart, the whole run's bytes
-    divided by the rounds, labelled so."""
+    """Per user: the set-up's bytes, each round's (rounds 1..R only) and, for a run with one, the closing
+    phase's, mean over the users that took part and the heaviest user. Over TCP, where the rounds are not
+    told apart, the whole run's bytes divided by the rounds, labelled so."""
     rounds = max(result["rounds_completed"], 1)
     ledger = result["ledger"]
     users = {party: counters for party, counters in ledger["parties"].items() if party.startswith("user:")}
@@ -242,20 +251,36 @@ def _traffic_per_user(result: Mapping[str, Any]) -> list[str]:
             f"  upload {'':<35}{_mean(up):>16,.1f} {max(up):>14,.1f}",
             f"  download {'':<33}{_mean(down):>16,.1f} {max(down):>14,.1f}",
         ]
-    setup = ledger.get("setup_parties", {})
+    setup, closing = ledger.get("setup_parties", {}), ledger.get("closing_parties", {})
     zero = {"sent_bytes": 0, "recv_bytes": 0}
     setup_up = [setup.get(party, zero)["sent_bytes"] for party in users]
     setup_down = [setup.get(party, zero)["recv_bytes"] for party in users]
-    up = [(counters["sent_bytes"] - before) / rounds for counters, before in zip(users.values(), setup_up)]
-    down = [(counters["recv_bytes"] - before) / rounds for counters, before in zip(users.values(), setup_down)]
-    return [
+    closing_up = [closing.get(party, zero)["sent_bytes"] for party in users]
+    closing_down = [closing.get(party, zero)["recv_bytes"] for party in users]
+    up = [
+        (counters["sent_bytes"] - before - after) / rounds
+        for counters, before, after in zip(users.values(), setup_up, closing_up)
+    ]
+    down = [
+        (counters["recv_bytes"] - before - after) / rounds
+        for counters, before, after in zip(users.values(), setup_down, closing_down)
+    ]
+    has_closing = any(entry.get("phase") == CLOSING for entry in ledger["rounds_by_role"])
+    apart = "set-up and closing" if has_closing else "set-up"
+    lines = [
         "",
-        f"per user (bytes; {len(users):,} users, set-up apart from the {rounds_text(rounds)})  {'mean over users':>16} {'heaviest user':>14}",
+        f"per user (bytes; {len(users):,} users, {apart} apart from the {rounds_text(rounds)})  {'mean over users':>16} {'heaviest user':>14}",
         f"  set-up (round 0) upload {'':<18}{_mean(setup_up):>16,.1f} {max(setup_up):>14,.1f}",
         f"  set-up (round 0) download {'':<16}{_mean(setup_down):>16,.1f} {max(setup_down):>14,.1f}",
         f"  upload per round {'':<25}{_mean(up):>16,.1f} {max(up):>14,.1f}",
         f"  download per round {'':<23}{_mean(down):>16,.1f} {max(down):>14,.1f}",
     ]
+    if has_closing:
+        lines += [
+            f"  closing upload {'':<27}{_mean(closing_up):>16,.1f} {max(closing_up):>14,.1f}",
+            f"  closing download {'':<25}{_mean(closing_down):>16,.1f} {max(closing_down):>14,.1f}",
+        ]
+    return lines
 
 
 def rounds_text(count: int) -> str:

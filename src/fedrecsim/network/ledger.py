@@ -25,6 +25,15 @@ for every role and counter, and ``rounds_by_role[0]`` is the set-up apart from t
 combined from the processes of a TCP run (`combined`) cannot tell the rounds of a receipt (a process
 only knows its own rounds), so it keeps no per-round counters (`rounds_attributed` is False).
 
+The *closing* phase is the mirror of the set-up: what a protocol sends after its last round's work is
+done -- a final broadcast of what the rounds computed, such as PriviRec's filters -- once it says so
+(`begin_closing`, after round R). The phase has the round index R + 1 (the rounds' tables, the messages'
+rounds, transcript.csv's round column) and is marked ``"phase": "closing"`` in `rounds_by_role` and
+``per_round``; no round begins after it. So the invariant above reads set-up + rounds 1..R + closing ==
+the totals, and a mean over rounds 1..R is the same for a run of one round and of ten. Each party's
+closing counters (`closing_parties`) are counted as the set-up's are, from the other end: everything the
+party counts from `begin_closing` on, less the late receipts and drops of earlier rounds.
+
 A received message may still be *rejected* by its receiver -- bytes that do not decode, a kind its role
 never receives, a second message for the same (sender, round, kind), a value its checks refuse. A
 rejection does not change the counters above (the bytes did arrive); it is counted by reason and the
@@ -107,6 +116,9 @@ _ZEROS = (0, 0, 0, 0, 0)
 _COUNTER_NAMES = ("sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs")
 #: A party's, role's or round's counters, in the order of ledger.csv's columns.
 COUNTER_NAMES = _COUNTER_NAMES
+#: The ``phase`` of the closing phase's entry in `Ledger.rounds_by_role` and ``per_round`` (module
+#: docstring); the set-up's and the rounds' entries have no ``phase``.
+CLOSING = "closing"
 
 
 class DropReason(enum.StrEnum):
@@ -197,7 +209,13 @@ class Ledger:
         return counters
 
     def begin_round(self, round_index: int, online: int) -> None:
-        """Attribute subsequent sends to ``round_index``, which starts with ``online`` parties online."""
+        """Attribute subsequent sends to ``round_index``, which starts with ``online`` parties online.
+
+        Raises:
+            RuntimeError: the closing phase began (`begin_closing`): no round follows it.
+        """
+        if self._closing is not None:
+            raise RuntimeError(f"round {round_index} begins after the closing phase (round {self._closing})")
         if round_index and self._setup_parties is None:
             # The set-up ends: its counters part from the parties' (`_start_round_roles`).
             self._setup_parties = {party: list(counters) for party, counters in self._parties.items()}
@@ -425,11 +443,34 @@ class Ledger:
         self._round_roles = self._by_round[0]
         self._start_slots()
         self._setup_parties: dict[Party, list[int]] | None = None
+        self._closing: int | None = None
+        self._parties_before_closing: dict[Party, list[int]] = {}
+        self._late_in_closing: dict[Party, list[int]] = {}
         self.rounds_attributed = True
+
+    def begin_closing(self, online: int) -> None:
+        """Attribute subsequent sends to the closing phase (module docstring), which starts with ``online``
+        parties online: round index `round` + 1, marked as the closing phase, after which no round begins.
+
+        Raises:
+            RuntimeError: the closing phase already began.
+        """
+        if self._closing is not None:
+            raise RuntimeError(f"the closing phase (round {self._closing}) began already")
+        index = self.round + 1
+        self.begin_round(index, online)
+        self._closing = index
+        self._parties_before_closing = {party: list(counters) for party, counters in self._parties.items()}
+
+    @property
+    def closing_round(self) -> int | None:
+        """The closing phase's round index (`begin_closing`), None before it begins."""
+        return self._closing
 
     def _count_in_round(self, round_index: int, party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
         """Add one message (and ``nbytes`` at counter ``bytes_at``) to ``party``'s role in ``round_index``,
-        and to ``party``'s set-up counters if that is round 0."""
+        to ``party``'s set-up counters if that is round 0, and to its late counters if the closing phase
+        began and that is an earlier round (`closing_parties` leaves them out)."""
         roles = self._round_roles if round_index == self.round else self._by_round.setdefault(round_index, {})
         counters = roles.get(party.role)
         if counters is None:
@@ -438,12 +479,9 @@ class Ledger:
         if bytes_at is not None:
             counters[bytes_at] += nbytes
         if round_index == 0 and self._setup_parties is not None:
-            setup = self._setup_parties.get(party)
-            if setup is None:
-                setup = self._setup_parties[party] = [0, 0, 0, 0, 0]
-            setup[msgs_at] += 1
-            if bytes_at is not None:
-                setup[bytes_at] += nbytes
+            _count_one(self._setup_parties, party, bytes_at, nbytes, msgs_at)
+        if self._closing is not None and round_index != self._closing:
+            _count_one(self._late_in_closing, party, bytes_at, nbytes, msgs_at)
 
     def _round_totals(self) -> dict[int, list[int]]:
         """Per round, ``[bytes, messages]`` sent in it: the sums of its roles' sent counters (a message is
@@ -459,14 +497,15 @@ class Ledger:
 
     def rounds_by_role(self) -> list[dict[str, Any]]:
         """``[{"round": r, "roles": {role: {counter: int}}}, ...]`` for every round with traffic or begun,
-        round 0 (the set-up) first; empty when the rounds are not attributed (`rounds_attributed`)."""
+        round 0 (the set-up) first, the closing phase last with ``"phase": "closing"`` after its round
+        (`begin_closing`); empty when the rounds are not attributed (`rounds_attributed`)."""
         if not self.rounds_attributed:
             return []
         self._fold_pending()
         begun = set(self._online)
         return [
             {
-                "round": index,
+                **self._phase(index),
                 "roles": {
                     role.value: dict(zip(_COUNTER_NAMES, counters))
                     for role, counters in sorted(roles.items(), key=lambda item: item[0].value)
@@ -475,6 +514,10 @@ class Ledger:
             for index, roles in sorted(self._by_round.items())
             if roles or index in begun
         ]
+
+    def _phase(self, index: int) -> dict[str, Any]:
+        """How an entry of `rounds_by_role` or ``per_round`` starts: its round, and the closing phase's mark."""
+        return {"round": index, "phase": CLOSING} if index == self._closing else {"round": index}
 
     def setup_party(self, party: Party) -> dict[str, int]:
         """The five counters of ``party`` in the set-up, round 0 (zeros if it had no set-up traffic)."""
@@ -488,6 +531,23 @@ class Ledger:
         setup = self._parties if self._setup_parties is None else self._setup_parties
         return {str(party): self.setup_party(party) for party in sorted(setup)}
 
+    def closing_parties(self) -> dict[str, dict[str, int]]:
+        """Each party with traffic in the closing phase and its five counters there, in party order: what it
+        counted since `begin_closing`, less the late receipts and drops of earlier rounds (module docstring);
+        empty before the phase begins and when the rounds are not attributed."""
+        if self._closing is None or not self.rounds_attributed:
+            return {}
+        before, late = self._parties_before_closing, self._late_in_closing
+        closing = {}
+        for party in sorted(self._parties):
+            counters = [
+                now - earlier - later
+                for now, earlier, later in zip(self._parties[party], before.get(party, _ZEROS), late.get(party, _ZEROS))
+            ]
+            if any(counters):
+                closing[str(party)] = dict(zip(_COUNTER_NAMES, counters))
+        return closing
+
     # ------------------------------------------------------------------ across processes
 
     def export(self) -> dict[str, Any]:
@@ -498,6 +558,7 @@ class Ledger:
             "kinds": {kind: list(counts) for kind, counts in self._kinds.items()},
             "rounds": {index: list(counts) for index, counts in self._round_totals().items()},
             "online": dict(self._online),
+            "closing": self._closing,
             "dropped": dict(self._dropped_by_reason),
             "rejected": dict(self._rejected_by_reason),
             "rejections": list(self.rejections),
@@ -523,6 +584,7 @@ class Ledger:
                 _add(ledger._rounds.setdefault(index, [0, 0]), counts)
             for index, online in part["online"].items():
                 ledger._online[index] = ledger._online.get(index, 0) + online
+            ledger._closing = ledger._closing if part["closing"] is None else part["closing"]
             for reason, count in part["dropped"].items():
                 ledger._dropped_by_reason[reason] += count
             for reason, count in part["rejected"].items():
@@ -618,7 +680,7 @@ class Ledger:
             role["parties"] += 1
         kinds = {kind: {"msgs": counts[0], "bytes": counts[1]} for kind, counts in sorted(self._kinds.items())}
         per_round = [
-            {"round": index, "bytes": counts[0], "msgs": counts[1], "online": self._online.get(index, 0)}
+            {**self._phase(index), "bytes": counts[0], "msgs": counts[1], "online": self._online.get(index, 0)}
             for index, counts in sorted(self._round_totals().items())
             if counts[1] or index in self._online
         ]
@@ -630,6 +692,7 @@ class Ledger:
             "per_round": per_round,
             "rounds_by_role": self.rounds_by_role(),
             "setup_parties": self.setup_parties(),
+            "closing_parties": self.closing_parties(),
             "withheld": withheld,
             "faults": self.faults(),
         }
@@ -690,9 +753,19 @@ def _time_and_link(row: TranscriptRow) -> tuple[float, Party, Party]:
     return row.time, row.src, row.dst
 
 
+def _count_one(parties: dict[Party, list[int]], party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
+    """Add one message (and ``nbytes`` at counter ``bytes_at``) to ``party``'s counters in ``parties``."""
+    counters = parties.get(party)
+    if counters is None:
+        counters = parties[party] = [0, 0, 0, 0, 0]
+    counters[msgs_at] += 1
+    if bytes_at is not None:
+        counters[bytes_at] += nbytes
+
+
 def _add(into: list[int], counts: list[int]) -> None:
     for position, count in enumerate(counts):
         into[position] += count
 
 
-__all__ = ["COUNTER_NAMES", "DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]
+__all__ = ["CLOSING", "COUNTER_NAMES", "DropReason", "HASH_NAME", "Ledger", "MAX_REJECTIONS", "RejectReason", "Rejection", "TranscriptRow"]

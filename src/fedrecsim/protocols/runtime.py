@@ -11,6 +11,10 @@ for the process that hosts that role's parties, and how the parts the processes 
 A protocol that can resume from checkpoints (``resumable``, `fedrecsim.checkpoint`) builds its world as
 always, then asks `RunContext.resumed` for the state to carry on from, and ends every round with
 `RunContext.end_round`.
+
+A protocol that sends something after its last round -- a final broadcast of what its rounds computed --
+says so first (`RunContext.begin_closing`): the ledger counts it in the closing phase, apart from the
+rounds as the set-up is, so that a round's traffic does not depend on whether it was the last.
 """
 
 from __future__ import annotations
@@ -92,6 +96,12 @@ class RunContext:
         checkpoints = self.checkpoints
         if checkpoints is not None and checkpoints.due(round_index, self.rounds):
             await checkpoints.save(self, round_index, population, objects, values, resting)
+
+    def begin_closing(self, population: Population | None) -> None:
+        """After the last round, before what the protocol sends once its rounds are over (privirec's
+        filters): the ledger's closing phase begins (`Ledger.begin_closing`), with ``population``'s users
+        online now (none without a population) -- counted apart from the rounds, whose means leave it out."""
+        self.network.ledger.begin_closing(len(population.online) if population is not None else 0)
 
     @property
     def seed(self) -> int:
@@ -341,12 +351,14 @@ class TrafficPlan:
         setup: the flows before round 1 (the ledger's round 0).
         per_round: the flows of one round, expected, for every round 1..R.
         assumptions: what the expectation assumes, in words (e.g. "one pre-sharing attempt").
+        closing: the flows after round R (the ledger's closing phase, `RunContext.begin_closing`).
     """
 
     parties: Mapping[Role, int]
     setup: tuple[Flow, ...] = ()
     per_round: tuple[Flow, ...] = ()
     assumptions: tuple[str, ...] = ()
+    closing: tuple[Flow, ...] = ()
 
 
 class Cue:

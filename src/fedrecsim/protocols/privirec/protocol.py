@@ -17,7 +17,9 @@ The run, after the paper's Figs. 4 and 5 (``variant = "privirec"`` or ``"privire
   experiments'; Turbo-CF's published 0.6 for Gowalla and Yelp2018): users sum d_u^(-2 alpha) R^(u)T R^(u)
   and A^(u) = d_u^-alpha R^(u) V^(alpha-1); F_IDL's ideal filter keeps ``ideal_k`` (default GF-CF's
   k1 = 256, capped at k) leading columns of S_k;
-- then the server broadcasts S_k (the first k columns of X_L) and, for PriviRec-k, diag(T_L)[:k]
+- then, in the ledger's closing phase (`RunContext.begin_closing`: counted apart from the rounds, so a
+  round's bytes are the same in a run of one round and of ten), the server broadcasts S_k (the first k
+  columns of X_L) and, for PriviRec-k, diag(T_L)[:k]
   (Approx. 3.3: P~ ~ S_k Diag(t) S_k^T, no m^2 sum at all); each user scores its own row with GF-CF,
   S_u = R_u (P~ + gamma F_IDL) (``scorer = "gfcf"``), or Turbo-CF's polynomial filter of P~
   (``scorer = "turbo_cf"``), and recommends its top 20 items.
@@ -343,6 +345,7 @@ async def run(ctx: RunContext) -> Outcome:
             await ctx.network.sleep(timing.round_gap_s)
             await ctx.end_round(round_index, population, objects, values)
         if not aborted:
+            ctx.begin_closing(population)
             server.publish()
             await ctx.network.sleep(timing.round_gap_s)
     # Some user missing from some sum -- crashed in it, or offline for it (set-up or round) -- or none.

@@ -7,10 +7,11 @@ secagg.setup, .keys, .ciphertexts and .unmask from the server, secagg.advertise,
 input, ``length`` ring words) and .reveal (k + 1 shares of self-mask seeds) to it. The broadcasts are the
 sizes of the arrays they carry. The set-up holds the degree sum (m words) and, for PriviRec, the P' sum
 (m (m + 1) / 2 words) with their broadcasts; a round holds X's broadcast (m x p floats) and the sum of
-A^(u)T A^(u) X (m p words). The final broadcast of the filters (m x k, and k for PriviRec-k) is counted
-in the last round; the plan spreads it evenly over the rounds. Sizes are the wire codec's, user by user;
-they are exact with every user online and no dropout (the odd-degree corner of SecAgg+'s graph aside).
-With dropout, users that crash at a uniformly drawn stage stop sending from it on: an expectation.
+A^(u)T A^(u) X (m p words). The final broadcast of the filters (m x k, and k for PriviRec-k), to the users
+online after the last round, is the closing phase's (the ledger's, after round L). Sizes are the wire
+codec's, user by user; they are exact with every user online and no dropout (the odd-degree corner of
+SecAgg+'s graph aside). With dropout, users that crash at a uniformly drawn stage stop sending from it on:
+an expectation.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ def session_flows(ctx: PlanContext, n: int, degree: int, threshold: int, length:
     )
 
 
-def _broadcast(ctx: PlanContext, body: object, n: float, share: float = 1.0, exact: bool = True) -> Flow:
+def _broadcast(ctx: PlanContext, body: object, n: float, exact: bool = True) -> Flow:
     sizes = ctx.user_bytes(lambda _: body, SERVER, to_user=True)
     count = int(round(n))
     mean = float(sizes[: max(count, 1)].mean()) if sizes.size else 0.0
-    return Flow(type(body).KIND, Role.SERVER, Role.USER, n * share, n * share * mean, exact)  # type: ignore[attr-defined]
+    return Flow(type(body).KIND, Role.SERVER, Role.USER, n, n * mean, exact)  # type: ignore[attr-defined]
 
 
 def plan(ctx: PlanContext) -> TrafficPlan:
@@ -92,14 +93,13 @@ def plan(ctx: PlanContext) -> TrafficPlan:
         *ctx.membership(),
         _broadcast(ctx, Basis(1, np.zeros((m, p))), ctx.online, exact=exact),
         *session_flows(ctx, n, degree, threshold, m * p, config.bits, 3),
-        _broadcast(ctx, Filters(np.zeros((m, k)), spectrum), ctx.online, 1.0 / max(ctx.rounds, 1), exact=False),
     )
+    closing = (_broadcast(ctx, Filters(np.zeros((m, k)), spectrum), ctx.online, exact=exact),)
     assumptions = (
         f"every secure sum runs over the {n} users online at the set-up, each with {degree} neighbours (t = {threshold})",
-        "the filters' broadcast after the last round is spread evenly over the rounds",
         f"secure aggregation in {secagg_mode(config, m)} mode (the bytes are the same in both)",
     )
-    return TrafficPlan({Role.USER: ctx.train.n_users, Role.SERVER: 1}, tuple(setup), per_round, assumptions)
+    return TrafficPlan({Role.USER: ctx.train.n_users, Role.SERVER: 1}, tuple(setup), per_round, assumptions, closing)
 
 
 #: E[d_u^2] / E[d_u]^2 over the users' numbers of items d_u, as `memory` assumes it for the item-item sum
