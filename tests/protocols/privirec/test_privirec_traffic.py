@@ -62,7 +62,7 @@ def _totals(flows, times: float = 1.0) -> dict[str, list[float]]:  # type: ignor
 CASES = {
     # SecAgg+ with a set degree and threshold, the mode chosen by item count, two rounds.
     "privirec-sparse": {"variant": "privirec", "graph": "sparse", "neighbours": 6, "threshold": 0.3, "secagg": "auto"},
-    # Bonawitz's complete graph, oversampled iterations, one round (the filters' broadcast all in it).
+    # Bonawitz's complete graph, oversampled iterations, one round.
     "privirec_k-complete": {"variant": "privirec_k", "graph": "complete", "oversample": 3, "k": 8},
 }
 
@@ -76,7 +76,7 @@ def test_with_everyone_online_each_kind_is_the_ledgers_kind_in_both_directions(c
     traffic = plan(context)
     rounds = context.rounds
     planned = _totals(traffic.setup)
-    for kind, (messages, size) in _totals(traffic.per_round, rounds).items():
+    for kind, (messages, size) in [*_totals(traffic.per_round, rounds).items(), *_totals(traffic.closing).items()]:
         entry = planned.setdefault(kind, [0.0, 0.0])
         entry[0] += messages
         entry[1] += size
@@ -85,10 +85,12 @@ def test_with_everyone_online_each_kind_is_the_ledgers_kind_in_both_directions(c
     assert {kind: (entry["msgs"], entry["bytes"]) for kind, entry in ledger["kinds"].items()} == {
         kind: (pytest.approx(messages), pytest.approx(size)) for kind, (messages, size) in planned.items()
     }
-    for flow in (*traffic.setup, *traffic.per_round):
+    for flow in (*traffic.setup, *traffic.per_round, *traffic.closing):
         assert (flow.src, flow.dst) == DIRECTION[flow.kind], flow.kind
-        # Every flow is exact but the filters' broadcast, which the plan spreads over the rounds.
-        assert flow.exact is (flow.kind != "privirec.filters"), flow.kind
+        assert flow.exact, flow.kind
+    # The filters' broadcast is the closing phase's, after the last round, and nothing else is.
+    assert [flow.kind for flow in traffic.closing] == ["privirec.filters"]
+    assert "privirec.filters" not in {flow.kind for flow in (*traffic.setup, *traffic.per_round)}
     # Per role, what the users send is what the server receives.
     sent = sum(flow.bytes for flow in traffic.setup if flow.src is Role.USER) + rounds * sum(
         flow.bytes for flow in traffic.per_round if flow.src is Role.USER
@@ -98,7 +100,6 @@ def test_with_everyone_online_each_kind_is_the_ledgers_kind_in_both_directions(c
     assert traffic.assumptions == (
         f"every secure sum runs over the 40 users online at the set-up, each with {secure['degree']} neighbours "
         f"(t = {secure['threshold']})",
-        "the filters' broadcast after the last round is spread evenly over the rounds",
         f"secure aggregation in {secure['mode']} mode (the bytes are the same in both)",
     )
 
@@ -107,7 +108,7 @@ def test_the_plan_names_the_configured_degree_threshold_and_mode() -> None:
     traffic = plan(_context(_table(graph="sparse", neighbours=6, threshold=0.3, secagg="auto", real_max_items=59)))
     # k = 6 neighbours, t = floor(0.3 * 7) + 1 = 3; 60 items > 59: ideal mode.
     assert traffic.assumptions[0].endswith("each with 6 neighbours (t = 3)")
-    assert traffic.assumptions[2].startswith("secure aggregation in ideal mode")
+    assert traffic.assumptions[1].startswith("secure aggregation in ideal mode")
     traffic = plan(_context(_table(graph="complete", threshold=0.75)))
     assert traffic.assumptions[0].endswith("each with 39 neighbours (t = 31)")  # floor(0.75 * 40) + 1
 
@@ -133,7 +134,9 @@ def test_under_dropout_each_stage_loses_the_users_that_crash_at_it_or_before() -
     full = {flow.kind: flow for flow in base.per_round}
     assert per_round["privirec.basis"].messages == 36 and per_round["privirec.basis"].exact is False
     assert per_round["privirec.basis"].bytes == pytest.approx(full["privirec.basis"].bytes * 36 / 40)
-    assert per_round["privirec.filters"].messages == pytest.approx(36 / 2)
+    (filters,) = traffic.closing
+    assert filters.kind == "privirec.filters" and filters.messages == 36 and filters.exact is False
+    assert filters.bytes == pytest.approx(base.closing[0].bytes * 36 / 40)
 
 
 def test_a_round_is_inexact_when_fewer_users_are_online_even_without_dropout() -> None:
