@@ -40,7 +40,9 @@ def test_result_folder_follows_the_contract(tiny_fcf, tmp_path) -> None:
     assert set(document["metrics"]["final"]) >= {"train_rmse", "train_mae", "test_rmse", "test_mae"}
     assert [row["round"] for row in document["metrics"]["rounds"]] == [1, 2, 3, 4, 5]
     ledger = document["ledger"]
-    assert set(ledger) == {"parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "withheld", "faults"}
+    assert set(ledger) == {
+        "parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "closing_parties", "withheld", "faults",
+    }
     assert ledger["roles"]["user"]["parties"] == 40
     assert set(ledger["parties"]["server:0"]) == {"sent_bytes", "recv_bytes", "sent_msgs", "recv_msgs", "dropped_msgs"}
     assert ledger["kinds"]["fcf.item_vectors"]["msgs"] == 5 * 40

@@ -41,7 +41,7 @@ def test_a_fresh_ledger_is_empty_and_hashes_nothing() -> None:
     }
     assert ledger.summary() == {
         "parties": {}, "roles": {}, "kinds": {}, "per_round": [], "rounds_by_role": [], "setup_parties": {},
-        "withheld": {}, "faults": no_faults,
+        "closing_parties": {}, "withheld": {}, "faults": no_faults,
     }
     assert HASH_NAME == "xxh3_128"
     assert Ledger(record_transcript=True).transcript == []
@@ -110,7 +110,9 @@ def test_summary_sums_roles_kinds_and_rounds_over_several_parties() -> None:
     ledger.begin_round(3, online=6)  # a round again: its counters continue, its online count is replaced
     ledger.record_sent(BOB, "k.a", 2)
     summary = ledger.summary()
-    assert list(summary) == ["parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "withheld", "faults"]
+    assert list(summary) == [
+        "parties", "roles", "kinds", "per_round", "rounds_by_role", "setup_parties", "closing_parties", "withheld", "faults",
+    ]
     assert list(summary["parties"]) == ["silo:2", "user:0", "user:1"]
     assert summary["roles"] == {
         "silo": {"sent_bytes": 1, "recv_bytes": 0, "sent_msgs": 1, "recv_msgs": 0, "dropped_msgs": 0, "parties": 1},

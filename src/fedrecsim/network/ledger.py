@@ -450,14 +450,15 @@ class Ledger:
 
     def begin_closing(self, online: int) -> None:
         """Attribute subsequent sends to the closing phase (module docstring), which starts with ``online``
-        parties online: round index `round` + 1, marked as the closing phase, after which no round begins.
+        parties online: the round index after every round's (the last round's + 1), marked as the closing
+        phase, after which no round begins.
 
         Raises:
             RuntimeError: the closing phase already began.
         """
         if self._closing is not None:
             raise RuntimeError(f"the closing phase (round {self._closing}) began already")
-        index = self.round + 1
+        index = max(self._by_round) + 1
         self.begin_round(index, online)
         self._closing = index
         self._parties_before_closing = {party: list(counters) for party, counters in self._parties.items()}
