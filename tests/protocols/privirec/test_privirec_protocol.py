@@ -101,12 +101,11 @@ def test_with_everyone_online_the_plan_is_the_ledger(variant: str) -> None:
     traffic = plan(PlanContext(scenario, train, test, users, users, 0.0, 0.0))
     assert traffic.parties == {Role.USER: 40, Role.SERVER: 1}
     ledger = fedrecsim.run(scenario).result["ledger"]
-    setup = next(row for row in ledger["per_round"] if row["round"] == 0)
-    assert (sum(f.messages for f in traffic.setup), sum(f.bytes for f in traffic.setup)) == (setup["msgs"], setup["bytes"])
-    total_msgs = sum(f.messages for f in traffic.setup) + 2 * sum(f.messages for f in traffic.per_round)
-    total_bytes = sum(f.bytes for f in traffic.setup) + 2 * sum(f.bytes for f in traffic.per_round)
-    assert total_msgs == pytest.approx(sum(row["msgs"] for row in ledger["per_round"]))
-    assert total_bytes == pytest.approx(sum(row["bytes"] for row in ledger["per_round"]))
+    # The set-up, each of the two rounds and the closing phase (the filters' broadcast), each the plan's.
+    planned = [traffic.setup, traffic.per_round, traffic.per_round, traffic.closing]
+    assert [(row["round"], row.get("phase")) for row in ledger["per_round"]] == [(0, None), (1, None), (2, None), (3, "closing")]
+    for flows, row in zip(planned, ledger["per_round"], strict=True):
+        assert (sum(f.messages for f in flows), sum(f.bytes for f in flows)) == pytest.approx((row["msgs"], row["bytes"])), row
 
 
 @pytest.mark.parametrize(
