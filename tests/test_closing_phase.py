@@ -20,6 +20,7 @@ from fedrecsim.cli import main
 from fedrecsim.inspect import inspect_scenario, inspection_text
 from fedrecsim.network.ledger import COUNTER_NAMES, DropReason, Ledger
 from fedrecsim.network.party import SERVER, Party, Role
+from fedrecsim.runner import _where
 from fedrecsim.scenario import parse_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -199,6 +200,14 @@ def test_ledgers_combined_from_processes_mark_the_closing_phase_of_the_one_that_
         (0, None, 4), (1, None, 17), (2, "closing", 60),
     ]
     assert combined.summary()["rounds_by_role"] == [] and combined.summary()["closing_parties"] == {}
+
+
+def test_a_run_stopped_in_its_closing_phase_says_so_not_a_round_past_the_last() -> None:
+    ledger = Ledger()
+    _setup_and_round_one(ledger)
+    assert _where(ledger) == "in round 1"
+    ledger.begin_closing(online=2)
+    assert _where(ledger) == "in the closing phase after round 1"
 
 
 PRIVIREC = {
