@@ -4,7 +4,9 @@
 
 - the resolved scenario, every default filled in;
 - the parties that will exist per role, and how many users the availability model expects online;
-- an estimate of messages and bytes per round and per role. A protocol that declares a traffic plan
+- an estimate of messages and bytes per round and per role, the set-up (round 0) and the closing phase
+  after the last round (privirec's filters: `fedrecsim.network.ledger`) apart from the rounds, whose
+  estimate covers rounds 1..R only. A protocol that declares a traffic plan
   (`ProtocolSpec.plan`, a `TrafficPlan` of `Flow`s) is estimated from it: every size is the real wire
   codec's length of a message of the shape the protocol sends, so fixed-size messages are exact and the
   rest are expectations over the data and the availability model. Sizes are checked against the
