@@ -79,7 +79,7 @@ from __future__ import annotations
 import csv
 import enum
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +215,7 @@ class Ledger:
             RuntimeError: the closing phase began (`begin_closing`): no round follows it.
         """
         if self._closing is not None:
-            raise RuntimeError(f"round {round_index} begins after the closing phase (round {self._closing})")
+            raise RuntimeError(f"round {round_index} begins after the closing phase (round {self._closing.round})")
         if round_index and self._setup_parties is None:
             # The set-up ends: its counters part from the parties' (`_start_round_roles`).
             self._setup_parties = {party: list(counters) for party, counters in self._parties.items()}
@@ -443,9 +443,7 @@ class Ledger:
         self._round_roles = self._by_round[0]
         self._start_slots()
         self._setup_parties: dict[Party, list[int]] | None = None
-        self._closing: int | None = None
-        self._parties_before_closing: dict[Party, list[int]] = {}
-        self._late_in_closing: dict[Party, list[int]] = {}
+        self._closing: _ClosingPhase | None = None
         self.rounds_attributed = True
 
     def begin_closing(self, online: int) -> None:
@@ -457,16 +455,15 @@ class Ledger:
             RuntimeError: the closing phase already began.
         """
         if self._closing is not None:
-            raise RuntimeError(f"the closing phase (round {self._closing}) began already")
+            raise RuntimeError(f"the closing phase (round {self._closing.round}) began already")
         index = max(self._by_round) + 1
         self.begin_round(index, online)
-        self._closing = index
-        self._parties_before_closing = {party: list(counters) for party, counters in self._parties.items()}
+        self._closing = _ClosingPhase(index, {party: list(counters) for party, counters in self._parties.items()})
 
     @property
     def closing_round(self) -> int | None:
         """The closing phase's round index (`begin_closing`), None before it begins."""
-        return self._closing
+        return None if self._closing is None else self._closing.round
 
     def _count_in_round(self, round_index: int, party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
         """Add one message (and ``nbytes`` at counter ``bytes_at``) to ``party``'s role in ``round_index``,
@@ -481,8 +478,9 @@ class Ledger:
             counters[bytes_at] += nbytes
         if round_index == 0 and self._setup_parties is not None:
             _count_one(self._setup_parties, party, bytes_at, nbytes, msgs_at)
-        if self._closing is not None and round_index != self._closing:
-            _count_one(self._late_in_closing, party, bytes_at, nbytes, msgs_at)
+        closing = self._closing
+        if closing is not None and round_index != closing.round:
+            _count_one(closing.late, party, bytes_at, nbytes, msgs_at)
 
     def _round_totals(self) -> dict[int, list[int]]:
         """Per round, ``[bytes, messages]`` sent in it: the sums of its roles' sent counters (a message is
@@ -518,7 +516,7 @@ class Ledger:
 
     def _phase(self, index: int) -> dict[str, Any]:
         """How an entry of `rounds_by_role` or ``per_round`` starts: its round, and the closing phase's mark."""
-        return {"round": index, "phase": CLOSING} if index == self._closing else {"round": index}
+        return {"round": index, "phase": CLOSING} if index == self.closing_round else {"round": index}
 
     def setup_party(self, party: Party) -> dict[str, int]:
         """The five counters of ``party`` in the set-up, round 0 (zeros if it had no set-up traffic)."""
@@ -538,7 +536,7 @@ class Ledger:
         empty before the phase begins and when the rounds are not attributed."""
         if self._closing is None or not self.rounds_attributed:
             return {}
-        before, late = self._parties_before_closing, self._late_in_closing
+        before, late = self._closing.before, self._closing.late
         closing = {}
         for party in sorted(self._parties):
             counters = [
@@ -559,7 +557,7 @@ class Ledger:
             "kinds": {kind: list(counts) for kind, counts in self._kinds.items()},
             "rounds": {index: list(counts) for index, counts in self._round_totals().items()},
             "online": dict(self._online),
-            "closing": self._closing,
+            "closing": self.closing_round,
             "dropped": dict(self._dropped_by_reason),
             "rejected": dict(self._rejected_by_reason),
             "rejections": list(self.rejections),
@@ -585,7 +583,8 @@ class Ledger:
                 _add(ledger._rounds.setdefault(index, [0, 0]), counts)
             for index, online in part["online"].items():
                 ledger._online[index] = ledger._online.get(index, 0) + online
-            ledger._closing = ledger._closing if part["closing"] is None else part["closing"]
+            if part["closing"] is not None:
+                ledger._closing = _ClosingPhase(part["closing"], {})
             for reason, count in part["dropped"].items():
                 ledger._dropped_by_reason[reason] += count
             for reason, count in part["rejected"].items():
@@ -752,6 +751,17 @@ _ROW_CACHE_LIMIT = 1 << 20
 
 def _time_and_link(row: TranscriptRow) -> tuple[float, Party, Party]:
     return row.time, row.src, row.dst
+
+
+@dataclass(slots=True)
+class _ClosingPhase:
+    """The closing phase once begun (`Ledger.begin_closing`): its round index, each party's counters when
+    it began, and each party's late receipts and drops of earlier rounds since -- a party's counters in the
+    phase are its counters now less the other two (`Ledger.closing_parties`)."""
+
+    round: int
+    before: dict[Party, list[int]]
+    late: dict[Party, list[int]] = field(default_factory=dict)
 
 
 def _count_one(parties: dict[Party, list[int]], party: Party, bytes_at: int | None, nbytes: int, msgs_at: int) -> None:
