@@ -143,6 +143,10 @@ def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -
     (["--grid", "run.seed=1,1"], "run.seed: 1 is listed twice"),
     (["--zip", "protocol.d=4,4", "--zip", "protocol.gamma=0.5,0.5"], "protocol.d + protocol.gamma: (4, 0.5) is listed twice"),
     (["--grid", "protocol.gamma=1,1.0"], "protocol.gamma: the values 1 and 1.0 are the same scenario"),
+    # Values are echoed as a scenario file writes them: true, not Python's True.
+    (["--grid", "data.binarize=true,true"], "data.binarize: true is listed twice"),
+    (["--zip", "data.binarize=false,false", "--zip", "protocol.d=4,4"], "data.binarize + protocol.d: (false, 4) is listed twice"),
+    (["--grid", "protocol.d=4,false"], "protocol.d: expected an integer, got false"),
     (["--grid", "protocol.d=4,nan"], "protocol.d: expected an integer, got nan"),
 ])
 def test_a_sweep_that_would_drop_a_value_is_refused_naming_the_key(tmp_path: Path, arguments: list[str], named: str) -> None:

@@ -170,7 +170,7 @@ def test_the_bound_of_npz_data_is_public_whatever_the_datas_maximum(tmp_path: Pa
 
 
 def test_a_fill_other_than_observed_or_zeros_is_refused_naming_the_key() -> None:
-    with pytest.raises(ConfigError, match=r"^protocol\.fill: got 'mean'; allowed values: 'observed', 'zeros'$"):
+    with pytest.raises(ConfigError, match=r'^protocol\.fill: got "mean"; allowed values: "observed", "zeros"$'):
         _run(_tables(fill="mean"))
 
 
