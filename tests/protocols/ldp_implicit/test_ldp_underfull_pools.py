@@ -8,6 +8,7 @@ the parties received (the recorded views), not what the run reports about itself
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -106,6 +107,18 @@ def test_the_summary_counts_each_withheld_report_once(tmp_path: Path, capsys: py
     line = next(line for line in capsys.readouterr().out.splitlines() if "withheld:" in line)
     counts = {what: int(count.replace(",", "")) for count, what in re.findall(r"([\d,]+) (reports[a-z ]*)", line)}
     assert counts == {"reports held then dropped": 3 * 10 * K}, line
+
+
+def test_the_summary_writes_a_flag_as_result_json_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """60 users are far too few for the shuffle bound's precondition: result.json's ``applicable`` is
+    false, and the summary prints it so (it printed Python's ``False`` beside JSON's ``null``)."""
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(_toml(_stragglers("hold", 20)))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    shuffle = json.loads((tmp_path / "out" / "result.json").read_text())["privacy"]["shuffle"]
+    assert shuffle["applicable"] is False
+    assert "    applicable: false" in printed and not any(word in line for line in printed for word in ("True", "False"))
 
 
 def _toml(tables: dict[str, Any]) -> str:
