@@ -59,6 +59,19 @@ def test_a_sweep_report_plots_each_varying_metric_against_the_grid(tmp_path: Pat
     assert "## Constant over the whole grid" in markdown and "| `participants` | final value | 40 | 2 |" in markdown
 
 
+def test_the_headers_count_in_the_singular_and_with_thousands_separators(tmp_path: Path) -> None:
+    """One round of 1,200 users, one grid point of one seed: '1 round', '1,200 users', '1 grid point x 1 seed'."""
+    one = copy.deepcopy(TINY_FCF)
+    one["run"]["rounds"] = 1
+    one["data"].update(users=1200, ratings=6000)
+    run_sweep(Study(one, (), seeds=1), tmp_path / "sweep", workers=1)
+    assert main(["report", str(tmp_path / "sweep")]) == 0
+    assert "# Sweep report: 1 grid point x 1 seed\n" in (tmp_path / "sweep-report" / "report.md").read_text()
+    (run,) = (tmp_path / "sweep" / "runs").iterdir()
+    report = write_report(run, tmp_path / "run-report")
+    assert "\n1 round, 1,200 users x 60 items, " in (report / "report.md").read_text()
+
+
 def test_a_folder_that_is_neither_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "neither a fedrecsim run folder" in capsys.readouterr().err

@@ -330,7 +330,8 @@ def _run_report(source: Path, folder: Path, figure_type: Any, requested: Sequenc
     lines = [
         f"# Run report: {name} ({document['protocol']}, seed {document['seed']})",
         "",
-        f"{document['rounds_completed']} rounds, {document['data']['users']} users x {document['data']['items']} items, "
+        f"{_counted(document['rounds_completed'], 'round')}, {_counted(document['data']['users'], 'user')} x "
+        f"{_counted(document['data']['items'], 'item')}, "
         f"{document['virtual_time_s']:.1f} s virtual time; source `{source}`.",
         "",
         "## Metrics",
@@ -609,6 +610,11 @@ def _statistic(line: Mapping[str, str], column: str) -> _Statistic:
     return _Statistic(float(mean) if mean else None, float(low) if low else None, float(high) if high else None, int(n or 0))
 
 
+def _counted(count: int, noun: str) -> str:
+    """``1 grid point``, ``1,000 users``: a count and its noun as the report's headers print them."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _read_sweep(source: Path) -> _Sweep:
     """Raises ConfigError: no summary.csv yet, or one written before summary.csv named its statistics."""
     marker = json.loads((source / MARKER).read_text(encoding="utf-8"))
@@ -673,7 +679,7 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
     chosen = _choose(sweep.quantities, requested, [quantity for quantity in varying if quantity.column not in beside], "this sweep")
     parameters = sweep.parameters
     lines = [
-        f"# Sweep report: {len(sweep.summary)} grid points x {sweep.seeds} seeds",
+        f"# Sweep report: {_counted(len(sweep.summary), 'grid point')} x {_counted(sweep.seeds, 'seed')}",
         "",
         f"Parameters: {', '.join(f'`{name}`' for name in parameters) or '(none: seeds only)'}; source `{source}`.",
         "",
