@@ -191,4 +191,4 @@ def to_table(config: Any) -> Any:
     return config
 
 
-__all__ = ["build", "param", "to_table"]
+__all__ = ["build", "param", "to_table", "toml_literal"]
