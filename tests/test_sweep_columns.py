@@ -121,6 +121,13 @@ def test_n_seeds_give_n_runs_and_a_grid_over_another_run_key_reaches_the_run(tmp
     assert len({row["run"] for row in rows}) == 6 and len({row["transcript"] for row in rows}) == 6
 
 
+def test_a_sweep_of_one_run_says_one_run(tmp_path: Path) -> None:
+    done = _sweep(tmp_path, FCF, "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("sweep: 1 run (0 already complete, 1 ran, 0 failed) -> "), done.stdout
+    assert len(read_csv(tmp_path / "out" / "sweep.csv")) == 1
+
+
 def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -> None:
     """``--set run.seed=40 --seeds 2``: runs at seeds 40 and 41, two transcripts (not two runs of seed 40)."""
     done = _sweep(tmp_path, FCF, "--set", "run.seed=40", "--seeds", "2", "--out", str(tmp_path / "out"))

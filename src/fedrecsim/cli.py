@@ -329,6 +329,7 @@ def _how_to_resume(args: argparse.Namespace) -> str:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from .report import count_text
     from .sweep import distinct_errors, load_study, run_sweep
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
@@ -347,14 +348,15 @@ def _sweep(args: argparse.Namespace) -> int:
                 "the same command resumes the sweep", file=sys.stderr,
             )
             return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
-    runs = len(result.rows)
     print(
-        f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
+        f"sweep: {count_text(len(result.rows), 'run')} ({result.skipped} already complete, {result.ran} ran, "
+        f"{result.failed} failed) "
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
     errors = distinct_errors(result.rows)
     if errors:
-        print(f"sweep: {sum(count for _, count in errors)} runs failed (the error column of sweep.csv):", file=sys.stderr)
+        failed = count_text(sum(count for _, count in errors), "run")
+        print(f"sweep: {failed} failed (the error column of sweep.csv):", file=sys.stderr)
         for error, count in errors:
             print(f"  {count} x {error}", file=sys.stderr)
     return 1 if result.failed else 0
