@@ -57,6 +57,9 @@ def test_no_release_has_fewer_than_min_users_users(underfull: str, min_users: in
         assert at_proxy - at_server == row["reports_dropped"], row
     pools = result.result["privacy"]["pools"]
     assert pools["users_per_release_min"] == min(users_per_release) and pools["releases"] == len(releases)
+    # Released and dropped are the two fates: together, every report the proxy took in.
+    assert pools["reports_released"] + pools["reports_dropped"] == sum(r.indices.size for r in received)
+    assert "also among reports_released or reports_dropped" in pools["held"]
     assert pools["reports_dropped"] == sum(row["reports_dropped"] for row in result.rounds)
     # The ledger counts each report the proxy withheld once, under what became of it.
     withheld = result.result["ledger"]["withheld"].get(str(PROXY), {})
