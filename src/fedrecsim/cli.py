@@ -24,7 +24,7 @@ folder holding a fedrecsim result, never anything else. The location is checked 
 
 Exit codes: 0 on success; 2 on a bad scenario, data set, output location or usage, or a run that cannot
 fit in the memory available (one line naming the key, the file and line, or the path -- never a
-traceback; ``--memory-limit GB|off`` on ``run`` and ``inspect`` overrides the memory check,
+traceback; ``--memory-limit GIB|off`` on ``run`` and ``inspect`` overrides the memory check,
 `fedrecsim.memory`); 1 when the simulation itself reports an error; 130 after Ctrl-C (SIGINT) and 143
 after SIGTERM, which stop the run, print how far it got and leave no result folder behind (only the
 checkpoint folder of a run that saves checkpoints); 141, quietly, when standard output is a closed pipe.
@@ -431,7 +431,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _add_memory_limit(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "--memory-limit", metavar="GB|off",
+        "--memory-limit", metavar="GIB|off",
         help="the memory the run may use, in GiB, instead of the memory available (MemAvailable, the cgroup's or "
         f"ulimit -v's limit), or off: no check (`fedrecsim.memory`; also the environment variable {LIMIT_ENV})",
     )
