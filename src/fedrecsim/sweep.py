@@ -46,7 +46,8 @@ The sweep folder (``--out``):
   - ``M.round_mean`` for each metric reported per round: the mean of ``M`` over the entries of
     ``metrics.rounds`` that carry it (a count such as ``participants`` is 97 at the end but 95.15 on
     average over the rounds: two different statistics, two columns);
-  - ``privacy.<name>`` -- each numeric figure of ``result.json`` ``privacy`` (epsilon spent, ...);
+  - ``privacy.<name>`` -- each numeric figure at the top level of ``result.json`` ``privacy`` (epsilon spent,
+    ...); a nested table (ldp_implicit's ``shuffle``) is not flattened into columns;
   - ``<role>.sent_bytes`` / ``<role>.recv_bytes`` -- the role's bytes over the whole run;
 
   and ``rounds_completed``, ``transcript`` (the transcript fingerprint), ``wall_time_s`` and, for a failed
