@@ -151,6 +151,15 @@ def test_a_grid_whose_first_point_failed_shows_the_complete_points_values(tmp_pa
     assert "| `user.sent_bytes` | whole run | " in markdown and "| `user.sent_bytes` | whole run |  |" not in markdown
 
 
+def test_one_failed_run_is_one_run(tmp_path: Path) -> None:
+    tables = copy.deepcopy(TINY_FCF)
+    tables["data"]["path"] = str(tmp_path / "no-such-u.data")
+    axis = Axis(("data.source",), (("movielens-100k",), ("synthetic",)))
+    run_sweep(Study(tables, (axis,), seeds=1), tmp_path / "sweep", workers=1)
+    markdown = write_report(tmp_path / "sweep", tmp_path / "report").joinpath("report.md").read_text()
+    assert "\n**1 run failed**; see the error column of sweep.csv.\n" in markdown
+
+
 def test_a_report_folder_holding_a_png_of_the_users_is_refused_and_the_png_kept(
     run_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

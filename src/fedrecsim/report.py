@@ -694,7 +694,7 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
     ]
     failed = sum(int(line["failed"]) for line in sweep.summary)
     if failed:
-        lines += [f"**{failed} runs failed**; see the error column of sweep.csv.", ""]
+        lines += [f"**{count_text(failed, 'run')} failed**; see the error column of sweep.csv.", ""]
     if chosen:
         image, described = _sweep_overview(sweep, chosen, folder, figure_type)
         lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
