@@ -32,9 +32,9 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 def toml_literal(value: Any) -> str:
     """``value`` written the way a scenario file or ``--set`` writes it: ``true``, ``"hold"``, ``[1, 2]``,
-    ``{ model = "constant" }``, so what the tool echoes back can be pasted into a scenario. A key TOML
-    cannot leave bare is quoted; a value TOML cannot write (``None``, an object) is given as Python
-    shows it."""
+    ``{ model = "constant" }``, so what the tool echoes back can be pasted into a scenario. A table's unset
+    (None) keys are left out, TOML having no null; any other value TOML cannot write (an object) is given
+    as Python shows it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -42,14 +42,13 @@ def toml_literal(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(toml_literal, value)) + "]"
     if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        items = (f"{_toml_key(str(key))} = {toml_literal(item)}" for key, item in value.items())
-        return "{ " + ", ".join(items) + " }"
+        items = [f"{toml_key(str(key))} = {toml_literal(item)}" for key, item in value.items() if item is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
     return repr(value)
 
 
-def _toml_key(key: str) -> str:
+def toml_key(key: str) -> str:
+    """A TOML key: bare where TOML allows (letters, digits, - and _), else quoted (``"user->server"``)."""
     return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
@@ -191,4 +190,4 @@ def to_table(config: Any) -> Any:
     return config
 
 
-__all__ = ["build", "param", "to_table", "toml_literal"]
+__all__ = ["build", "param", "to_table", "toml_key", "toml_literal"]
