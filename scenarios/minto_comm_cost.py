@@ -84,7 +84,8 @@ def describe(cost: dict[str, float]) -> str:
         f"minto comm-cost items={cost['items']:g} F={cost['d']:g} k={cost['k']:g} users={cost['users']:g}: "
         f"download_per_user_epoch={cost['download']:,.0f} B (paper {paper_down}) "
         f"upload_per_user_epoch={cost['upload']:,.0f} B (paper ~4k = {4 * cost['k']:,.0f} B) "
-        f"proxy_to_server_per_epoch={cost['proxy_to_server']:,.0f} B in {cost['batches']:g} batches "
+        f"proxy_to_server_per_epoch={cost['proxy_to_server']:,.0f} B in {cost['batches']:g} "
+        f"batch{'' if cost['batches'] == 1 else 'es'} "
         f"({cost['bytes_per_report']:.3f} B/report)"
     )
 

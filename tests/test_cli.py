@@ -58,6 +58,21 @@ def test_bad_input_exits_2_with_the_message_and_no_traceback(scenario_file, tmp_
     assert not out.exists()
 
 
+@pytest.mark.parametrize("override, message", [
+    ("protocol.d=true", "protocol.d: expected an integer, got true"),
+    ("protocol.gamma=false", "protocol.gamma: expected a number, got false"),
+    ("run.name=true", "run.name: expected a string, got true"),
+    ("data.split=true", 'data.split: got true; allowed values: "random", "per_user", "leave_one_out", "users", "heldout_users"'),
+    ("data.users=[8, true]", "data.users: expected an integer, got [8, true]"),
+    ("network.partitions={from_s=0.0, on=true}", "network.partitions: expected an array of PartitionTable, got { from_s = 0.0, on = true }"),
+    ("network.latency={model='constant', seconds=true}", "network.latency.seconds: must be a number, got true"),
+])
+def test_a_value_is_echoed_as_a_scenario_file_writes_it(scenario_file, tmp_path, capsys, override, message) -> None:
+    """What the user wrote comes back in TOML's spelling (true, "hold", [8, true]), not Python's (True, 'hold')."""
+    assert main(["run", str(scenario_file), "--out", str(tmp_path / "out"), "--set", override]) == 2
+    assert capsys.readouterr().err == f"fedrecsim: error: {message}\n"
+
+
 def test_malformed_dataset_line_exits_2_naming_file_and_line(scenario_file, tmp_path, capsys) -> None:
     data = tmp_path / "u.data"
     data.write_text("1\t1\t5\t881250949\n1\t2\tfive\t881250949\n")

@@ -78,19 +78,19 @@ def test_given_values_are_coerced_to_the_declared_types() -> None:
 @pytest.mark.parametrize(
     "key, value, message",
     [
-        ("count", "3", "sec.count: expected an integer, got '3'"),
-        ("count", True, "sec.count: expected an integer, got True"),
+        ("count", "3", 'sec.count: expected an integer, got "3"'),
+        ("count", True, "sec.count: expected an integer, got true"),
         ("count", 0, "sec.count: must be >= 1, got 0"),
-        ("ratio", "0.5", "sec.ratio: expected a number, got '0.5'"),
-        ("ratio", False, "sec.ratio: expected a number, got False"),
+        ("ratio", "0.5", 'sec.ratio: expected a number, got "0.5"'),
+        ("ratio", False, "sec.ratio: expected a number, got false"),
         ("ratio", float("nan"), "sec.ratio: expected a finite number, got nan"),
         ("ratio", 1, "sec.ratio: must be > 0 and < 1, got 1.0"),
         ("flag", 1, "sec.flag: expected true or false, got 1"),
         ("label", 5, "sec.label: expected a string, got 5"),
-        ("mode", "medium", "sec.mode: got 'medium'; allowed values: 'fast', 'slow'"),
+        ("mode", "medium", 'sec.mode: got "medium"; allowed values: "fast", "slow"'),
         ("sizes", 3, "sec.sizes: expected an array of int, got 3"),
-        ("sizes", [1, "two"], "sec.sizes[1]: expected an integer, got 'two'"),
-        ("maybe", "x", "sec.maybe: expected an integer, got 'x'"),
+        ("sizes", [1, "two"], 'sec.sizes[1]: expected an integer, got "two"'),
+        ("maybe", "x", 'sec.maybe: expected an integer, got "x"'),
         ("maybe", -1, "sec.maybe: must be >= 0, got -1"),
         ("extra", 5, "sec.extra: expected a table, got 5"),
         ("inner", 5, "sec.inner: expected a table, got 5"),
@@ -115,7 +115,7 @@ def test_an_unknown_key_lists_the_allowed_keys() -> None:
 
 def test_a_top_level_table_names_its_keys_without_a_leading_dot() -> None:
     assert str(_error(Inner, {"y": 1}, path="")) == "y: unknown key; allowed keys here: x"
-    assert str(_error(Inner, {"x": "1"}, path="")) == "x: expected an integer, got '1'"
+    assert str(_error(Inner, {"x": "1"}, path="")) == 'x: expected an integer, got "1"'
 
 
 def test_a_table_that_is_not_a_table_is_refused() -> None:
@@ -132,22 +132,22 @@ def test_a_literal_value_must_match_a_choice_and_its_type() -> None:
     assert build(Choices, {"bits": 32, "policy": 0, "only": "fixed"}, "sec") == Choices(32, 0, "fixed")
     assert build(Choices, {"policy": "auto"}, "sec").policy == "auto"
     assert str(_error(Choices, {"bits": 32.0})) == "sec.bits: got 32.0; allowed values: 32, 64"
-    assert str(_error(Choices, {"policy": False})) == "sec.policy: got False; allowed values: 0, 'auto'"
-    assert str(_error(Choices, {"only": "other"})) == "sec.only: got 'other'; allowed values: 'fixed'"
+    assert str(_error(Choices, {"policy": False})) == 'sec.policy: got false; allowed values: 0, "auto"'
+    assert str(_error(Choices, {"only": "other"})) == 'sec.only: got "other"; allowed values: "fixed"'
 
 
 @pytest.mark.parametrize(
     "key, described",
-    [("ints", "int"), ("modes", "'a' | 'b'"), ("labels", "str | None")],
+    [("ints", "int"), ("modes", '"a" | "b"'), ("labels", "str | None")],
 )
 def test_an_array_key_given_a_single_value_says_what_its_items_must_be(key, described) -> None:
-    assert str(_error(Arrays, {key: "a"})) == f"sec.{key}: expected an array of {described}, got 'a'"
+    assert str(_error(Arrays, {key: "a"})) == f'sec.{key}: expected an array of {described}, got "a"'
 
 
 def test_array_items_are_checked_like_single_values() -> None:
     arrays = build(Arrays, {"ints": [3, 1], "modes": ["b", "a"], "labels": ["x"]}, "sec")
     assert arrays == Arrays((3, 1), ("b", "a"), ("x",))
-    assert str(_error(Arrays, {"modes": ["a", "c"]})) == "sec.modes[1]: got 'c'; allowed values: 'a', 'b'"
+    assert str(_error(Arrays, {"modes": ["a", "c"]})) == 'sec.modes[1]: got "c"; allowed values: "a", "b"'
 
 
 def test_an_annotated_field_is_built_as_its_underlying_type() -> None:
@@ -156,7 +156,7 @@ def test_an_annotated_field_is_built_as_its_underlying_type() -> None:
         level: Annotated[int, "decibels"] = param(1, ge=0)
 
     assert build(Tagged, {"level": 3}, "sec") == Tagged(3)
-    assert str(_error(Tagged, {"level": "3"})) == "sec.level: expected an integer, got '3'"
+    assert str(_error(Tagged, {"level": "3"})) == 'sec.level: expected an integer, got "3"'
 
 
 def test_an_unsupported_field_type_is_a_programming_error_naming_the_key() -> None:

@@ -369,9 +369,10 @@ def test_a_measured_estimate_lists_no_kinds_and_a_plan_skips_empty_flows() -> No
 def test_the_resolved_scenario_is_toml() -> None:
     import tomllib
 
-    from fedrecsim.inspect import _literal, _toml_lines
+    from fedrecsim.config import toml_literal
+    from fedrecsim.inspect import _toml_lines
 
-    assert [_literal(value) for value in (True, False, "é\"x", [1, "a"], (), {}, {"a": 1, "b": [2.5]}, 3, 0.5)] == [
+    assert [toml_literal(value) for value in (True, False, "é\"x", [1, "a"], (), {}, {"a": 1, "b": [2.5]}, 3, 0.5)] == [
         "true", "false", '"é\\"x"', '[1, "a"]', "[]", "{}", "{ a = 1, b = [2.5] }", "3", "0.5"
     ]
     table = parse_scenario(DPMF_S3_CHURN).to_table()
@@ -385,9 +386,10 @@ def test_the_resolved_scenario_is_toml() -> None:
 def test_the_resolved_scenario_with_fault_tables_is_toml_that_parses_back() -> None:
     import tomllib
 
-    from fedrecsim.inspect import _literal, _toml_lines
+    from fedrecsim.config import toml_literal
+    from fedrecsim.inspect import _toml_lines
 
-    assert _literal({"a": None, "b": 1}) == "{ b = 1 }" and _literal({"a": None}) == "{}"
+    assert toml_literal({"a": None, "b": 1}) == "{ b = 1 }" and toml_literal({"a": None}) == "{}"
     faults = {"crash": [{"party": "user:1", "kind": "fcf.item_gradients"}]}  # round, restart_after_s unset
     scenario = parse_scenario({**FCF, "faults": faults})
     text = "\n".join(line for line in _toml_lines(scenario.to_table()) if not line.startswith("#"))

@@ -59,6 +59,19 @@ def test_a_sweep_report_plots_each_varying_metric_against_the_grid(tmp_path: Pat
     assert "## Constant over the whole grid" in markdown and "| `participants` | final value | 40 | 2 |" in markdown
 
 
+def test_the_headers_count_in_the_singular_and_with_thousands_separators(tmp_path: Path) -> None:
+    """One round of 1,200 users, one grid point of one seed: '1 round', '1,200 users', '1 grid point x 1 seed'."""
+    one = copy.deepcopy(TINY_FCF)
+    one["run"]["rounds"] = 1
+    one["data"].update(users=1200, ratings=6000)
+    run_sweep(Study(one, (), seeds=1), tmp_path / "sweep", workers=1)
+    assert main(["report", str(tmp_path / "sweep")]) == 0
+    assert "# Sweep report: 1 grid point x 1 seed\n" in (tmp_path / "sweep-report" / "report.md").read_text()
+    (run,) = (tmp_path / "sweep" / "runs").iterdir()
+    report = write_report(run, tmp_path / "run-report")
+    assert "\n1 round, 1,200 users x 60 items, " in (report / "report.md").read_text()
+
+
 def test_a_folder_that_is_neither_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "neither a fedrecsim run folder" in capsys.readouterr().err
@@ -128,14 +141,24 @@ def test_a_cut_error_axis_keeps_the_bulk_readable() -> None:
 def test_a_grid_whose_first_point_failed_shows_the_complete_points_values(tmp_path: Path) -> None:
     """The constant-quantity table read its value from the first grid point only: when that point's runs
     had all failed, every value in the report was blank although the other point had measured it."""
-    tables = copy.deepcopy(TINY_FCF)
-    tables["data"]["path"] = str(tmp_path / "no-such-u.data")
-    axis = Axis(("data.source",), (("movielens-100k",), ("synthetic",)))
-    run_sweep(Study(tables, (axis,), seeds=2), tmp_path / "sweep", workers=1)
-    markdown = write_report(tmp_path / "sweep", tmp_path / "report").joinpath("report.md").read_text()
+    markdown = _report_of_a_sweep_whose_first_point_fails(tmp_path, seeds=2)
     assert "**2 runs failed**" in markdown
     assert "| `participants` | final value | 40 | 0 to 2 |" in markdown
     assert "| `user.sent_bytes` | whole run | " in markdown and "| `user.sent_bytes` | whole run |  |" not in markdown
+
+
+def test_one_failed_run_is_one_run(tmp_path: Path) -> None:
+    markdown = _report_of_a_sweep_whose_first_point_fails(tmp_path, seeds=1)
+    assert "\n**1 run failed**; see the error column of sweep.csv.\n" in markdown
+
+
+def _report_of_a_sweep_whose_first_point_fails(tmp_path: Path, seeds: int) -> str:
+    """report.md of a sweep over data.source: movielens-100k from a missing file (its runs fail), then synthetic."""
+    tables = copy.deepcopy(TINY_FCF)
+    tables["data"]["path"] = str(tmp_path / "no-such-u.data")
+    axis = Axis(("data.source",), (("movielens-100k",), ("synthetic",)))
+    run_sweep(Study(tables, (axis,), seeds=seeds), tmp_path / "sweep", workers=1)
+    return write_report(tmp_path / "sweep", tmp_path / "report").joinpath("report.md").read_text()
 
 
 def test_a_report_folder_holding_a_png_of_the_users_is_refused_and_the_png_kept(

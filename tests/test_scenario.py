@@ -32,7 +32,7 @@ from fedrecsim.scenario import apply_overrides, load_scenario, parse_override, p
         ("run", "rounds", "ten", "run.rounds: expected an integer"),
         ("run", "protocol", "nope", "run.protocol: unknown protocol 'nope'"),
         ("run", "colour", "red", "run.colour: unknown key"),
-        ("data", "source", "netflix-prize", "data.source: got 'netflix-prize'; allowed values"),
+        ("data", "source", "netflix-prize", 'data.source: got "netflix-prize"; allowed values'),
         ("data", "test_fraction", 1.0, "data.test_fraction: must be > 0 and < 1"),
         ("network", "loss", 1.0, "network.loss"),
         ("network", "latency", {"model": "gaussian"}, "network.latency.model"),
@@ -93,7 +93,7 @@ def test_missing_and_malformed_files(tmp_path) -> None:
 @pytest.mark.parametrize("table, key", [("run", "rounds"), ("run", "seed"), ("protocol", "d")])
 def test_a_boolean_is_not_an_integer(tiny_fcf, table, key) -> None:
     tiny_fcf[table][key] = True
-    with pytest.raises(ConfigError, match=f"{table}.{key}: expected an integer, got True"):
+    with pytest.raises(ConfigError, match=f"{table}.{key}: expected an integer, got true"):
         parse_scenario(tiny_fcf)
 
 
@@ -316,7 +316,7 @@ def test_a_link_entry_must_be_a_table() -> None:
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": {"user-server": 0.5}}})
     assert str(error) == "network.links.user-server: expected a table with latency, bandwidth_bps, loss, duplicate, reorder and/or reorder_delay_s"
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": {"links": "user-server"}})
-    assert str(error) == "network.links: expected a table, got 'user-server'"
+    assert str(error) == 'network.links: expected a table, got "user-server"'
 
 
 def test_a_link_override_sets_its_own_latency_and_inherits_what_it_leaves_unset() -> None:
@@ -334,4 +334,4 @@ def test_a_bad_link_latency_names_its_link() -> None:
     network = {"links": {"user-server": {"latency": {"model": "gaussian"}}}}
     error = _config_error(parse_scenario, {"run": {"protocol": "fcf"}, "network": network})
     assert error.key_path == "network.links.user-server.latency.model"
-    assert str(error).startswith("network.links.user-server.latency.model: is 'gaussian'; allowed models: ")
+    assert str(error).startswith("network.links.user-server.latency.model: is \"gaussian\"; allowed models: ")

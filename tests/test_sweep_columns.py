@@ -121,6 +121,13 @@ def test_n_seeds_give_n_runs_and_a_grid_over_another_run_key_reaches_the_run(tmp
     assert len({row["run"] for row in rows}) == 6 and len({row["transcript"] for row in rows}) == 6
 
 
+def test_a_sweep_of_one_run_says_one_run(tmp_path: Path) -> None:
+    done = _sweep(tmp_path, FCF, "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("sweep: 1 run (0 already complete, 1 ran, 0 failed) -> "), done.stdout
+    assert len(read_csv(tmp_path / "out" / "sweep.csv")) == 1
+
+
 def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -> None:
     """``--set run.seed=40 --seeds 2``: runs at seeds 40 and 41, two transcripts (not two runs of seed 40)."""
     done = _sweep(tmp_path, FCF, "--set", "run.seed=40", "--seeds", "2", "--out", str(tmp_path / "out"))
@@ -143,6 +150,10 @@ def test_n_seeds_count_from_a_run_seed_set_on_the_command_line(tmp_path: Path) -
     (["--grid", "run.seed=1,1"], "run.seed: 1 is listed twice"),
     (["--zip", "protocol.d=4,4", "--zip", "protocol.gamma=0.5,0.5"], "protocol.d + protocol.gamma: (4, 0.5) is listed twice"),
     (["--grid", "protocol.gamma=1,1.0"], "protocol.gamma: the values 1 and 1.0 are the same scenario"),
+    # Values are echoed as a scenario file writes them: true, not Python's True.
+    (["--grid", "data.binarize=true,true"], "data.binarize: true is listed twice"),
+    (["--zip", "data.binarize=false,false", "--zip", "protocol.d=4,4"], "data.binarize + protocol.d: (false, 4) is listed twice"),
+    (["--grid", "protocol.d=4,false"], "protocol.d: expected an integer, got false"),
     (["--grid", "protocol.d=4,nan"], "protocol.d: expected an integer, got nan"),
 ])
 def test_a_sweep_that_would_drop_a_value_is_refused_naming_the_key(tmp_path: Path, arguments: list[str], named: str) -> None:

@@ -95,23 +95,25 @@ def test_a_protocol_without_tcp_entries_is_refused_before_anything_starts() -> N
 
 
 @pytest.mark.parametrize(
-    ("override", "key_path"),
+    ("override", "key_path", "allowed"),
     [
-        (("protocol", "scenario", "S3"), "protocol.scenario"),
-        (("network", "loss", 0.1), "network.loss"),
-        (("network", "latency", {"model": "constant", "seconds": 0.05}), "network.latency"),
-        (("availability", "model", "bernoulli"), "availability.model"),
-        (("availability", "dropout", 0.1), "availability.dropout"),
-        (("faults", "crash", [{"party": "user:1"}]), "faults"),
+        (("protocol", "scenario", "S3"), "protocol.scenario", ""),
+        (("network", "loss", 0.1), "network.loss", "leave it at 0.0"),
+        (("network", "latency", {"model": "constant", "seconds": 0.05}), "network.latency",
+         'leave it at { model = "constant", seconds = 0.0 }'),
+        (("availability", "model", "bernoulli"), "availability.model", 'got "bernoulli", needs "always"'),
+        (("availability", "dropout", 0.1), "availability.dropout", "got 0.1, needs 0.0"),
+        (("faults", "crash", [{"party": "user:1"}]), "faults", ""),
     ],
 )
-def test_what_the_real_network_cannot_do_is_refused_naming_the_key(override: tuple, key_path: str) -> None:
+def test_what_the_real_network_cannot_do_is_refused_naming_the_key(override: tuple, key_path: str, allowed: str) -> None:
+    """The error names the key and, in a scenario file's spelling, the value it must keep."""
     tables = _dpmf_s2()
     table, key, value = override
     tables.setdefault(table, {})[key] = value
     with pytest.raises(ConfigError) as info:
         run_tcp(tables)
-    assert info.value.key_path == key_path
+    assert info.value.key_path == key_path and allowed in str(info.value)
     assert _children() == []
 
 

@@ -24,7 +24,7 @@ folder holding a fedrecsim result, never anything else. The location is checked 
 
 Exit codes: 0 on success; 2 on a bad scenario, data set, output location or usage, or a run that cannot
 fit in the memory available (one line naming the key, the file and line, or the path -- never a
-traceback; ``--memory-limit GB|off`` on ``run`` and ``inspect`` overrides the memory check,
+traceback; ``--memory-limit GIB|off`` on ``run`` and ``inspect`` overrides the memory check,
 `fedrecsim.memory`); 1 when the simulation itself reports an error; 130 after Ctrl-C (SIGINT) and 143
 after SIGTERM, which stop the run, print how far it got and leave no result folder behind (only the
 checkpoint folder of a run that saves checkpoints); 141, quietly, when standard output is a closed pipe.
@@ -329,6 +329,7 @@ def _how_to_resume(args: argparse.Namespace) -> str:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from .report import count_text
     from .sweep import distinct_errors, load_study, run_sweep
 
     study = load_study(args.scenario, grid=args.grid, zipped=args.zipped, seeds=args.seeds, overrides=args.overrides)
@@ -347,14 +348,15 @@ def _sweep(args: argparse.Namespace) -> int:
                 "the same command resumes the sweep", file=sys.stderr,
             )
             return _EXIT_SIGTERM if terminated else _EXIT_SIGINT
-    runs = len(result.rows)
     print(
-        f"sweep: {runs} runs ({result.skipped} already complete, {result.ran} ran, {result.failed} failed) "
+        f"sweep: {count_text(len(result.rows), 'run')} ({result.skipped} already complete, {result.ran} ran, "
+        f"{result.failed} failed) "
         f"-> {result.path / 'sweep.csv'}, {result.path / 'summary.csv'}"
     )
     errors = distinct_errors(result.rows)
     if errors:
-        print(f"sweep: {sum(count for _, count in errors)} runs failed (the error column of sweep.csv):", file=sys.stderr)
+        failed = count_text(sum(count for _, count in errors), "run")
+        print(f"sweep: {failed} failed (the error column of sweep.csv):", file=sys.stderr)
         for error, count in errors:
             print(f"  {count} x {error}", file=sys.stderr)
     return 1 if result.failed else 0
@@ -429,7 +431,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _add_memory_limit(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "--memory-limit", metavar="GB|off",
+        "--memory-limit", metavar="GIB|off",
         help="the memory the run may use, in GiB, instead of the memory available (MemAvailable, the cgroup's or "
         f"ulimit -v's limit), or off: no check (`fedrecsim.memory`; also the environment variable {LIMIT_ENV})",
     )

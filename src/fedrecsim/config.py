@@ -14,7 +14,9 @@ config dataclasses, ``T | None`` and unions of these (``int | Literal["auto"]``:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -25,6 +27,29 @@ from .errors import ConfigError
 T = TypeVar("T")
 
 _RANGE_KEYS = ("ge", "gt", "le", "lt")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_literal(value: Any) -> str:
+    """``value`` written the way a scenario file or ``--set`` writes it: ``true``, ``"hold"``, ``[1, 2]``,
+    ``{ model = "constant" }``, so what the tool echoes back can be pasted into a scenario. A table's unset
+    (None) keys are left out, TOML having no null; any other value TOML cannot write (an object) is given
+    as Python shows it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(toml_literal, value)) + "]"
+    if isinstance(value, Mapping):
+        items = [f"{toml_key(str(key))} = {toml_literal(item)}" for key, item in value.items() if item is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    return repr(value)
+
+
+def toml_key(key: str) -> str:
+    """A TOML key: bare where TOML allows (letters, digits, - and _), else quoted (``"user->server"``)."""
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
 
 
 def param(
@@ -45,7 +70,7 @@ def param(
 
 def _describe(annotation: Any) -> str:
     if typing.get_origin(annotation) is Literal:
-        return " | ".join(repr(choice) for choice in typing.get_args(annotation))
+        return " | ".join(map(toml_literal, typing.get_args(annotation)))
     return getattr(annotation, "__name__", str(annotation))
 
 
@@ -56,7 +81,7 @@ def _coerce(annotation: Any, value: Any, key_path: str) -> Any:
         # The value must equal a choice of its own type: true is not 1, 32.0 is not 32, and a Literal may
         # mix types (Literal[0, "auto"]).
         if not any(type(value) is type(choice) and value == choice for choice in choices):
-            raise ConfigError(key_path, f"got {value!r}; allowed values: {', '.join(map(repr, choices))}")
+            raise ConfigError(key_path, f"got {toml_literal(value)}; allowed values: {', '.join(map(toml_literal, choices))}")
         return value
     if origin in (typing.Union, types.UnionType):
         options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -70,37 +95,37 @@ def _coerce(annotation: Any, value: Any, key_path: str) -> Any:
                 return _coerce(option, value, key_path)
             except ConfigError:
                 continue
-        raise ConfigError(key_path, f"got {value!r}; expected {' or '.join(_describe(option) for option in options)}")
+        raise ConfigError(key_path, f"got {toml_literal(value)}; expected {' or '.join(_describe(option) for option in options)}")
     if origin is tuple:
         item_type = typing.get_args(annotation)[0]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(key_path, f"expected an array of {_describe(item_type)}, got {value!r}")
+            raise ConfigError(key_path, f"expected an array of {_describe(item_type)}, got {toml_literal(value)}")
         return tuple(_coerce(item_type, item, f"{key_path}[{position}]") for position, item in enumerate(value))
     if origin is dict or annotation is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(key_path, f"expected a table, got {value!r}")
+            raise ConfigError(key_path, f"expected a table, got {toml_literal(value)}")
         return dict(value)
     if dataclasses.is_dataclass(annotation):
         if not isinstance(value, Mapping):
-            raise ConfigError(key_path, f"expected a table, got {value!r}")
+            raise ConfigError(key_path, f"expected a table, got {toml_literal(value)}")
         return build(annotation, value, key_path)
     if annotation is bool:
         if type(value) is not bool:
-            raise ConfigError(key_path, f"expected true or false, got {value!r}")
+            raise ConfigError(key_path, f"expected true or false, got {toml_literal(value)}")
         return value
     if annotation is int:
         if type(value) is not int:
-            raise ConfigError(key_path, f"expected an integer, got {value!r}")
+            raise ConfigError(key_path, f"expected an integer, got {toml_literal(value)}")
         return value
     if annotation is float:
         if type(value) not in (int, float):
-            raise ConfigError(key_path, f"expected a number, got {value!r}")
+            raise ConfigError(key_path, f"expected a number, got {toml_literal(value)}")
         if not math.isfinite(value):
-            raise ConfigError(key_path, f"expected a finite number, got {value!r}")
+            raise ConfigError(key_path, f"expected a finite number, got {toml_literal(value)}")
         return float(value)
     if annotation is str:
         if type(value) is not str:
-            raise ConfigError(key_path, f"expected a string, got {value!r}")
+            raise ConfigError(key_path, f"expected a string, got {toml_literal(value)}")
         return value
     raise TypeError(f"{key_path}: unsupported config field type {annotation!r}")
 
@@ -119,7 +144,7 @@ def _check_range(field: dataclasses.Field, value: Any, key_path: str) -> None:
     if failed:
         symbols = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
         allowed = " and ".join(f"{symbols[key]} {bound}" for key, bound in bounds.items())
-        raise ConfigError(key_path, f"must be {allowed}, got {value!r}")
+        raise ConfigError(key_path, f"must be {allowed}, got {toml_literal(value)}")
 
 
 def build(cls: type[T], table: Mapping[str, Any], path: str) -> T:
@@ -129,7 +154,7 @@ def build(cls: type[T], table: Mapping[str, Any], path: str) -> T:
         ConfigError: naming ``path.key`` for an unknown, missing, mistyped or out-of-range value.
     """
     if not isinstance(table, Mapping):
-        raise ConfigError(path, f"expected a table, got {table!r}")
+        raise ConfigError(path, f"expected a table, got {toml_literal(table)}")
     hints = typing.get_type_hints(cls)
     fields = {field.name: field for field in dataclasses.fields(cls) if field.init}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
@@ -165,4 +190,4 @@ def to_table(config: Any) -> Any:
     return config
 
 
-__all__ = ["build", "param", "to_table"]
+__all__ = ["build", "param", "to_table", "toml_key", "toml_literal"]

@@ -25,9 +25,7 @@ online set, with its joins and leaves not estimated (``trace``).
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from typing import Any
 import numpy as np
 import trio
 
+from .config import toml_key, toml_literal
 from .data import prepare_data
 from .data.ratings import Ratings
 from .errors import ConfigError, WireError
@@ -51,7 +50,6 @@ from .summary import rounds_text
 #: Rounds the calibration runs by default: the first holds the set-up, the others time a round.
 CALIBRATION_ROUNDS = 3
 
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 _COUNTERS = ("sent_msgs", "sent_bytes", "recv_msgs", "recv_bytes")
 
@@ -516,31 +514,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _literal(value: Any) -> str:
-    """``value`` (plain data, as `Scenario.to_table` gives it) as a TOML literal; a table's unset (None)
-    keys are left out, TOML having no null."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(_literal, value)) + "]"
-    if isinstance(value, Mapping):
-        items = [f"{_key(key)} = {_literal(item)}" for key, item in value.items() if item is not None]
-        return "{ " + ", ".join(items) + " }" if items else "{}"
-    return repr(value)
-
-
-def _key(key: str) -> str:
-    """A TOML key: bare where TOML allows (letters, digits, - and _), else quoted (``"user->server"``)."""
-    return key if _BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
-
-
 def _toml_lines(table: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for name, section in table.items():
         lines.append(f"[{name}]")
-        lines.extend(f"{_key(key)} = {_literal(value)}" for key, value in section.items() if value is not None)
+        lines.extend(f"{toml_key(key)} = {toml_literal(value)}" for key, value in section.items() if value is not None)
         unset = [key for key, value in section.items() if value is None]
         if unset:
             lines.append(f"# unset: {', '.join(unset)}")

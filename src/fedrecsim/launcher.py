@@ -45,6 +45,7 @@ from typing import Any
 import trio
 
 from .clock import SharedClock
+from .config import to_table, toml_literal
 from .data import prepare_data
 from .errors import ConfigError, PartyTimeout, ProtocolViolation, SimulationError, WireError
 from .memory import check_memory
@@ -155,15 +156,15 @@ def _check_scenario(scenario: Scenario) -> None:
             raise ConfigError(
                 f"network.{field.name}",
                 f"over TCP the real network is the link; a simulated link model cannot apply (leave it at "
-                f"{getattr(defaults, field.name)!r})",
+                f"{toml_literal(to_table(getattr(defaults, field.name)))})",
             )
     availability, always = scenario.availability, AvailabilityConfig()
     for name in ("model", "dropout", "compute_median_s"):
         if getattr(availability, name) != getattr(always, name):
             raise ConfigError(
                 f"availability.{name}",
-                f"over TCP every user is online for the whole run; got {getattr(availability, name)!r}, "
-                f"needs {getattr(always, name)!r}",
+                f"over TCP every user is online for the whole run; got {toml_literal(getattr(availability, name))}, "
+                f"needs {toml_literal(getattr(always, name))}",
             )
     if scenario.faults != FaultsConfig():
         raise ConfigError("faults", "over TCP no fault is simulated; leave [faults] empty")

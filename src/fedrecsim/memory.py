@@ -265,7 +265,7 @@ def check_memory(scenario: Any, shape: tuple[int, int, int, int] | None = None) 
         drivers = ", ".join(_key_value(scenario, key) for key in estimate.drivers())
         raise MemoryLimitError(
             f"the run needs about {estimate.text()} of memory, more than the {gib(limit[0])} available "
-            f"({limit[1]}); it grows with {drivers}; --memory-limit GB or off (env {LIMIT_ENV}) overrides the check"
+            f"({limit[1]}); it grows with {drivers}; --memory-limit GIB or off (env {LIMIT_ENV}) overrides the check"
         )
     return estimate
 

@@ -18,7 +18,6 @@ and ``tests/test_reference.py`` fails when the committed file differs from what 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 import types
@@ -27,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .config import to_table
+from .config import to_table, toml_literal
 from .network.links import LATENCY_MODELS
 from .network.party import Role
 from .protocols import available_protocols, built_in_protocols, protocol_spec
@@ -288,26 +287,11 @@ def _default_text(field: dataclasses.Field) -> str:
         default = field.default_factory()
     else:
         return REQUIRED
-    return UNSET if default is None else _toml(to_table(default))
-
-
-def _toml(value: Any) -> str:
-    """``value`` (plain data, as `to_table` gives it) as a TOML literal."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(_toml, value)) + "]"
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        return "{ " + ", ".join(f"{key} = {_toml(item)}" for key, item in value.items()) + " }"
-    return repr(value)
+    return UNSET if default is None else toml_literal(to_table(default))
 
 
 def _one_of(choices: Iterable[Any]) -> str:
-    return "one of " + ", ".join(map(_toml, choices))
+    return "one of " + ", ".join(map(toml_literal, choices))
 
 
 def _allowed(annotation: Any, metadata: Mapping[str, Any]) -> str:

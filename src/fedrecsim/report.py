@@ -330,7 +330,8 @@ def _run_report(source: Path, folder: Path, figure_type: Any, requested: Sequenc
     lines = [
         f"# Run report: {name} ({document['protocol']}, seed {document['seed']})",
         "",
-        f"{document['rounds_completed']} rounds, {document['data']['users']} users x {document['data']['items']} items, "
+        f"{count_text(document['rounds_completed'], 'round')}, {count_text(document['data']['users'], 'user')} x "
+        f"{count_text(document['data']['items'], 'item')}, "
         f"{document['virtual_time_s']:.1f} s virtual time; source `{source}`.",
         "",
         "## Metrics",
@@ -609,6 +610,11 @@ def _statistic(line: Mapping[str, str], column: str) -> _Statistic:
     return _Statistic(float(mean) if mean else None, float(low) if low else None, float(high) if high else None, int(n or 0))
 
 
+def count_text(count: int, noun: str) -> str:
+    """``1 grid point``, ``1,000 users``: a count and its noun as the report and the sweep command print them."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _read_sweep(source: Path) -> _Sweep:
     """Raises ConfigError: no summary.csv yet, or one written before summary.csv named its statistics."""
     marker = json.loads((source / MARKER).read_text(encoding="utf-8"))
@@ -673,7 +679,7 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
     chosen = _choose(sweep.quantities, requested, [quantity for quantity in varying if quantity.column not in beside], "this sweep")
     parameters = sweep.parameters
     lines = [
-        f"# Sweep report: {len(sweep.summary)} grid points x {sweep.seeds} seeds",
+        f"# Sweep report: {count_text(len(sweep.summary), 'grid point')} x {count_text(sweep.seeds, 'seed')}",
         "",
         f"Parameters: {', '.join(f'`{name}`' for name in parameters) or '(none: seeds only)'}; source `{source}`.",
         "",
@@ -688,7 +694,7 @@ def _sweep_report(source: Path, folder: Path, figure_type: Any, requested: Seque
     ]
     failed = sum(int(line["failed"]) for line in sweep.summary)
     if failed:
-        lines += [f"**{failed} runs failed**; see the error column of sweep.csv.", ""]
+        lines += [f"**{count_text(failed, 'run')} failed**; see the error column of sweep.csv.", ""]
     if chosen:
         image, described = _sweep_overview(sweep, chosen, folder, figure_type)
         lines += ["## Overview", "", f"![Overview]({image})", "", described, ""]
@@ -940,4 +946,4 @@ def _file_name(column: str, taken: set[str]) -> str:
     return name
 
 
-__all__ = ["REPORT_MARKER", "parse_metrics", "write_report"]
+__all__ = ["REPORT_MARKER", "count_text", "parse_metrics", "write_report"]

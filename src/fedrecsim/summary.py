@@ -22,10 +22,13 @@ from .runner import RunResult
 
 def number(value: Any) -> str:
     """A number for people: integers (and integral floats) as ``1,234,567``, others to six digits; an
-    absent value as ``null``, the word result.json and the texts beside it (e.g. a bound's) use."""
+    absent value as ``null`` and a flag as ``true`` / ``false``, the words result.json and the texts beside
+    it (e.g. a bound's) use."""
     if value is None:
         return "null"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, int) or (value == value and abs(value) < 1e15 and float(value).is_integer()):
         return f"{int(value):,}"

@@ -46,7 +46,8 @@ The sweep folder (``--out``):
   - ``M.round_mean`` for each metric reported per round: the mean of ``M`` over the entries of
     ``metrics.rounds`` that carry it (a count such as ``participants`` is 97 at the end but 95.15 on
     average over the rounds: two different statistics, two columns);
-  - ``privacy.<name>`` -- each numeric figure of ``result.json`` ``privacy`` (epsilon spent, ...);
+  - ``privacy.<name>`` -- each numeric figure at the top level of ``result.json`` ``privacy`` (epsilon spent,
+    ...); a nested table (ldp_implicit's ``shuffle``) is not flattened into columns;
   - ``<role>.sent_bytes`` / ``<role>.recv_bytes`` -- the role's bytes over the whole run;
 
   and ``rounds_completed``, ``transcript`` (the transcript fingerprint), ``wall_time_s`` and, for a failed
@@ -94,6 +95,7 @@ from typing import Any, TextIO
 from . import __version__
 from .allocator import keep_freed_memory
 from .checkpoint import CHECKPOINT_FILE, work_folder
+from .config import toml_literal
 from .errors import ConfigError, OutputError
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
@@ -391,8 +393,8 @@ def _refuse_repeated_values(axes: Iterable[Axis]) -> None:
         for values in axis.values:
             identity = _listed(values)
             if identity in seen:
-                shown = values[0] if len(values) == 1 else values
-                raise ConfigError(" + ".join(axis.keys), f"{shown!r} is listed twice; list each value once")
+                shown = toml_literal(values[0]) if len(values) == 1 else f"({', '.join(map(toml_literal, values))})"
+                raise ConfigError(" + ".join(axis.keys), f"{shown} is listed twice; list each value once")
             seen.add(identity)
 
 
@@ -403,7 +405,7 @@ def _same_run(study: Study, first: PlannedRun, second: PlannedRun) -> ConfigErro
         (key, a, b) for key, a, b in zip(study.point_parameters, first.point, second.point) if _listed(a) != _listed(b)
     ]
     key, a, b = differing[0] if differing else (study.point_parameters[0], first.point[0], second.point[0])
-    return ConfigError(key, f"the values {a!r} and {b!r} are the same scenario once read; list each value once")
+    return ConfigError(key, f"the values {toml_literal(a)} and {toml_literal(b)} are the same scenario once read; list each value once")
 
 
 def _set(tables: dict[str, Any], key_path: str, value: Any) -> None:

@@ -56,7 +56,7 @@ def test_fault_probabilities_and_the_reorder_delay_are_stored_as_floats() -> Non
         (lambda: LinkSpec(duplicate=1.5), "network.duplicate: must be in [0, 1], got 1.5"),
         (lambda: LinkSpec(reorder=-0.5, reorder_delay_s=1.0), "network.reorder: must be in [0, 1], got -0.5"),
         (lambda: LinkSpec(reorder=1.5, reorder_delay_s=1.0), "network.reorder: must be in [0, 1], got 1.5"),
-        (lambda: LinkSpec(duplicate="often"), "network.duplicate: must be a number, got 'often'"),
+        (lambda: LinkSpec(duplicate="often"), 'network.duplicate: must be a number, got "often"'),
         (lambda: LinkSpec(reorder_delay_s=-1.0), "network.reorder_delay_s: must be >= 0 seconds, got -1.0"),
         (lambda: LinkSpec(reorder=0.5), "network.reorder_delay_s: must be > 0 seconds when reorder = 0.5 > 0"),
     ],
@@ -198,7 +198,7 @@ def test_a_partition_is_checked_and_stored_normalised() -> None:
     cases = [
         (lambda: Partition(-1.0, 2.0, link_ends("user-server", "k")), "network.partitions.from_s: must be >= 0 seconds, got -1.0"),
         (lambda: Partition(2.0, 2.0, link_ends("user-server", "k")), "network.partitions.until_s: must be > from_s = 2.0, got 2.0"),
-        (lambda: Partition(0.0, "x", link_ends("user-server", "k")), "network.partitions.until_s: must be a number, got 'x'"),
+        (lambda: Partition(0.0, "x", link_ends("user-server", "k")), 'network.partitions.until_s: must be a number, got "x"'),
         (lambda: Partition(0.0, 1.0, ()), "network.partitions.links: must name at least one link (A->B or A-B), got ()"),
         (lambda: Partition(0.0, 1.0, ("user-server",)), "network.partitions.links: must name at least one link (A->B or A-B), got ('user-server',)"),
     ]

@@ -88,7 +88,7 @@ def test_sample_file_errors_name_the_file(tmp_path) -> None:
     ("table", "key_path", "problem"),
     [
         ({"model": "gamma"}, "t.model",
-         "is 'gamma'; allowed models: \"constant\", \"uniform\", \"lognormal\", \"empirical\""),
+         "is \"gamma\"; allowed models: \"constant\", \"uniform\", \"lognormal\", \"empirical\""),
         ({}, "t.model", "is missing; allowed models: \"constant\", \"uniform\", \"lognormal\", \"empirical\""),
         ({"model": "lognormal", "median_s": 1.0, "sigma": 0.5, "x": 1}, "t.x",
          'unknown key for model "lognormal"; allowed keys: model, median_s, sigma'),
@@ -108,7 +108,7 @@ def test_table_errors_state_exactly_what_is_allowed(table: dict[str, object], ke
     ("build", "message"),
     [
         (lambda: Constant(-1.0), "network.latency.seconds: must be >= 0 seconds, got -1.0"),
-        (lambda: Constant("1"), "network.latency.seconds: must be a number, got '1'"),
+        (lambda: Constant("1"), 'network.latency.seconds: must be a number, got "1"'),
         (lambda: Constant(math.nan), "network.latency.seconds: must be finite, got nan"),
         (lambda: LinkSpec(loss=-0.1), "network.loss: must be in [0, 1), got -0.1"),
         (lambda: LinkSpec(bandwidth_bps=-2.0), "network.bandwidth_bps: must be >= 0 bits per second (0 = unlimited), got -2.0"),
@@ -161,8 +161,8 @@ def test_link_parameters_are_checked_by_name_and_stored_as_floats() -> None:
     assert [type(value) for value in (spec.latency.seconds, spec.bandwidth_bps, spec.loss)] == [float, float, float]
     cases = [
         (lambda: LinkSpec(latency=0.05), "network.latency", "must be a latency model (Constant, Uniform, ...), got 0.05"),
-        (lambda: LinkSpec(bandwidth_bps="fast"), "network.bandwidth_bps", "must be a number, got 'fast'"),
-        (lambda: LinkSpec(loss="x"), "network.loss", "must be a number, got 'x'"),
+        (lambda: LinkSpec(bandwidth_bps="fast"), "network.bandwidth_bps", 'must be a number, got "fast"'),
+        (lambda: LinkSpec(loss="x"), "network.loss", 'must be a number, got "x"'),
     ]
     for build, key_path, problem in cases:
         with pytest.raises(ConfigError) as caught:

@@ -38,7 +38,7 @@ from typing import ClassVar, NamedTuple
 
 import xxhash
 
-from ..config import param
+from ..config import param, toml_literal
 from ..errors import ConfigError, DatasetError
 from ..seeding import Stream
 from .party import Party, Role
@@ -49,7 +49,7 @@ _LATENCY_KEY = "network.latency"
 def _number(value: object, key_path: str) -> float:
     """``value`` as a finite float; booleans are refused because TOML ``true`` is never a duration."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(key_path, f"must be a number, got {value!r}")
+        raise ConfigError(key_path, f"must be a number, got {toml_literal(value)}")
     number = float(value)
     if not math.isfinite(number):
         raise ConfigError(key_path, f"must be finite, got {value!r}")
@@ -247,7 +247,7 @@ def latency_from_table(
     model = table.get("model")
     if not isinstance(model, str) or model not in LATENCY_MODELS:
         allowed = ", ".join(f'"{name}"' for name in LATENCY_MODELS)
-        problem = "is missing" if model is None else f"is {model!r}"
+        problem = "is missing" if model is None else f"is {toml_literal(model)}"
         raise ConfigError(f"{key_path}.model", f"{problem}; allowed models: {allowed}")
     cls = LATENCY_MODELS[model]
     required = tuple(field.name for field in dataclasses.fields(cls))

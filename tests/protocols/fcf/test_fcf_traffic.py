@@ -110,9 +110,11 @@ def test_the_exchange_is_exact_only_when_everyone_is_online_and_selected_every_r
 
 
 def test_the_plan_states_how_the_server_selects() -> None:
-    assert plan(plan_context(EXPLICIT)).assumptions == ("the server selects every online user(s) per round uniformly at random",)
+    assert plan(plan_context(EXPLICIT)).assumptions == ("the server selects every online user per round uniformly at random",)
     selective = plan_context({**EXPLICIT, "protocol": {"d": 3, "max_users": 10}}, online=20.0)
-    assert plan(selective).assumptions == ("the server selects at most 10 online user(s) per round uniformly at random",)
+    assert plan(selective).assumptions == ("the server selects at most 10 online users per round uniformly at random",)
+    single = plan_context({**EXPLICIT, "protocol": {"d": 3, "max_users": 1}}, online=20.0)
+    assert plan(single).assumptions == ("the server selects at most 1 online user per round uniformly at random",)
 
 
 def test_sizes_are_those_of_a_round_in_the_middle_of_the_run() -> None:

@@ -78,6 +78,7 @@ BOUND = (
     "companion code), under eps0 <= log(n / (16 log(4/delta))); k shuffles per epoch, basic composition"
 )
 END_OF_RUN = "reports a proxy still held when the run ended were dropped, never released"
+HELD = "each of reports_held is also among reports_released or reports_dropped, where it ended"
 REPORT_KEYS = {
     "mechanism", "epsilon_per_report", "reports_per_user_epoch", "epsilon_per_user_epoch", "epochs",
     "epsilon_per_user_total", "composition", "pools", "shuffle",
@@ -126,7 +127,7 @@ def test_an_amplified_report_key_by_key_from_the_formulas() -> None:
     assert report["pools"] == {
         "min_users": 100_000, "underfull": "hold", "releases": 2, "users_per_release_min": 100_000,
         "users_per_release_mean": 100_002.0, "reports_released": 400_008, "reports_held": 200_014,
-        "reports_dropped": 14, "end_of_run": END_OF_RUN,
+        "reports_dropped": 14, "held": HELD, "end_of_run": END_OF_RUN,
     }
     shuffle = report["shuffle"]
     assert set(shuffle) == AMPLIFIED_KEYS
@@ -205,7 +206,7 @@ def test_without_a_released_pool_the_shuffle_entry_claims_nothing() -> None:
     assert report["pools"] == {
         "min_users": 10, "underfull": "drop", "releases": 0, "users_per_release_min": None,
         "users_per_release_mean": None, "reports_released": 0, "reports_held": 300, "reports_dropped": 1200,
-        "end_of_run": END_OF_RUN,
+        "held": HELD, "end_of_run": END_OF_RUN,
     }
 
 
@@ -217,7 +218,7 @@ def test_a_run_of_no_epochs_spent_nothing_and_claims_nothing() -> None:
     assert report["pools"] == {
         "min_users": 1000, "underfull": "hold", "releases": 0, "users_per_release_min": None,
         "users_per_release_mean": None, "reports_released": 0, "reports_held": 0, "reports_dropped": 0,
-        "end_of_run": END_OF_RUN,
+        "held": HELD, "end_of_run": END_OF_RUN,
     }
 
 
@@ -254,7 +255,7 @@ def test_one_proxy_counts_users_without_items_in_its_anonymity_set() -> None:
     assert report["pools"] == {
         "min_users": 40, "underfull": "hold", "releases": 2, "users_per_release_min": 40,
         "users_per_release_mean": 40.0, "reports_released": 2 * 40 * 20, "reports_held": 0, "reports_dropped": 0,
-        "end_of_run": END_OF_RUN,
+        "held": HELD, "end_of_run": END_OF_RUN,
     }
     # 40 shuffles share delta = 1e-6: 2.5e-8 each; log(40 / (16 log(1.6e8))) = -2.02238 < 2.5: no amplification.
     assert _threshold(40, 2.5e-8) == pytest.approx(-2.022378, abs=1e-6)
@@ -277,7 +278,7 @@ def test_two_proxies_amplify_by_the_smaller_release_and_drop_the_rest() -> None:
     assert report["pools"] == {
         "min_users": 250, "underfull": "drop", "releases": 2, "users_per_release_min": 250,
         "users_per_release_mean": 250.0, "reports_released": 2 * 250 * 2, "reports_held": 0,
-        "reports_dropped": 100 * 2, "end_of_run": END_OF_RUN,
+        "reports_dropped": 100 * 2, "held": HELD, "end_of_run": END_OF_RUN,
     }
     # k * T = 2 shuffles: delta 0.25 each; log(250 / (16 log 16)) = 1.72909 >= 0.1.
     eps_shuffle = _form_b(0.1, 250, 0.25)

@@ -35,6 +35,9 @@ def test_the_claim_is_k_times_rounds_times_eps0_for_one_users_row() -> None:
     scenario = load_scenario(SCENARIO, ["protocol.k=3", "run.rounds=2", "protocol.epsilon=0.5"])
     claim = declaration.claim(scenario)
     assert (claim.epsilon, claim.delta) == (3.0, 0.0)
+    assert claim.statement.endswith("k = 3 reports per epoch over 2 epochs compose to 3")
+    one_epoch = declaration.claim(load_scenario(SCENARIO, ["protocol.k=3", "run.rounds=1", "protocol.epsilon=0.5"]))
+    assert one_epoch.statement.endswith("k = 3 reports per epoch over 1 epoch compose to 1.5")
 
 
 def paper_probability(g: float, eps: float) -> float:

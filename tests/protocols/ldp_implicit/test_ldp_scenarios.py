@@ -64,6 +64,8 @@ def test_the_comm_cost_study_reports_exact_message_sizes(tmp_path: Path) -> None
     assert fields["download_per_user_epoch"] == f"{model:,}"
     assert fields["upload_per_user_epoch"] == f"{reports:,}"
     assert "(paper ~4k = 400 B)" in line
+    # 30 users' 3,000 reports leave the proxy in one batch (batch_size 10,000).
+    assert f"proxy_to_server_per_epoch={fields['proxy_to_server_per_epoch']} B in 1 batch (" in line
 
 
 @pytest.mark.parametrize("name", ["minto_ldp.toml", "minto_comm_cost.toml"])

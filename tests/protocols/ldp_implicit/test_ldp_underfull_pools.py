@@ -8,12 +8,16 @@ the parties received (the recorded views), not what the run reports about itself
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import fedrecsim
+from fedrecsim.cli import main
 from fedrecsim.network.party import SERVER, Party, Role
 
 PROXY = Party(Role.PROXY, 0)
@@ -53,13 +57,17 @@ def test_no_release_has_fewer_than_min_users_users(underfull: str, min_users: in
         assert at_proxy - at_server == row["reports_dropped"], row
     pools = result.result["privacy"]["pools"]
     assert pools["users_per_release_min"] == min(users_per_release) and pools["releases"] == len(releases)
+    # Released and dropped are the two fates: together, every report the proxy took in.
+    assert pools["reports_released"] + pools["reports_dropped"] == sum(r.indices.size for r in received)
+    assert "also among reports_released or reports_dropped" in pools["held"]
     assert pools["reports_dropped"] == sum(row["reports_dropped"] for row in result.rounds)
-    # The ledger counts what the proxy withheld: every report it took in and never released.
+    # The ledger counts each report the proxy withheld once, under what became of it.
     withheld = result.result["ledger"]["withheld"].get(str(PROXY), {})
-    assert withheld.get("reports dropped", 0) == sum(r.indices.size for r in received) - sum(
-        b.indices.size for b in releases
-    )
-    assert withheld.get("reports held", 0) == pools["reports_held"]
+    never_released = sum(r.indices.size for r in received) - sum(b.indices.size for b in releases)
+    assert withheld.get("reports dropped", 0) + withheld.get("reports held then dropped", 0) == never_released
+    assert withheld.get("reports held then released", 0) + withheld.get("reports held then dropped", 0) == pools[
+        "reports_held"
+    ]
     assert all(row["anonymity_set"] >= min_users for row in result.rounds)
 
 
@@ -90,3 +98,39 @@ def test_a_pool_that_cannot_fill_is_held_until_its_epoch_ends_then_dropped() -> 
     assert [(pool.epoch, pool.users, pool.fate.value) for pool in pools if pool.fate.value == "dropped"] == [
         (1, 10, "dropped"), (2, 10, "dropped"), (3, 10, "dropped"),
     ]
+
+
+def test_the_summary_counts_each_withheld_report_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """min_users 25 of 60, held: each epoch's last 10 users are held, then dropped. The summary's line of
+    what the proxy withheld adds up to the reports it took in and never released (it said "300 reports
+    dropped, 300 reports held" of the same 300 reports)."""
+    scenario = tmp_path / "held.toml"
+    scenario.write_text(_toml(_stragglers("hold", 25)))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "withheld:" in line)
+    counts = {what: int(count.replace(",", "")) for count, what in re.findall(r"([\d,]+) (reports[a-z ]*)", line)}
+    assert counts == {"reports held then dropped": 3 * 10 * K}, line
+
+
+def test_the_summary_writes_a_flag_as_result_json_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """60 users are far too few for the shuffle bound's precondition: result.json's ``applicable`` is
+    false, and the summary prints it so (it printed Python's ``False`` beside JSON's ``null``)."""
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(_toml(_stragglers("hold", 20)))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    shuffle = json.loads((tmp_path / "out" / "result.json").read_text())["privacy"]["shuffle"]
+    assert shuffle["applicable"] is False
+    assert "    applicable: false" in printed and not any(word in line for line in printed for word in ("True", "False"))
+
+
+def _toml(tables: dict[str, Any]) -> str:
+    def literal(value: Any) -> str:
+        if isinstance(value, dict):
+            return "{ " + ", ".join(f"{key} = {literal(item)}" for key, item in value.items()) + " }"
+        return f'"{value}"' if isinstance(value, str) else repr(value)
+
+    return "\n".join(
+        f"[{name}]\n" + "\n".join(f"{key} = {literal(value)}" for key, value in table.items())
+        for name, table in tables.items()
+    )

@@ -45,8 +45,8 @@ def test_a_run_resumed_after_round_one_ends_as_the_run_never_interrupted(tmp_pat
     uninterrupted = fedrecsim.run(TABLES)
     warnings = uninterrupted.result["warnings"]
     assert warnings[:2] == [
-        "1 silo(s) sent no prototypes in time: silo:1",
-        "2 silo(s) sent prototypes the server rejected (ledger.faults): silo:0, silo:2",
+        "1 silo sent no prototypes in time: silo:1",
+        "2 silos sent prototypes the server rejected (ledger.faults): silo:0, silo:2",
     ]
     # At epsilon = 1 the prototypes are noise, and some clusters empty: the silos' results survive the resume.
     assert warnings[2].startswith("the prototypes are noise-dominated: prototype_snr = ")

@@ -95,7 +95,7 @@ def test_lost_prototypes_are_reported_by_silo() -> None:
         {"round": 1, "prototypes_received": 1, "silos_missing": 2, "silos_rejected": 0},
         {"round": 2, "silos_fitted": SILOS, "silos_without_model": 0},
     ]
-    assert _about_messages(result.result["warnings"]) == ["2 silo(s) sent no prototypes in time: silo:0, silo:2"]
+    assert _about_messages(result.result["warnings"]) == ["2 silos sent no prototypes in time: silo:0, silo:2"]
     assert set(result.outcome.state["prototypes"]) == {Party(Role.SILO, 1)}
     assert calls == [(1, 2), (2, 2)]
     assert [row["online"] for row in result.result["ledger"]["per_round"]] == [SILOS + 1, SILOS + 1]
@@ -111,7 +111,7 @@ def test_a_silo_without_item_matrix_is_warned_about_and_left_unscored() -> None:
         {"round": 1, "prototypes_received": SILOS, "silos_missing": 0, "silos_rejected": 0},
         {"round": 2, "silos_fitted": 1, "silos_without_model": 2},
     ]
-    assert _about_messages(result.result["warnings"]) == ["2 silo(s) received no item matrix; their users are unscored"]
+    assert _about_messages(result.result["warnings"]) == ["2 silos received no item matrix; their users are unscored"]
     final = result.result["metrics"]["final"]
     assert final["silos"] == float(SILOS) and "test_rmse" in final
     timeout = result.result["scenario"]["run"]["round_timeout_s"]
@@ -122,8 +122,8 @@ def test_nothing_arrives_gives_both_warnings_and_no_model_metrics() -> None:
     runs = _runs()
     result, _ = runs["all_lost"]
     assert _about_messages(result.result["warnings"]) == [
-        f"{SILOS} silo(s) sent no prototypes in time: silo:0, silo:1, silo:2",
-        f"{SILOS} silo(s) received no item matrix; their users are unscored",
+        f"{SILOS} silos sent no prototypes in time: silo:0, silo:1, silo:2",
+        f"{SILOS} silos received no item matrix; their users are unscored",
     ]
     final = result.result["metrics"]["final"]
     trivial = ("test_rmse_mean_predictor", "mean_rank_chance", "map@10_chance")
@@ -323,7 +323,7 @@ def test_byzantine_prototypes_are_rejected_left_out_of_v_and_reported() -> None:
         "round": 1, "prototypes_received": 1, "silos_missing": 0, "silos_rejected": 2,
     }
     assert _about_messages(result.result["warnings"]) == [
-        "2 silo(s) sent prototypes the server rejected (ledger.faults): silo:0, silo:2",
+        "2 silos sent prototypes the server rejected (ledger.faults): silo:0, silo:2",
     ]
     assert set(result.outcome.state["prototypes"]) == {Party(Role.SILO, 1)}
     # The server's bound (`prototype_bound`): all USERS users in one cluster at the value bound, plus 50

@@ -108,11 +108,14 @@ def test_a_silo_with_fewer_users_than_k_is_warned_about_and_one_with_enough_is_n
     # 60 users in 3 uniform silos: 20 each. k = 21 leaves every silo short; k = 20 none.
     short = _run(_tables(epsilon=NO_NOISE, k=21))
     assert _warning(short, "fewer users than k") == [
-        "3 silo(s) hold fewer users than k = 21: silo:0 (20 users), silo:1 (20 users), silo:2 (20 users)"
+        "3 silos hold fewer users than k = 21: silo:0 (20 users), silo:1 (20 users), silo:2 (20 users)"
     ]
     assert short.result["metrics"]["final"]["empty_clusters"] >= 3  # at least one empty cluster per silo
     enough = _run(_tables(epsilon=NO_NOISE, k=20))
     assert _warning(enough, "fewer users than k") == []
+    one = _tables(epsilon=NO_NOISE, k=USERS + 1)
+    one["data"]["silos"] = 1
+    assert _warning(_run(one), "fewer users than k") == [f"1 silo holds fewer users than k = {USERS + 1}: silo:0 ({USERS} users)"]
 
 
 # ------------------------------------------------------------------ the public value bound
@@ -170,7 +173,7 @@ def test_the_bound_of_npz_data_is_public_whatever_the_datas_maximum(tmp_path: Pa
 
 
 def test_a_fill_other_than_observed_or_zeros_is_refused_naming_the_key() -> None:
-    with pytest.raises(ConfigError, match=r"^protocol\.fill: got 'mean'; allowed values: 'observed', 'zeros'$"):
+    with pytest.raises(ConfigError, match=r'^protocol\.fill: got "mean"; allowed values: "observed", "zeros"$'):
         _run(_tables(fill="mean"))
 
 

@@ -56,8 +56,11 @@ def plan(ctx: PlanContext) -> TrafficPlan:
     per_round = (*ctx.membership(), *joining, *exchange)
     setup = (*ctx.membership(initial=True), *setup_register)
     parties = {Role.USER: ctx.train.n_users, Role.SERVER: 1}
-    selection = f"at most {config.max_users}" if config.max_users else "every"
-    assumptions = (f"the server selects {selection} online user(s) per round uniformly at random",)
+    if not config.max_users:
+        selection = "every online user"
+    else:
+        selection = f"at most {config.max_users} online user{'' if config.max_users == 1 else 's'}"
+    assumptions = (f"the server selects {selection} per round uniformly at random",)
     return TrafficPlan(parties, setup, per_round, assumptions)
 
 

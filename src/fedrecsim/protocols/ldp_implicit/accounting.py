@@ -13,8 +13,9 @@ pool a proxy released, never below ``min_users`` (a proxy holds or drops a small
 above it. The ``delta`` budget is for the whole run and is split evenly over its T*k shuffles.
 
 The ``pools`` table reports the anonymity set of the releases (how many, the fewest and the mean
-distinct users per release) and the fates of the reports the proxies received: released, held past
-their pool's deadline (then released or dropped), dropped unreleased.
+distinct users per release) and the fates of the reports the proxies received: released or dropped
+unreleased (each report under one of the two), and how many of them were first held past their pool's
+deadline (``reports_held``, a part of the two, not a third fate).
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def pools_report(pools: Sequence[ClosedPool], min_users: int, underfull: str) ->
         "users_per_release_min": min(released) if released else None,
         "users_per_release_mean": sum(released) / len(released) if released else None,
         "reports_released": sum(pool.reports for pool in pools if pool.fate is Fate.RELEASED),
-        "reports_held": sum(pool.reports for pool in pools if pool.held),
         "reports_dropped": sum(pool.reports for pool in pools if pool.fate is Fate.DROPPED),
+        "reports_held": sum(pool.reports for pool in pools if pool.held),
+        "held": "each of reports_held is also among reports_released or reports_dropped, where it ended",
         "end_of_run": "reports a proxy still held when the run ended were dropped, never released",
     }
 

@@ -63,7 +63,7 @@ def claim(scenario: object) -> Claim:
     return Claim(
         total, 0.0,
         f"each report is eps0 = {config.epsilon:g}-LDP (Minto et al. Thm 3); k = {config.k} reports per epoch over "
-        f"{rounds} epoch(s) compose to {total:g}",
+        f"{rounds} epoch{'' if rounds == 1 else 's'} compose to {total:g}",
     )
 
 

@@ -279,11 +279,15 @@ class ShuffleProxy(Proxy):
                 batch = self._batches.get(epoch, 0)
                 self._batches[epoch] = batch + 1
                 self.send(self.server, ReportBatch.pack(epoch, indices, signs, batch=batch))
-        if pool.held:
-            self.network.ledger.record_withheld(self.party, "reports", "held", pool.reports)
-        if fate is Fate.DROPPED:
-            self.network.ledger.record_withheld(self.party, "reports", "dropped", pool.reports)
+        if pool.held or fate is Fate.DROPPED:
+            self.network.ledger.record_withheld(self.party, "reports", _withheld_fate(pool.held, fate), pool.reports)
         self.closed.append(ClosedPool(epoch, pool.users, pool.reports, fate, pool.held))
+
+
+def _withheld_fate(held: bool, fate: Fate) -> str:
+    """What became of a pool the proxy did not release at once, as the ledger's ``withheld`` counts it:
+    each report under exactly one fate, so a proxy's withheld counts add up to the reports it withheld."""
+    return f"held then {fate.value}" if held else fate.value
 
 
 @dataclass(frozen=True)

@@ -399,14 +399,14 @@ async def run(ctx: RunContext) -> Outcome:
 
     warnings = []
     if missing:
-        warnings.append(f"{len(missing)} silo(s) sent no prototypes in time: {', '.join(map(str, missing))}")
+        warnings.append(f"{_silos(len(missing))} sent no prototypes in time: {', '.join(map(str, missing))}")
     if server.rejected:
         warnings.append(
-            f"{len(server.rejected)} silo(s) sent prototypes the server rejected (ledger.faults): "
+            f"{_silos(len(server.rejected))} sent prototypes the server rejected (ledger.faults): "
             f"{', '.join(map(str, server.rejected))}"
         )
     if len(fitted) < len(parties):
-        warnings.append(f"{len(parties) - len(fitted)} silo(s) received no item matrix; their users are unscored")
+        warnings.append(f"{_silos(len(parties) - len(fitted))} received no item matrix; their users are unscored")
     snr = signal_to_noise(config, budget, bound, silos, ctx.train.n_items)
     # The true cluster sizes of each silo's chosen trial: the simulator's view, never released.
     cluster_sizes = {party: actors[party].result.cluster_sizes for party in parties if actors[party].result is not None}
@@ -559,8 +559,14 @@ def _prototype_warnings(
         )
     small = [f"{party} ({users} users)" for party, users in sizes if users < config.k]
     if small:
-        warnings.append(f"{len(small)} silo(s) hold fewer users than k = {config.k}: {', '.join(small)}")
+        verb = "holds" if len(small) == 1 else "hold"
+        warnings.append(f"{_silos(len(small))} {verb} fewer users than k = {config.k}: {', '.join(small)}")
     return warnings
+
+
+def _silos(count: int) -> str:
+    """``1 silo``, ``3 silos``: a count of silos as the warnings print it."""
+    return f"{count} silo{'' if count == 1 else 's'}"
 
 
 def _noise_reason(config: PrototypesConfig, snr: SignalToNoise, bound: float) -> str:
