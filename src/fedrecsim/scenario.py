@@ -346,7 +346,7 @@ class CrashTable:
         "", doc="the stage: it crashes just before it would send a message of this kind (e.g. fcf.item_gradients); "
         '"" = before whatever it sends next'
     )
-    round: int | None = param(None, ge=0, doc="in this round (the ledger's; 0 = the set-up); unset = the first time")
+    round: int | None = param(None, ge=0, doc="in this round (the ledger's; 0 = the set-up, R + 1 = a closing phase); unset = the first time")
     restart_after_s: float | None = param(
         None, ge=0, doc="users only: it restarts this many virtual seconds after the crash; unset = never"
     )
