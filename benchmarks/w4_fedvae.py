@@ -58,9 +58,39 @@ draws, into arrays of its own) and reverted (ce6caac): their compute fell to abo
 one at a time), but the round got slower (2.71 s against 2.28, peak 6.0 GB against 4.7) -- a user alone
 keeps its 18 MB gradient in this machine's 260 MB L3 from its pass to its encoding, a chunk does not, and
 the chunks' arrays fragment the heap -- and a reordering fault then changed the model's last bits (it
-changes who is batched with whom). What stands between ``sim_s`` and ``bound`` is carrying the bytes: the
-copy of each gradient into its message (about 0.6 s a round), the ledger's hash in a pass of its own, and
-the server's check-and-sum reading it again, where the bound copies nothing and reads once.
+changes who is batched with whom).
+
+``stream_bound``: ``unbatched_bound`` with the hash as the simulation must do it. The transcript's content
+hash is ONE running XXH3-128 over every delivered message's bytes in delivery order
+(`fedrecsim.network.ledger`), so a simulator that keeps it can fuse the hashing into the server's read only
+a message at a time, not 16 rows block by block with a digest each as `fused_pass` does. ``stream_s`` is
+that pass (`stream_pass`: one hasher fed the rows one after the other, each row checked and added to the
+sum block by block, a group of one; its digest checked equal to the rows' bytes hashed in one), and
+``stream_bound = (users_s + stream_s + adam_s) / floor_s``: the least ratio a simulator reaches whose users
+compute alone and whose transcript is the one pinned, even if it read every gradient once. It reads
+2.43 here (session 10, load 4-5: users_s 1.017, stream_s 0.773 against fused_s 0.685), so a ratio of 2.5
+is not reachable without batching the users or changing the content hash's definition.
+
+Where the simulation's round goes, and what each lever named in issue 32 measured on this machine
+(session 10, CPU seconds, cProfile of round 2: 2.34 s in all). The users' passes 0.55; the copy of each
+gradient into its message (`wire.encode`'s join) 0.50; the ledger's hash at delivery 0.42; the server's
+check-and-sum 0.81 (its dots 0.39, its adds 0.42). Measured apart on 96-120 messages of 18.4 MB:
+
+- Writing each gradient in place, into its message's bytes, would not pay: filling 120 fresh messages costs
+  0.26 s against 0.23 s for the copy from a gradient in cache. The cost is the writes to memory that is not
+  in cache, which the floor pays too (its ``[R, P]`` output), not the copy's read of the cached gradient.
+- Hashing a message while it is hot would not pay either: XXH3 of a message just written runs at about
+  12 GB/s (0.177 s for 120), as cold (0.187 s). It reaches 55 GB/s only on a block in L2 -- fused into the
+  pass that writes or reads it -- and 26 GB/s on data re-read from L3. A digest carried with the message
+  could stand for its bytes only by changing the content hash's definition, as a broadcast body's does
+  (`wire.SharedBody.digest`), which would change every run's content hash.
+- Having the server read each group of 4 to 16 messages right after the ledger hashed them is no faster
+  than two passes (0.42 s against 0.42 s for 96): this machine's L3 does not keep them for the second read.
+- Aligning the gradients: the server's check-and-sum of 96 cold gradients takes 0.26 s where they sit
+  misaligned in their messages (as for most senders) against 0.21 s aligned. A bytes object's elements
+  start 32 bytes into a 16-aligned block and the envelope's length before the gradient depends on the
+  sender's index, so aligning them needs padding before the message's bytes: a message held as a view of
+  a larger buffer, not a bytes object.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
 own cost on the floor's 250 gradients (the 250 x 250 distances and the choice), both CPU: Krum is
