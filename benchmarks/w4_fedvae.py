@@ -21,9 +21,10 @@ either. The process keeps freed memory mapped, as the ``fedrecsim`` command does
 after the run (the run comes first, so it is the run's), beside ``messages_mb``, the gradients' bytes of
 one round. With zero latency the round's gradients are all in flight at one instant: the peak is about
 ``messages_mb`` and what the process holds besides. The server reads each gradient in place, a read-only
-view of its message's bytes (misaligned for most senders: the gradient field is declared
-``aligned=False``, `fedrecsim.protocols.fedvae.messages`), so no gradient is copied on delivery; the
-bytes are let go once the gradient is summed.
+view of its message's bytes, aligned: each message's bytes are held after a few padding bytes that align
+its gradient whatever the sender's index and the round (`fedrecsim.network.wire`, "Alignment"), so no
+gradient is copied on delivery and the server's adds take numpy's aligned loop; the bytes are let go once
+the gradient is summed.
 
 ``floor_s``: the same 250 users' gradients -- each user's own gradient, not their sum -- computed in one
 batched numpy pass without actors, messages or validation (`fedrecsim.models.multvae.
@@ -58,9 +59,41 @@ draws, into arrays of its own) and reverted (ce6caac): their compute fell to abo
 one at a time), but the round got slower (2.71 s against 2.28, peak 6.0 GB against 4.7) -- a user alone
 keeps its 18 MB gradient in this machine's 260 MB L3 from its pass to its encoding, a chunk does not, and
 the chunks' arrays fragment the heap -- and a reordering fault then changed the model's last bits (it
-changes who is batched with whom). What stands between ``sim_s`` and ``bound`` is carrying the bytes: the
-copy of each gradient into its message (about 0.6 s a round), the ledger's hash in a pass of its own, and
-the server's check-and-sum reading it again, where the bound copies nothing and reads once.
+changes who is batched with whom).
+
+``stream_bound``: ``unbatched_bound`` with the hash as the simulation must do it. The transcript's content
+hash is ONE running XXH3-128 over every delivered message's bytes in delivery order
+(`fedrecsim.network.ledger`), so a simulator that keeps it can fuse the hashing into the server's read only
+a message at a time, not 16 rows block by block with a digest each as `fused_pass` does. ``stream_s`` is
+that pass (`stream_pass`: one hasher fed the rows one after the other, each row checked and added to the
+sum block by block, a group of one; its digest checked equal to the rows' bytes hashed in one), and
+``stream_bound = (users_s + stream_s + adam_s) / floor_s``: the least ratio a simulator reaches whose users
+compute alone and whose transcript is the one pinned, even if it read every gradient once. It reads
+2.43 here (session 10, load 4-5: users_s 1.017, stream_s 0.773 against fused_s 0.685), so a ratio of 2.5
+is not reachable without batching the users or changing the content hash's definition.
+
+Where the simulation's round goes, and what each lever named in issue 32 measured on this machine
+(session 10, CPU seconds, cProfile of round 2: 2.34 s in all). The users' passes 0.55; the copy of each
+gradient into its message (`wire.encode`'s join) 0.50; the ledger's hash at delivery 0.42; the server's
+check-and-sum 0.81 (its dots 0.39, its adds 0.42). Measured apart on 96-120 messages of 18.4 MB:
+
+- Writing each gradient in place, into its message's bytes, would not pay: filling 120 fresh messages costs
+  0.26 s against 0.23 s for the copy from a gradient in cache. The cost is the writes to memory that is not
+  in cache, which the floor pays too (its ``[R, P]`` output), not the copy's read of the cached gradient.
+- Hashing a message while it is hot would not pay either: XXH3 of a message just written runs at about
+  12 GB/s (0.177 s for 120), as cold (0.187 s). It reaches 55 GB/s only on a block in L2 -- fused into the
+  pass that writes or reads it -- and 26 GB/s on data re-read from L3. A digest carried with the message
+  could stand for its bytes only by changing the content hash's definition, as a broadcast body's does
+  (`wire.SharedBody.digest`), which would change every run's content hash.
+- Having the server read each group of 4 to 16 messages right after the ledger hashed them is no faster
+  than two passes (0.42 s against 0.42 s for 96): this machine's L3 does not keep them for the second read.
+- Aligning the gradients pays, and is done: the server's check-and-sum of 96 cold gradients takes 0.26 s
+  where they sit misaligned in their messages (as they did for most senders: a bytes object's elements
+  start 32 bytes into a 16-aligned block, and the envelope's length before the gradient depends on the
+  sender's index) against 0.21 s aligned. `wire.encode` now pads such a message and gives a read-only view
+  of its bytes past the pad (same bytes, same transcripts). In the round (3 runs of each tree alternating,
+  load 4-5): the server's check-and-sum 0.70-0.72 s before, 0.55-0.61 after; round 2 2.12-2.24 s before,
+  1.99-2.11 after.
 
 ``krum_round_s`` is the second round again with Krum (m = 1, f = 10 %), and ``krum_filter_s`` Krum's
 own cost on the floor's 250 gradients (the 250 x 250 distances and the choice), both CPU: Krum is
@@ -193,33 +226,49 @@ def fused_check_and_sum(gradients: np.ndarray, block: int = _BLOCK, group: int =
     """The sum of ``gradients`` (rows, added in row order), checking each on the way, in one pass over
     each (`fused_pass` without the hashing): the least a server that validates and sums every gradient
     reads."""
-    total, _ = fused_pass(gradients, block, group, hashed=False)
+    total, _ = fused_pass(gradients, block, group, hashing="none")
     return total
 
 
+def stream_pass(gradients: np.ndarray, block: int = _BLOCK) -> tuple[np.ndarray, bytes]:
+    """``stream_s`` (module docstring): every row of ``gradients`` fed to ONE running XXH3-128 in row
+    order, checked and added to the sum, one row after the other, each read once block by block
+    (`fused_pass` with ``hashing="stream"``, a group of one). Returns the sum and the stream's digest --
+    that of the rows' bytes one after the other, as the transcript hashes the messages it delivers."""
+    total, (digest,) = fused_pass(gradients, block, 1, hashing="stream")
+    return total, digest
+
+
 def fused_pass(
-    gradients: np.ndarray, block: int = _BLOCK, group: int = _GROUP, *, hashed: bool = True
+    gradients: np.ndarray, block: int = _BLOCK, group: int = _GROUP, *, hashing: str = "each"
 ) -> tuple[np.ndarray, list[bytes]]:
     """Every row of ``gradients`` hashed (XXH3-128), checked and added to one running sum (in row order),
     reading each row once: ``group`` rows at a time, block by block, each row's block is fed to the row's
     own digest, has its squared norm added to the row's (NaN or Inf if any entry is) and is added to the
     sum's block, which stays in cache meanwhile; a row whose squared norm is not finite or above `MAX_NORM`
-    squared fails. Returns the sum and each row's digest (that of the row's bytes hashed whole; none
-    without ``hashed``). What a simulator that hashes every message's bytes and validates and sums every
-    gradient must do at least, done in one read of each gradient as the issue's review prototype did it:
-    the bound's one term beyond the floor and Adam."""
+    squared fails. Returns the sum and, with ``hashing`` "each", each row's digest (that of the row's
+    bytes hashed whole); with "stream", one digest: every row is fed to one running hasher, which needs a
+    ``group`` of 1 (a stream cannot take the rows' blocks in turn); with "none", no digest. What a
+    simulator that hashes every message's bytes and validates and sums every gradient must do at least,
+    done in one read of each gradient as the issue's review prototype did it: the bound's one term beyond
+    the floor and Adam."""
+    if hashing not in ("each", "stream", "none"):
+        raise ValueError(f"hashing must be 'each', 'stream' or 'none', got {hashing!r}")
+    if hashing == "stream" and group != 1:
+        raise ValueError(f"a stream hashes whole rows one after the other: group must be 1, got {group}")
     total = np.empty_like(gradients[0])
     limit = MAX_NORM * MAX_NORM
+    stream = xxhash.xxh3_128()
     digests: list[bytes] = []
     for first in range(0, len(gradients), group):
         rows = gradients[first : first + group]
         squared = [0.0] * len(rows)
-        states = [xxhash.xxh3_128() for _ in rows] if hashed else []
+        states = [stream] if hashing == "stream" else [xxhash.xxh3_128() for _ in rows] if hashing == "each" else []
         for start in range(0, total.size, block):
             part = total[start : start + block]
             for row, gradient in enumerate(rows):
                 piece = gradient[start : start + block]
-                if hashed:
+                if states:
                     states[row].update(piece)
                 squared[row] += float(piece @ piece)
                 if first or row:
@@ -231,8 +280,9 @@ def fused_pass(
                 raise SimulationError(
                     f"W4's floor gradient {first + row} is not finite, or its norm exceeds {MAX_NORM:.0e}"
                 )
-        digests.extend(state.digest() for state in states)
-    return total, digests
+        if hashing == "each":
+            digests.extend(state.digest() for state in states)
+    return total, [stream.digest()] if hashing == "stream" else digests
 
 
 def _server_sum(gradients: np.ndarray, layout: Layout) -> np.ndarray | None:
@@ -271,14 +321,17 @@ def measure(size: dict[str, int]) -> dict[str, float]:
     (fused_total, fused_digests), fused_s = _cpu(fused_pass, gradients)
     if fused_digests != digests or not np.array_equal(fused_total, total):
         raise SimulationError("the fused pass's digests or sum differ from the separate passes' on W4's floor gradients")
+    (stream_total, stream_digest), stream_s = _cpu(stream_pass, gradients)
+    if stream_digest != xxhash.xxh3_128(gradients.tobytes()).digest() or not np.array_equal(stream_total, total):
+        raise SimulationError("the stream pass's digest or sum differ from the rows' bytes hashed in one or the sum")
     mean, server_sum_s = _cpu(_server_sum, gradients, layout)
     if mean is None or not np.array_equal(mean, total / np.float32(len(gradients))):
         raise SimulationError("the server's ordered sum and the fused pass disagree on W4's floor gradients")
     config = parse_scenario(tables(size)).protocol
     _, adam_s = _cpu(descend, omega, mean, adam_init(omega), config.adam(), unfiltered(len(gradients)), 0.0)
     return {
-        "sim_s": sim_s, "floor_s": floor_s, "users_s": users_s, "fused_s": fused_s, "hash_s": hash_s, "check_sum_s": check_sum_s,
-        "adam_s": adam_s,
+        "sim_s": sim_s, "floor_s": floor_s, "users_s": users_s, "fused_s": fused_s, "stream_s": stream_s, "hash_s": hash_s,
+        "check_sum_s": check_sum_s, "adam_s": adam_s,
         "server_sum_s": server_sum_s, "params": float(layout.size), "sim_peak_mb": sim_peak,
         "messages_mb": gradients.nbytes / 2**20,
     }
@@ -305,12 +358,13 @@ def run(options: Options) -> Iterator[str]:
         return min(result[name] for result in runs)
 
     sim_s, floor_s = best("sim_s"), best("floor_s")
-    terms = ("users_s", "fused_s", "adam_s", "hash_s", "check_sum_s")
+    terms = ("users_s", "fused_s", "stream_s", "adam_s", "hash_s", "check_sum_s")
     bound = (floor_s + best("fused_s") + best("adam_s")) / floor_s
     unbatched = (best("users_s") + best("fused_s") + best("adam_s")) / floor_s
+    stream = (best("users_s") + best("stream_s") + best("adam_s")) / floor_s
     yield (
         f"W4 fedvae sim_s={sim_s:.3f} floor_s={floor_s:.3f} ratio={sim_s / floor_s:.2f} bound={bound:.2f} "
-        f"unbatched_bound={unbatched:.2f} "
+        f"unbatched_bound={unbatched:.2f} stream_bound={stream:.2f} "
         + " ".join(f"{term}={best(term):.3f}" for term in terms)
         + f" server_sum_s={best('server_sum_s'):.3f} cpu=process_time "
         f"krum_round_s={min(result['round_s'] for result in krums):.3f} "
@@ -322,6 +376,6 @@ def run(options: Options) -> Iterator[str]:
 
 
 __all__ = [
-    "QUICK", "STANDARD", "Floor", "floor_gradients", "fused_check_and_sum", "fused_pass", "krum", "measure", "run", "sim", "tables",
-    "user_by_user",
+    "QUICK", "STANDARD", "Floor", "floor_gradients", "fused_check_and_sum", "fused_pass", "krum", "measure", "run", "sim",
+    "stream_pass", "tables", "user_by_user",
 ]

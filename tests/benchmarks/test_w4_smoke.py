@@ -76,6 +76,23 @@ def test_the_fused_pass_hashes_every_byte_of_each_row_and_refuses_a_bad_last_blo
             w4_fedvae.fused_pass(broken, block=4, group=2)
 
 
+def test_the_stream_pass_hashes_the_rows_one_after_the_other_and_refuses_a_bad_block() -> None:
+    rows = np.random.default_rng(5).standard_normal((4, 11)).astype(np.float32)
+    expected = rows[0].copy()
+    for row in rows[1:]:
+        expected += row
+    for block in (3, 4, 11):  # a short last block; one block per row
+        total, digest = w4_fedvae.stream_pass(rows, block=block)
+        assert digest == xxhash.xxh3_128(b"".join(row.tobytes() for row in rows)).digest()
+        assert np.array_equal(total, expected)
+    broken = rows.copy()
+    broken[2, 5] = np.inf
+    with pytest.raises(SimulationError, match="gradient 2"):
+        w4_fedvae.stream_pass(broken, block=4)
+    with pytest.raises(ValueError, match="group must be 1"):
+        w4_fedvae.fused_pass(rows, block=4, group=2, hashing="stream")
+
+
 def test_the_line(monkeypatch) -> None:
     calls = []
 
@@ -89,7 +106,7 @@ def test_the_line(monkeypatch) -> None:
     number = r"\d+\.\d{3}"
     assert re.fullmatch(
         rf"W4 fedvae sim_s={number} floor_s={number} ratio=\d+\.\d\d bound=\d+\.\d\d "
-        rf"unbatched_bound=\d+\.\d\d users_s={number} fused_s={number} "
+        rf"unbatched_bound=\d+\.\d\d stream_bound=\d+\.\d\d users_s={number} fused_s={number} stream_s={number} "
         rf"adam_s={number} hash_s={number} check_sum_s={number} server_sum_s={number} cpu=process_time "
         rf"krum_round_s={number} krum_filter_s={number} "
         r"users_per_round=50 items=300 params=\d+ sim_peak_mb=\d+ messages_mb=\d+ krum_peak_mb=100",
@@ -103,6 +120,6 @@ def test_every_side_runs_in_one_process_as_the_command_runs(monkeypatch) -> None
     monkeypatch.setattr(w4_fedvae, "keep_freed_memory", lambda: kept.append(True))
     result = w4_fedvae.measure(w4_fedvae.QUICK)
     assert kept == [True]
-    assert set(result) == {"sim_s", "floor_s", "users_s", "fused_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params",
+    assert set(result) == {"sim_s", "floor_s", "users_s", "fused_s", "stream_s", "hash_s", "check_sum_s", "adam_s", "server_sum_s", "params",
                            "sim_peak_mb", "messages_mb"}
     assert result["messages_mb"] == 50 * result["params"] * 4 / 2**20

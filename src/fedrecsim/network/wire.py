@@ -21,6 +21,14 @@ Decoding is strict: arbitrary bytes, an unknown kind, a missing or extra field, 
 ndim or shape, and NaN/Inf (unless the field allows it) all raise `WireError`, and nothing else does.
 The byte count of a message is ``len(encode(...))``: the ledger counts exactly what this module emits.
 
+Alignment. A message whose one array field holds `SHARED_BODY_BYTES` or more (FedVAE's gradient: 18 MB)
+is encoded after a few padding bytes that put the array's elements at a multiple of 8 -- aligned for every
+dtype here -- and `encode` gives a read-only memoryview of the message's bytes past the padding: the same
+bytes, as immutable as a bytes object (a view of one), but its receiver reads the array aligned, in place
+(where a bytes object's elements start depends on its allocation, and the array's offset in the message on
+the lengths of the envelope before it: the sender's index, the round). Such a view pickles (a checkpoint's
+message in flight) as a bytes object of its bytes (`_pickled_view`).
+
 `decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
 the received bytes where those are aligned, else one aligned copy (or, for a field declared
 ``aligned=False``, a view of the bytes either way) -- so that no receiver can change what another party
@@ -39,6 +47,7 @@ array is decoded as a view, not copied.
 
 from __future__ import annotations
 
+import copyreg
 import dataclasses
 import inspect
 import math
@@ -378,6 +387,8 @@ class _Field:
         convert: Callable[[Any], Any] | None = None,
         inline: Callable[[str, _Bindings], tuple[list[str], list[str]]] | None = None,
         inline_read: Callable[[str, _Bindings], list[str]] | None = None,
+        *,
+        arrays: str = "none",
     ) -> None:
         self.describe = describe
         self.emit = emit
@@ -385,6 +396,9 @@ class _Field:
         self.convert = convert
         self.inline = inline
         self.inline_read = inline_read
+        self.arrays = arrays
+        """What arrays the encoding holds: ``"none"``; ``"one"``, a plain array field, whose compiled encoder
+        leaves the array itself as chunk ``{var}_a``; ``"some"``, a tuple or optional of arrays."""
 
     def source(self, var: str, bindings: _Bindings) -> tuple[list[str], list[str]]:
         """Lines encoding the value in ``var``, and the chunks they leave, in order: the names of bytes (or
@@ -695,7 +709,7 @@ def _array_field(spec: ArraySpec) -> _Field:
             ]
         return ["m = data[p]", *branches, "else:", f"    {fallback}"]
 
-    return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline, inline_read=inline_read)
+    return _Field(f"ndarray[{spec.dtype}]", emit, unpack, inline=inline, inline_read=inline_read, arrays="one")
 
 
 def _tuple_field(item: _Field) -> _Field:
@@ -714,7 +728,7 @@ def _tuple_field(item: _Field) -> _Field:
     def convert(value: list[Any]) -> tuple[Any, ...]:
         return tuple(value) if item.convert is None else tuple(map(item.convert, value))
 
-    return _Field(f"tuple[{item.describe}, ...]", emit, unpack, convert)
+    return _Field(f"tuple[{item.describe}, ...]", emit, unpack, convert, arrays="none" if item.arrays == "none" else "some")
 
 
 def _optional_field(item: _Field) -> _Field:
@@ -755,7 +769,8 @@ def _optional_field(item: _Field) -> _Field:
         ]
 
     return _Field(
-        f"{item.describe} | None", emit, unpack, None if item.convert is None else convert, inline, inline_read
+        f"{item.describe} | None", emit, unpack, None if item.convert is None else convert, inline, inline_read,
+        arrays="none" if item.arrays == "none" else "some",
     )
 
 
@@ -813,7 +828,9 @@ def _compile_encoders(
 ) -> tuple[Callable[[Any, list[Any]], None], Callable[[Party, Party, float, Any], bytes]]:
     """Two functions encoding every field of a message kind, as `_Field.emit` would one by one:
     ``emitter(body, out)``, appending the chunks to ``out``, and ``pack(src, dst, sent_at, body)``, the
-    whole envelope's bytes (what `encode` returns).
+    whole envelope's bytes (what `encode` returns): for a kind whose one array field is a plain array and
+    whose other fields hold none, its bytes after an aligning pad where that array holds `SHARED_BODY_BYTES`
+    or more (`_aligned_message`; module docstring, "Alignment").
 
     Their source is each field's `_Field.source` in declaration order (their fast paths inline: no call per
     field, the dtype of an array field known in advance), wrapped so that a `WireError` is raised again
@@ -847,6 +864,11 @@ def _compile_encoders(
         ["def emitter(body, out):", *(f"    {line}" for line in lines), f"    out.extend(({''.join(f'{chunk}, ' for chunk in chunks)}))"],
         bindings, kind,
     )
+    arrays = [position for position, field in enumerate(fields) if field.arrays != "none"]
+    aligning = []
+    if len(arrays) == 1 and fields[arrays[0]].arrays == "one":
+        array = f"v{arrays[0]}_a"
+        aligning = [f"    if {array}.nbytes >= {SHARED_BODY_BYTES}:", f"        return _aligned_message(out, {array})"]
     pack = _compiled([
         "def pack(src, dst, sent_at, body):",
         "    src = _PARTY_BYTES.get(src) or _party_bytes(src)",
@@ -854,6 +876,7 @@ def _compile_encoders(
         "    sent_at = _FLOAT.pack(0xCB, sent_at if type(sent_at) is float else float(sent_at))",
         *(f"    {line}" for line in lines),
         f"    out = ({bindings.name(head)}, src, dst, sent_at, {', '.join(chunks)})",
+        *aligning,
         "    try:",
         "        return _join(out)",
         "    except TypeError:",
@@ -876,9 +899,11 @@ def _compile_reader(
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
     47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
     shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope
-    is filled and given its class as `_envelope` does it. ``data`` must be a bytes object: the arrays are
-    read-only because it is immutable, and an array whose offset in it is a multiple of its element size
-    is aligned because its buffer is (`_BYTES_ALIGNED`).
+    is filled and given its class as `_envelope` does it. ``data`` must be a bytes object, or the view of
+    one `encode` gives past an aligning pad (module docstring, "Alignment"): the arrays are read-only
+    because it is immutable, and an array inline whose offset in it is a multiple of its element size is
+    aligned because its buffer is (`_BYTES_ALIGNED`) -- a view holds one array, too large to be inline, and
+    `_array_in_place` asks numpy whether it is aligned.
     """
     bindings = _Bindings()
     fields_lines = []
@@ -1132,8 +1157,11 @@ def _check_size(kind: str, size: int, max_bytes: int) -> None:
         raise WireError(f"{kind}: encoded message of {size} bytes exceeds the limit of {max_bytes}")
 
 
-def encode(src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
-    """Encode one envelope. Raises WireError for an unregistered body type or a field of the wrong type."""
+def encode(
+    src: Party, dst: Party, sent_at: float, body: Any, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> bytes | memoryview:
+    """Encode one envelope: its bytes, or a read-only view of them past an aligning pad (module docstring,
+    "Alignment"). Raises WireError for an unregistered body type or a field of the wrong type."""
     codec = _BY_CLASS.get(type(body)) or _codec_of(body)
     data = codec.pack(src, dst, sent_at, body)
     if len(data) > max_bytes:
@@ -1164,6 +1192,33 @@ def encode_many(
     if encoded:
         _check_size(codec.kind, max(map(len, encoded)), max_bytes)
     return encoded
+
+
+def _aligned_message(chunks: tuple[Any, ...], array: np.ndarray) -> bytes | memoryview:
+    """``chunks`` joined after the pad (0 to 7 bytes) that puts ``array``'s elements, one of the chunks, at
+    a multiple of 8 in a bytes object (`_BYTES_ALIGNED`): that bytes object itself where no pad is needed,
+    else a read-only memoryview of it past the pad (module docstring, "Alignment")."""
+    offset = 0
+    for chunk in chunks:
+        if chunk is array:
+            break
+        offset += chunk.nbytes if type(chunk) is _ndarray else len(chunk)
+    pad = -offset & 7 if _BYTES_ALIGNED else 0
+    if not pad:
+        return _joined(list(chunks))
+    return memoryview(_joined([bytes(pad), *chunks]))[pad:]
+
+
+def _pickled_view(view: memoryview) -> tuple[Any, ...]:
+    """How a read-only memoryview pickles -- as a bytes object of its bytes -- so that a message `encode`
+    gave as one (module docstring, "Alignment") can be saved in flight by a checkpoint. A writable view
+    still refuses, as pickle does without this."""
+    if not view.readonly:
+        raise TypeError("cannot pickle a writable 'memoryview' object")
+    return (bytes, (view.tobytes(),))
+
+
+copyreg.pickle(memoryview, _pickled_view)
 
 
 def _aligning_pad(chunks: list[Any]) -> int | None:
@@ -1310,7 +1365,7 @@ def decode_trusted(data: bytes) -> Envelope:
     arrays are read-only: views of the bytes where aligned, else copies (views either way for a field
     declared ``aligned=False``). Bytes of unknown origin must go through `decode`.
     """
-    if type(data) is not bytes:
+    if type(data) is not bytes and not (type(data) is memoryview and type(data.obj) is bytes):
         data = bytes(data)
     # A head of up to 15 elements and a kind of up to 31 bytes is the fixarray byte, the fixstr byte
     # 0xa0 + n and the n bytes of the kind; any other head is found by `_rebuild`.

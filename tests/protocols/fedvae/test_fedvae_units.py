@@ -140,7 +140,9 @@ def test_gradients_read_in_place_from_their_messages_misaligned_are_checked_and_
     same bits as for aligned copies (and as `average`)."""
     from fedrecsim.network.wire import decode_trusted, encode
 
-    layout = Layout(300, 40, 8)  # P = 12,000 + 1,296 + ...: ext 32 payloads
+    # P = 9,156: ext 16 payloads, under SHARED_BODY_BYTES, where a gradient sits in its message wherever the
+    # envelope before it ends (a larger one is padded into alignment: wire, "Alignment").
+    layout = Layout(100, 40, 8)
     rng = np.random.default_rng(3)
     values = rng.standard_normal((6, layout.size)).astype(np.float32)
     values[2, 7] = np.float32(-0.0)
@@ -174,6 +176,34 @@ def test_gradients_read_in_place_from_their_messages_misaligned_are_checked_and_
             with pytest.raises(InvalidGradient) as caught:
                 validated_gradient(party, 3, Gradient(3, view), layout)
             assert caught.value.problem == problem, (party, view.flags.aligned)
+
+
+def test_a_large_gradient_is_read_aligned_in_place_from_its_message_whoever_sends_it() -> None:
+    """A gradient of SHARED_BODY_BYTES or more reaches the server as an aligned, read-only view of its
+    message's bytes for every sender and round (the envelope before it has other lengths), and those bytes
+    are exactly the message's, which pickles (a checkpoint) as the same bytes."""
+    import pickle
+
+    import msgpack
+
+    from fedrecsim.network.wire import SHARED_BODY_BYTES, decode_trusted, encode
+
+    layout = Layout(300, 40, 8)  # P = 25,256: ext 32 payloads
+    gradient = np.random.default_rng(4).standard_normal(layout.size).astype(np.float32)
+    assert gradient.nbytes >= SHARED_BODY_BYTES
+    server = Party(Role.SERVER, 0)
+    offsets = set()
+    for party in (Party(Role.USER, index) for index in (3, 130, 300, 70_000)):
+        for round_index in (3, 200, 70_000):
+            data = encode(party, server, 0.5, Gradient(round_index, gradient))
+            frame = msgpack.unpackb(bytes(data))
+            assert frame[6] == round_index and bytes(data).endswith(gradient.tobytes())
+            assert pickle.loads(pickle.dumps(data)) == data
+            view = decode_trusted(data).body.values
+            assert view.flags.aligned and not view.flags.writeable and np.array_equal(view, gradient)
+            assert np.shares_memory(view, np.frombuffer(data, np.uint8))
+            offsets.add((len(data) - gradient.nbytes) % 4)
+    assert len(offsets) > 1  # the gradient starts at other offsets in the messages, and is aligned in each
 
 
 def test_the_ordered_sum_holds_no_gradient_it_has_summed() -> None:

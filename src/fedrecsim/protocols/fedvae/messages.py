@@ -15,8 +15,10 @@ A gradient's float arrays are declared ``aligned=False``: the server reads each 
 of each block) and its sum (elementwise adds), both of which take a misaligned read-only view of the
 message's bytes at full speed or nearly, so the trusted decoder hands them over without the aligned
 copy it makes otherwise (where the elements start in the message depends on the lengths of the sender's
-index and of the round number as msgpack writes them: for most senders not at a multiple of 4). ω stays
-aligned: users multiply it in BLAS.
+index and of the round number as msgpack writes them: for most senders not at a multiple of 4). A dense
+gradient of 64 KiB or more is aligned in its message all the same: `wire.encode` puts a pad before the
+bytes of a message whose one array is that large (`fedrecsim.network.wire`, "Alignment"), so the server's
+adds take numpy's aligned loop. ω stays aligned: users multiply it in BLAS.
 """
 
 from __future__ import annotations
