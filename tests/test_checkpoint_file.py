@@ -172,6 +172,18 @@ def test_a_live_object_is_saved_by_name_and_loaded_as_the_resumed_runs_object() 
         checkpoint._WorldUnpickler(io.BytesIO(buffer.getvalue()), {}).load()
 
 
+def test_a_message_in_flight_given_as_a_read_only_view_is_saved_as_its_bytes_and_a_writable_view_refused() -> None:
+    """`wire.encode` gives a large single-array message as a read-only view past its aligning pad; a
+    checkpoint saves it as exactly those bytes. A writable view is state no message may be, and is refused."""
+    padded = b"\x00" * 3 + bytes(range(200))
+    buffer = io.BytesIO()
+    checkpoint._WorldPickler(buffer, {}).dump({"in_flight": [memoryview(padded)[3:]]})
+    loaded = checkpoint._WorldUnpickler(io.BytesIO(buffer.getvalue()), {}).load()
+    assert type(loaded["in_flight"][0]) is bytes and loaded["in_flight"][0] == bytes(range(200))
+    with pytest.raises(TypeError, match="memoryview"):
+        checkpoint._WorldPickler(io.BytesIO(), {}).dump(memoryview(bytearray(b"mutable")))
+
+
 def test_a_checkpoint_is_fsynced_then_renamed_over_the_last_then_its_folder_fsynced(tmp_path, monkeypatch) -> None:
     checkpoints = Checkpoints.create(tmp_path / "run", 1, None, False)
     folder = work_folder(tmp_path / "run")

@@ -132,8 +132,10 @@ def _frozen_array(data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
 
 
 class _WorldPickler(pickle.Pickler):
-    """Pickles state, writing the run's live objects (`Checkpoints.live`) as their names and every
-    read-only array as its bytes (module docstring: isolation)."""
+    """Pickles state, writing the run's live objects (`Checkpoints.live`) as their names, every
+    read-only array as its bytes (module docstring: isolation) and every read-only memoryview -- a message
+    `fedrecsim.network.wire.encode` gave as a view past its aligning pad, in flight -- as a bytes object of
+    its bytes (a writable one is refused, as pickle refuses it)."""
 
     def __init__(self, file: Any, live: Mapping[str, Any]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -145,6 +147,8 @@ class _WorldPickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is np.ndarray and not obj.flags.writeable and not obj.dtype.hasobject and obj.dtype.itemsize:
             return _frozen_array, (obj.tobytes(), obj.dtype, obj.shape)
+        if type(obj) is memoryview and obj.readonly:
+            return bytes, (obj.tobytes(),)
         return NotImplemented
 
 

@@ -314,12 +314,3 @@ def test_the_in_place_reader_reads_every_msgpack_form_the_encoder_writes_as_msgp
     got, end = wire._read(data, 1)
     assert got == value and type(got) is type(value) and end == len(data) - 1
 
-
-def test_a_read_only_memoryview_pickles_as_its_bytes_and_a_writable_one_still_refuses() -> None:
-    # How a message `encode` gives as a view past its aligning pad is saved in flight (wire, "Alignment").
-    import pickle
-
-    restored = pickle.loads(pickle.dumps(memoryview(b"\x00padded")[1:]))
-    assert type(restored) is bytes and restored == b"padded"
-    with pytest.raises(TypeError, match="writable"):
-        pickle.dumps(memoryview(bytearray(b"mutable")))

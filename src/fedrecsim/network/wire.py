@@ -26,8 +26,8 @@ is encoded after a few padding bytes that put the array's elements at a multiple
 dtype here -- and `encode` gives a read-only memoryview of the message's bytes past the padding: the same
 bytes, as immutable as a bytes object (a view of one), but its receiver reads the array aligned, in place
 (where a bytes object's elements start depends on its allocation, and the array's offset in the message on
-the lengths of the envelope before it: the sender's index, the round). Such a view pickles (a checkpoint's
-message in flight) as a bytes object of its bytes (`_pickled_view`).
+the lengths of the envelope before it: the sender's index, the round). A checkpoint saves such a view (a message
+in flight) as a bytes object of its bytes (`fedrecsim.checkpoint`).
 
 `decode_trusted`, for bytes this process encoded, skips the checks and gives read-only arrays -- views of
 the received bytes where those are aligned, else one aligned copy (or, for a field declared
@@ -47,7 +47,6 @@ array is decoded as a view, not copied.
 
 from __future__ import annotations
 
-import copyreg
 import dataclasses
 import inspect
 import math
@@ -1207,18 +1206,6 @@ def _aligned_message(chunks: tuple[Any, ...], array: np.ndarray) -> bytes | memo
     if not pad:
         return _joined(list(chunks))
     return memoryview(_joined([bytes(pad), *chunks]))[pad:]
-
-
-def _pickled_view(view: memoryview) -> tuple[Any, ...]:
-    """How a read-only memoryview pickles -- as a bytes object of its bytes -- so that a message `encode`
-    gave as one (module docstring, "Alignment") can be saved in flight by a checkpoint. A writable view
-    still refuses, as pickle does without this."""
-    if not view.readonly:
-        raise TypeError("cannot pickle a writable 'memoryview' object")
-    return (bytes, (view.tobytes(),))
-
-
-copyreg.pickle(memoryview, _pickled_view)
 
 
 def _aligning_pad(chunks: list[Any]) -> int | None:
