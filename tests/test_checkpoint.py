@@ -236,6 +236,12 @@ def test_a_run_killed_with_sigkill_resumes_to_the_uninterrupted_result(tmp_path)
     (["long.toml", "--checkpoint-every", "2"], "--checkpoint-every: needs --out DIR"),
     (["long.toml", "--out", "run", "--checkpoint-every", "2", "--transport", "tcp"], "--checkpoint-every: not available with --transport tcp"),
     (["--resume", "run"], "checkpoint.pkl: no checkpoint here"),
+    (["long.toml", "--out", "run", "--checkpoint-every", "400"],
+     "--checkpoint-every: 400 would save no checkpoint: one is saved at the end of a round before the last, "
+     "and the longest run here has 400 rounds (use 1 to 399)"),
+    (["long.toml", "--out", "run", "--checkpoint-every", "1", "--set", "run.rounds=1"],
+     "--checkpoint-every: 1 would save no checkpoint: one is saved at the end of a round before the last, "
+     "and the longest run here has 1 round (no interval saves one)"),
 ])
 def test_the_command_refuses_what_cannot_be_checkpointed_or_resumed_in_one_line(tmp_path, args, problem) -> None:
     (tmp_path / "long.toml").write_text(_LONG)
@@ -338,6 +344,9 @@ def test_a_sweep_refuses_checkpoints_it_cannot_keep(tmp_path, unresumable) -> No
         run_sweep(load_study(scenario), tmp_path / "sweep", dask="tcp://127.0.0.1:1", checkpoint_every=5)
     with pytest.raises(ConfigError, match=r"run.protocol: fedrecsim_checkpoint_test:UNRESUMABLE: this protocol cannot resume"):
         run_sweep(load_study(scenario, grid=['run.protocol="fcf","fedrecsim_checkpoint_test:UNRESUMABLE"']), tmp_path / "sweep", checkpoint_every=5)
+    with pytest.raises(ConfigError, match=r"--checkpoint-every: 300 would save no checkpoint: .* the longest run here has 300 rounds \(use 1 to 299\)"):
+        run_sweep(load_study(scenario, grid=["run.rounds=200,300"]), tmp_path / "sweep", checkpoint_every=300)
+    assert not (tmp_path / "sweep").exists()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["swept.toml"]
 
 

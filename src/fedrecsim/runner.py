@@ -288,6 +288,21 @@ def _check_checkpointing(scenario: Scenario, out: object, every: int) -> None:
     if every and out is None:
         raise ConfigError("--checkpoint-every", "needs --out DIR (out=...): the checkpoints are kept beside the result folder")
     check_checkpoint_interval(every, [scenario.run.protocol])
+    check_checkpoint_due(every, scenario.run.rounds)
+
+
+def check_checkpoint_due(every: int, most_rounds: int) -> None:
+    """Refuse (`ConfigError`) a checkpoint interval > 0 under which no checkpoint would ever be saved: one
+    is saved at the end of a round before the last (`Checkpoints.due`), so ``every`` must be below the
+    largest number of rounds the runs have (``most_rounds``)."""
+    if every and every >= most_rounds:
+        rounds = "1 round" if most_rounds == 1 else f"{most_rounds} rounds"
+        usable = "no interval saves one" if most_rounds == 1 else f"use 1 to {most_rounds - 1}"
+        raise ConfigError(
+            "--checkpoint-every",
+            f"{every} would save no checkpoint: one is saved at the end of a round before the last, and the "
+            f"longest run here has {rounds} ({usable})",
+        )
 
 
 def check_checkpoint_interval(every: int, protocols: Iterable[str]) -> None:
@@ -853,6 +868,6 @@ def _traffic_column_order(name: str) -> tuple[str, int]:
 
 
 __all__ = [
-    "RELAXED_THRESHOLDS", "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "run_on_data", "sole_errors",
+    "RELAXED_THRESHOLDS", "RunResult", "SLOW_CLOCK_WARN_S", "SlowClockWarning", "check_checkpoint_due", "check_checkpoint_interval", "slow_clock_warning", "coerce_scenario", "finish_run", "relaxed_garbage_collection", "resume", "run", "run_async", "run_on_data", "sole_errors",
     "write_result_folder",
 ]

@@ -99,7 +99,7 @@ from .config import toml_literal
 from .errors import ConfigError, OutputError
 from .output import RESULT_FORMAT, RESULT_FILES, prepare_output, replaceable_problem
 from .protocols import protocol_spec
-from .runner import check_checkpoint_interval, resume, run
+from .runner import check_checkpoint_due, check_checkpoint_interval, resume, run
 from .scenario import apply_overrides, parse_override, parse_scenario, read_tables
 
 SWEEP_FORMAT = "fedrecsim-sweep/1"
@@ -935,6 +935,7 @@ def _check_checkpoints(planned: list[PlannedRun], dask: str | None, every: int) 
     if every and dask is not None:
         raise ConfigError("--checkpoint-every", "needs the local engine: Dask workers do not share the sweep folder")
     check_checkpoint_interval(every, (entry.scenario["run"]["protocol"] for entry in planned))
+    check_checkpoint_due(every, max((entry.scenario["run"]["rounds"] for entry in planned), default=0))
 
 
 def _run_missing(
