@@ -361,15 +361,20 @@ class Ledger:
         if type(data) is Broadcast:
             held += (at, length, data.head, data.shared.digest())
         elif len(data) <= _JOINED_MESSAGE_BYTES:
-            held += (at, length, data)
+            # Appended one by one: a list's append is cheaper than building a tuple to extend it with.
+            held.append(at)
+            held.append(length)
+            held.append(data)
         else:
             held += (at, length)
             self._hash_held()
             self._hash.update(data)
-        self._structure_held += (
-            at, _PARTY_ROWS.get(src) or _party_row(src), _PARTY_ROWS.get(dst) or _party_row(dst), length,
-            _KIND_ROWS.get(kind) or _kind_row(kind),
-        )
+        structure = self._structure_held
+        structure.append(at)
+        structure.append(_PARTY_ROWS.get(src) or _party_row(src))
+        structure.append(_PARTY_ROWS.get(dst) or _party_row(dst))
+        structure.append(length)
+        structure.append(_KIND_ROWS.get(kind) or _kind_row(kind))
         if len(held) > _HELD_PARTS:
             self._hash_held()
         if self.transcript is not None:
