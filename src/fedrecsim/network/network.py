@@ -730,7 +730,10 @@ class Network:
             return None
 
     def _next_due(self) -> float:
-        return min(self._arrivals[0] if self._arrivals else math.inf, self._timers.next_deadline)
+        """The earliest arrival or deadline (inf: none)."""
+        due = self._timers.next_deadline
+        arrivals = self._arrivals
+        return arrivals[0] if arrivals and arrivals[0] < due else due
 
     def _serve_due(self) -> None:
         """Deliver what is due now: in loop time, everything due by the loop's clock; in event time, the
@@ -741,7 +744,7 @@ class Network:
             self._deliver_due(self._loop_time() - self.origin)
             return
         due = self._next_due()
-        if self.origin + due > trio.current_time():
+        if self.origin + due > self._loop_time():
             return
         self._served = served = max(due, self._served)
         self._deliver_due(served)
