@@ -242,6 +242,25 @@ async def test_same_instant_deliveries_are_ordered_by_sender_then_receiver_then_
     assert [envelope.body.seq for envelope in network.mailbox(u1).take_all(Payload.KIND)] == [2, 3]
 
 
+async def test_same_instant_deliveries_from_parties_of_several_roles_are_ordered_as_the_parties_sort(autojump_clock) -> None:
+    """Parties sort by role name, then index: an order that neither the roles' wire codes nor the indices
+    alone give (user:0 has the smallest index and the role with code 0, and sorts last)."""
+    network = _network(latency_s=0.0, resolution_s=0.01, transcript=True)
+    senders = [Party(Role.USER, 0), Party(Role.SERVER, 2), Party(Role.PROXY, 5), Party(Role.SILO, 1)]
+    receivers = [Party(Role.USER, 9), Party(Role.PROXY, 7)]
+    for party in (*senders, *receivers):
+        network.attach(party)
+    async with network.open():
+        for dst in receivers:
+            for src in senders:
+                network.send(src, dst, Payload(0, np.zeros(1)))
+        await trio.sleep(1.0)
+    rows = network.ledger.transcript
+    assert len({row.time for row in rows}) == 1
+    assert [(row.src, row.dst) for row in rows] == sorted((src, dst) for src in senders for dst in receivers)
+    assert [str(row.src) for row in rows[::2]] == ["proxy:5", "server:2", "silo:1", "user:0"]
+
+
 async def test_a_delivered_envelope_names_its_addressee_as_dst(autojump_clock) -> None:
     network = _network(latency_s=0.01)
     network.attach(ALICE)

@@ -126,7 +126,9 @@ class Actor:
     def send(self, dst: Party, message: Any, *, padding: int = 0) -> int:
         """Put ``message`` on the wire to ``dst``; returns the encoded size in bytes (with ``padding``, the
         bytes it stands for beyond its encoding: `Network.send`)."""
-        return self.network.send(self.party, dst, message, padding=padding)
+        if padding:
+            return self.network.send(self.party, dst, message, padding=padding)
+        return self.network.send(self.party, dst, message)
 
     def send_many(self, dsts: Iterable[Party], message: Any) -> int:
         """Send the same ``message`` to each of ``dsts`` (encoded once); returns the total bytes."""
@@ -148,7 +150,7 @@ class Actor:
         Raises:
             PartyTimeout: nothing matching arrived by ``deadline``.
         """
-        mailbox = self.mailbox
+        mailbox = self._mailbox or self.mailbox
         tag = kind.KIND  # type: ignore[attr-defined]
         queue = mailbox.queue(tag)
         while True:

@@ -95,7 +95,7 @@ _SENT_BYTES, _RECV_BYTES, _SENT_MSGS, _RECV_MSGS, _DROPPED_MSGS = range(5)
 # A delivery's content row starts with ``struct.pack("<dQ", time, length)``; its row in the structure
 # fingerprint is ``struct.pack("<dBQBQQH", time, src role code, src index, dst role code, dst index, length,
 # the kind's length)`` then the kind. `record_delivered` holds both as parts: the packed time and length,
-# the link's `_link_row` (both parties), the kind's `_kind_row`.
+# each end's `_party_row` (the link's part: ``<BQBQ`` is ``<BQ`` twice), the kind's `_kind_row`.
 _TIME = struct.Struct("<d")
 _LENGTH = struct.Struct("<Q")
 #: `record_delivered` holds a message of at most this many bytes as a part of the joined rows; a larger
@@ -379,14 +379,20 @@ class Ledger:
         if type(data) is Broadcast:
             held += (at, length, data.head, data.shared.digest())
         elif len(data) <= _JOINED_MESSAGE_BYTES:
-            held += (at, length, data)
+            # Appended one by one: a list's append is cheaper than building a tuple to extend it with.
+            held.append(at)
+            held.append(length)
+            held.append(data)
         else:
             held += (at, length)
             self._hash_held()
             self._hash.update(data)
-        self._structure_held += (
-            at, _LINK_ROWS.get((src, dst)) or _link_row(src, dst), length, _KIND_ROWS.get(kind) or _kind_row(kind),
-        )
+        structure = self._structure_held
+        structure.append(at)
+        structure.append(_PARTY_ROWS.get(src) or _party_row(src))
+        structure.append(_PARTY_ROWS.get(dst) or _party_row(dst))
+        structure.append(length)
+        structure.append(_KIND_ROWS.get(kind) or _kind_row(kind))
         if len(held) > _HELD_PARTS:
             self._hash_held()
         if self.transcript is not None:
@@ -722,13 +728,13 @@ class Ledger:
                 writer.writerow((f"{row.time:.9f}", str(row.src), str(row.dst), row.kind, row.nbytes, row.status, row.round))
 
 
-def _link_row(src: Party, dst: Party) -> bytes:
-    """A link's part of a structure row: each end's role code and index, packed once per link."""
-    row = _LINK_ROWS.get((src, dst))
+def _party_row(party: Party) -> bytes:
+    """One end's part of a structure row: its role code and index, packed once per party."""
+    row = _PARTY_ROWS.get(party)
     if row is None:
-        row = _LINK_ROW.pack(src.role.code, src.index, dst.role.code, dst.index)
-        if len(_LINK_ROWS) < _ROW_CACHE_LIMIT:
-            _LINK_ROWS[(src, dst)] = row
+        row = _PARTY_ROW.pack(party.role.code, party.index)
+        if len(_PARTY_ROWS) < _ROW_CACHE_LIMIT:
+            _PARTY_ROWS[party] = row
     return row
 
 
@@ -741,11 +747,11 @@ def _kind_row(kind: str) -> bytes:
     return row
 
 
-_LINK_ROW = struct.Struct("<BQBQ")
+_PARTY_ROW = struct.Struct("<BQ")
 _KIND_LENGTH = struct.Struct("<H")
-_LINK_ROWS: dict[tuple[Party, Party], bytes] = {}
+_PARTY_ROWS: dict[Party, bytes] = {}
 _KIND_ROWS: dict[str, bytes] = {}
-#: The links whose rows are kept packed (W1's scale, 100,000 users each way, and some).
+#: The parties whose rows are kept packed (W1's scale, 100,000 users, and many more).
 _ROW_CACHE_LIMIT = 1 << 20
 
 

@@ -506,6 +506,8 @@ class _Link:
 
 
 _NO_OVERRIDES: Mapping[tuple[Role, Role], LinkSpec] = types.MappingProxyType({})
+#: The links of a sender that has none yet.
+_NO_LINKS: Mapping[Party, _Link] = types.MappingProxyType({})
 _NO_SLOW: Mapping[Party, float] = types.MappingProxyType({})
 
 
@@ -559,7 +561,8 @@ class Links:
         self._seed = int(seed)
         self._default = default
         self._by_roles = dict(by_roles)
-        self._links: dict[tuple[Party, Party], _Link] = {}
+        # Per sender, its links by receiver: two look-ups of a party cost less than one of a pair of them.
+        self._links: dict[Party, dict[Party, _Link]] = {}
         self._behaviours: dict[tuple[Role, Role, float], _Behaviour] = {}
         self.copy_at: float | None = None
 
@@ -592,7 +595,7 @@ class Links:
         Returns:
             The arrival time in seconds, or ``None`` if the message is lost.
         """
-        link = self._links.get((src, dst)) or self._open(src, dst)
+        link = (self._links.get(src) or _NO_LINKS).get(dst) or self._open(src, dst)
         message = link.count
         link.count = message + 1
         behaviour = link.behaviour
@@ -655,15 +658,15 @@ class Links:
 
     def is_down(self, src: Party, dst: Party, now: float) -> bool:
         """Whether a partition takes the link ``src -> dst`` down at virtual time ``now``."""
-        link = self._links.get((src, dst))
-        if link is None:
-            link = self._open(src, dst)
+        link = (self._links.get(src) or _NO_LINKS).get(dst) or self._open(src, dst)
         return _is_down(link.down, now)
 
     def checkpoint_state(self) -> dict[tuple[Party, Party], tuple[float, int]]:
         """What the links have changed since they were built: per opened link, when it is free again and
         how many messages it carried (its draws are counter-based, so that is all of its state)."""
-        return {pair: (link.busy_until, link.count) for pair, link in self._links.items()}
+        return {
+            (src, dst): (link.busy_until, link.count) for src, links in self._links.items() for dst, link in links.items()
+        }
 
     def restore_state(self, state: dict[tuple[Party, Party], tuple[float, int]]) -> None:
         """Carry on from `checkpoint_state`'s ``state`` (on links built from the same specs and seed)."""
@@ -684,7 +687,8 @@ class Links:
             for partition in self._partitions
             if any(ends.covers(src, dst) for ends in partition.links)
         ) if self._partitions else ()
-        link = self._links[(src, dst)] = _Link(behaviour, link_key(self._seed, src, dst), down)
+        link = _Link(behaviour, link_key(self._seed, src, dst), down)
+        self._links.setdefault(src, {})[dst] = link
         return link
 
 

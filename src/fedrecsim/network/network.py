@@ -2,18 +2,20 @@
 
 ``send`` is synchronous: it encodes the message once (`wire.encode`), records the bytes in the ledger,
 asks the link policy for the arrival time (latency + size / bandwidth, or loss) and files
-``(src, dst, seq, ...)`` under its arrival time: one bucket per distinct arrival time, the times on a
-heap. A single task -- owned by ``async with network.open():`` -- sleeps until the earliest arrival and
-delivers every due message in one pass, decoding each exactly once into the destination's mailbox (under
-`VirtualClock` the task stays parked and the clock's jump has the instant served in its own call,
-`Network.wake`: one pass of trio's loop per instant, not two).
+``(src role, src index, dst role, dst index, seq, ...)`` under its arrival time: one bucket per distinct
+arrival time, the times on a heap. A single task -- owned by ``async with network.open():`` -- sleeps until
+the earliest arrival and delivers every due message in one pass, decoding each exactly once into the
+destination's mailbox (under `VirtualClock` the task stays parked and the clock's jump has the instant
+served in its own call, `Network.wake`: one pass of trio's loop per instant, not two).
 Arrival times are rounded *up* to the network's resolution so that messages due together are delivered
 together (one bucket, one heap entry), and never in the instant they were sent (a zero delay arrives one
 tick later). Ties break by sender, then receiver, then the message's sequence number -- a counter of
 sends: concurrent senders may be scheduled in any order, but the messages of one link are sent one after
 another by one party, so among messages with the same sender and receiver the counter gives the order in
 which they were sent on that link, whatever trio's (deliberately non-deterministic) scheduling did -- so
-delivery order, and with it the transcript hash, is a function of the seed alone.
+delivery order, and with it the transcript hash, is a function of the seed alone. A bucket holds each
+party's role and index apart, in the order a party compares them: its sort then compares those fields
+one by one instead of two parties, each a tuple of them.
 
 Why both rules make a run independent of that scheduling: under the autojumping mock clock every task
 runnable at an instant runs before time moves, so a message sent at t -- arriving strictly after t --
@@ -393,9 +395,9 @@ class Network:
         self._attached: dict[Party, Mailbox] = {}
         # Arrival times on a heap, each once; the messages due then in a bucket (unsorted until delivery).
         self._arrivals: list[float] = []
-        # Each delivery: (src, dst, seq, kind, data, padding, the round it was sent in: `Ledger`'s rounds,
-        # the `_SharedDecoding` of its broadcast or None).
-        self._buckets: dict[float, list[tuple[Party, Party, int, str, bytes | Broadcast, int, int, _SharedDecoding | None]]] = {}
+        # Each delivery: (src's role and index, dst's role and index, seq, src, dst, kind, data, padding, the
+        # round it was sent in: `Ledger`'s rounds, the `_SharedDecoding` of its broadcast or None).
+        self._buckets: dict[float, list[tuple[Any, ...]]] = {}
         # While `send_many` transmits the copies of a broadcast: the decoding they share (`_transmit` files it).
         self._sharing: _SharedDecoding | None = None
         self._seq = 0
@@ -610,7 +612,7 @@ class Network:
                 bucket = buckets[arrival] = []
                 _heappush(self._arrivals, arrival)
                 self._wake_by(arrival)
-            bucket.append((src, dst, seq, kind, data, padding, sent_round, sharing))
+            bucket.append((src[0], src[1], dst[0], dst[1], seq, src, dst, kind, data, padding, sent_round, sharing))
             arrival = links.copy_at
             if arrival is None:
                 return nbytes
@@ -656,13 +658,13 @@ class Network:
         while arrivals and arrivals[0] <= now:
             arrival = heapq.heappop(arrivals)
             bucket = buckets.pop(arrival)
-            # Delivered in (src, dst, seq) order -- seq is unique, so kind and bytes are never compared --
+            # Delivered in (src, dst, seq) order -- seq is unique, so nothing after it is compared --
             # popped from the end of the reversed bucket: the bucket lets go of each message's bytes once
             # it is delivered (what the receiver keeps is its decoded message), so an instant that carries
             # many large messages never holds all their bytes and all their decoded copies at once.
             bucket.sort(reverse=True)
             while bucket:
-                src, dst, seq, kind, data, padding, sent_round, sharing = bucket.pop()
+                _, _, _, _, seq, src, dst, kind, data, padding, sent_round, sharing = bucket.pop()
                 mailbox = attached.get(dst)
                 if mailbox is None:
                     if forged:
@@ -728,7 +730,10 @@ class Network:
             return None
 
     def _next_due(self) -> float:
-        return min(self._arrivals[0] if self._arrivals else math.inf, self._timers.next_deadline)
+        """The earliest arrival or deadline (inf: none)."""
+        due = self._timers.next_deadline
+        arrivals = self._arrivals
+        return arrivals[0] if arrivals and arrivals[0] < due else due
 
     def _serve_due(self) -> None:
         """Deliver what is due now: in loop time, everything due by the loop's clock; in event time, the
@@ -739,7 +744,7 @@ class Network:
             self._deliver_due(self._loop_time() - self.origin)
             return
         due = self._next_due()
-        if self.origin + due > trio.current_time():
+        if self.origin + due > self._loop_time():
             return
         self._served = served = max(due, self._served)
         self._deliver_due(served)
@@ -835,7 +840,11 @@ class Network:
             "seq": self._seq,
             "in_flight": self.in_flight,  # what the buckets hold: for whoever reads a checkpoint
             "arrivals": list(self._arrivals),
-            "buckets": {arrival: list(bucket) for arrival, bucket in self._buckets.items()},
+            # Each delivery as (src, dst, seq, kind, data, padding, sent round, shared decoding).
+            "buckets": {
+                arrival: [delivery[5:7] + delivery[4:5] + delivery[7:] for delivery in bucket]
+                for arrival, bucket in self._buckets.items()
+            },
             "mailboxes": {
                 party: ({kind: list(queue) for kind, queue in mailbox._by_kind.items() if queue}, mailbox.view)
                 for party, mailbox in self._mailboxes.items()
@@ -851,7 +860,10 @@ class Network:
         self._forged = set(state["forged"])
         self._seq = state["seq"]
         self._arrivals = list(state["arrivals"])  # saved as the heap it was
-        self._buckets = dict(state["buckets"])
+        self._buckets = {
+            arrival: [(src[0], src[1], dst[0], dst[1], seq, src, dst, *rest) for src, dst, seq, *rest in bucket]
+            for arrival, bucket in state["buckets"].items()
+        }
         for party, (by_kind, view) in state["mailboxes"].items():
             mailbox = self._mailboxes.get(party)
             if mailbox is None:
@@ -885,7 +897,7 @@ class Network:
             self._sleep = None
             now = self.now
             for arrival in sorted(self._buckets):
-                for src, dst, _, kind, data, padding, sent_round, _ in sorted(self._buckets[arrival]):
+                for *_, src, dst, kind, data, padding, sent_round, _ in sorted(self._buckets[arrival]):
                     self.ledger.record_dropped(now, src, dst, kind, len(data) + padding, DropReason.UNFINISHED, sent_round)
             self._buckets.clear()
             self._arrivals.clear()
