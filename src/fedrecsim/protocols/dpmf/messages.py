@@ -220,15 +220,20 @@ class ItemVectors:
     S3 adds the user's pieces of tau^_j (``eta_pieces``) and, with the normalized step, ``known_raters``:
     k_j >= k'_j, the raters of the item the recommender knows of; the user weights its gradient and rho~
     by k_j / k'_j (see `fedrecsim.protocols.dpmf.protocol`).
+
+    Every array is declared ``aligned=False`` (`fedrecsim.network.wire.ArraySpec`): its receiver only
+    streams through it -- word views, ``astype`` and elementwise ufuncs (`PrivateUser._contribute`), never
+    a matrix product -- so the network hands it a read-only view of the message's bytes, never a copy,
+    wherever the envelope's head happens to leave it (3-4 of the 5 sit misaligned in W3's messages).
     """
 
     round: int
-    vectors: Array("uint32", ndim=2)
-    raters: Array("int32", ndim=1)
-    masks: Array("uint32", ndim=2) | None = None
+    vectors: Array("uint32", ndim=2, aligned=False)
+    raters: Array("int32", ndim=1, aligned=False)
+    masks: Array("uint32", ndim=2, aligned=False) | None = None
     mask_seed: bytes | None = None
-    eta_pieces: Array("uint32", ndim=2) | None = None
-    known_raters: Array("int32", ndim=1) | None = None
+    eta_pieces: Array("uint32", ndim=2, aligned=False) | None = None
+    known_raters: Array("int32", ndim=1, aligned=False) | None = None
 
     def validate(self) -> None:
         # The checks of `_check_iteration` and `_check_rows` inline, in the same order and words: this runs
@@ -280,9 +285,11 @@ class Contribution:
     def validate(self) -> None:
         if self.round < 1:
             raise ValueError("iterations count from 1")
-        items = self.items
+        items, phi = self.items, self.phi
         _check_items(items)
-        _check_rows("phi", self.phi, len(items))
+        # `_check_rows` inline, in its words: this runs once for every message a served user sends.
+        if len(phi) != len(items):
+            raise ValueError(f"phi has {len(phi)} rows for {len(items)} items")
 
 
 @message("dpmf.aggregate")
