@@ -17,7 +17,7 @@ import pytest
 
 from fedrecsim.errors import WireError
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.network.wire import encode
+from fedrecsim.network.wire import decode_trusted, encode
 from fedrecsim.protocols.dpmf.messages import (
     Aggregate,
     Contribution,
@@ -244,3 +244,19 @@ def test_a_well_formed_message_at_the_boundaries_passes(case: str) -> None:
     body.validate()
     assert encode(SERVER, USER, 0.0, body)
 
+
+
+@pytest.mark.parametrize("user", [1, 200, 1000], ids=["1-byte index", "2-byte index", "3-byte index"])
+def test_item_vectors_reach_their_user_as_views_of_the_message_aligned_or_not(user: int) -> None:
+    """The user only streams through an item_vectors' arrays (declared ``aligned=False``): each is a read-only
+    view of the delivered bytes, never a copy, wherever the envelope's head (its destination's index takes 1 to 3
+    bytes) leaves its elements -- and holds the values sent."""
+    rows = np.arange(3 * 100, dtype=np.uint32).reshape(3, 100)
+    sent = ItemVectors(2, rows, i32(1, 2, 3), rows + 1, None, rows + 2, i32(4, 5, 6))
+    data = encode(SERVER, Party(Role.USER, user), 1.5, sent)
+    body = decode_trusted(data).body
+    arrays = [body.vectors, body.raters, body.masks, body.eta_pieces, body.known_raters]
+    assert not all(array.flags.aligned for array in arrays)
+    for name, array in zip(("vectors", "raters", "masks", "eta_pieces", "known_raters"), arrays):
+        assert array.base is data and not array.flags.writeable, name
+        np.testing.assert_array_equal(array, getattr(sent, name))
