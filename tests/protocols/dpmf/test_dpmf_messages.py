@@ -245,7 +245,6 @@ def test_a_well_formed_message_at_the_boundaries_passes(case: str) -> None:
     assert encode(SERVER, USER, 0.0, body)
 
 
-
 @pytest.mark.parametrize("user", [1, 200, 1000], ids=["1-byte index", "2-byte index", "3-byte index"])
 def test_item_vectors_reach_their_user_as_views_of_the_message_aligned_or_not(user: int) -> None:
     """The user only streams through an item_vectors' arrays (declared ``aligned=False``): each is a read-only
