@@ -280,17 +280,20 @@ class ItemVectors:
         return self.words[0]
 
     @property
+    def _masks_explicit(self) -> bool:
+        """Whether psi_j is plane 1: no seed stands for it and v_j is not alone (the class docstring's table)."""
+        return self.mask_seed is None and len(self.words) > 1
+
+    @property
     def masks(self) -> np.ndarray | None:
         """psi_j in ring words, when they travel explicitly."""
-        words = self.words
-        return words[1] if self.mask_seed is None and len(words) > 1 else None
+        return self.words[1] if self._masks_explicit else None
 
     @property
     def eta_pieces(self) -> np.ndarray | None:
         """The user's pieces of tau^_j (S3) in ring words."""
         words = self.words
-        explicit = self.mask_seed is None and len(words) > 1
-        return words[-1] if len(words) == 2 + explicit else None
+        return words[-1] if len(words) == 2 + self._masks_explicit else None
 
     @property
     def raters(self) -> np.ndarray:
