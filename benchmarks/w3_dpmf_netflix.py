@@ -117,7 +117,9 @@ def carry_seconds_per_message(served: int, rounds: int, items: int = 3) -> float
     """
     scenario = fedrecsim.load_scenario(SCENARIO)
     words = np.zeros((items, 2 * scenario.protocol.d), dtype=np.uint32)
-    counts = np.ones(items, dtype=np.int32)
+    # W3's item vectors: v_j, the masks and the pieces of tau^ as three planes; k'_j and k_j as two.
+    planes = np.zeros((3, *words.shape), dtype=np.uint32)
+    counts = np.ones((2, items), dtype=np.int32)
     request = ItemRequest(np.arange(items, dtype=np.int32))
     users = [Party(Role.USER, index) for index in range(served)]
 
@@ -149,7 +151,7 @@ def carry_seconds_per_message(served: int, rounds: int, items: int = 3) -> float
             start = time.perf_counter()
             for round_index in range(1, rounds + 1):
                 for party in users:
-                    network.send(SERVER, party, ItemVectors(round_index, words, counts, words, None, words, counts))
+                    network.send(SERVER, party, ItemVectors(round_index, planes, counts))
                 answered = 0
                 while answered < served:
                     if server.take(ItemRequest.KIND) is None:

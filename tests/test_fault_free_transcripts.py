@@ -64,13 +64,13 @@ PINNED: dict[str, tuple[dict[str, Any] | Path, Pin]] = {
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL},
         "protocol": {"scenario": "S2", "d": 4, "epsilon": 1.0},
-    }, Pin("76f2715a7b5a54e1ca67da4e8731d2fc", {"participants": 30, "items_updated": 40, "err_mean": 2.957911874751771, "test_rmse": 2.949038225665926})),
+    }, Pin("c92c0d4c1b4649e9b9f21e27e6c83035", {"participants": 30, "items_updated": 40, "err_mean": 2.957911874751771, "test_rmse": 2.949038225665926})),
     "dpmf S3, churn, dropout, loss": ({
         "run": {"protocol": "dpmf", "seed": 5, "rounds": 3, "round_timeout_s": 5.0},
         "data": {"users": 30, "items": 40, "ratings": 600}, "network": {"latency": _LOGNORMAL, "loss": 0.02},
         "availability": {"model": "bernoulli", "p_join": 0.3, "p_leave": 0.3, "initial_online": 0.6, "dropout": 0.1},
         "protocol": {"scenario": "S3", "d": 4, "epsilon": 1.0, "max_users": 10, "k_presharing": 4},
-    }, Pin("ada01f979bb7219c46c70e7be958657a", {"participants": 9, "missing": 1, "rho_scale_min": 11.313708498984761, "err_mean": 3.001486765226909, "test_rmse": 2.9277044113125927})),
+    }, Pin("0dcd264f1d3b6170e48423aaf2f494a2", {"participants": 9, "missing": 1, "rho_scale_min": 11.313708498984761, "err_mean": 3.001486765226909, "test_rmse": 2.9277044113125927})),
     "ldp_implicit, no pool released": ({
         "run": {"protocol": "ldp_implicit", "seed": 5, "rounds": 2},
         "data": {"feedback": "implicit", "users": 40, "items": 150, "ratings": 400, "split": "leave_one_out"},

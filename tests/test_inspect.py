@@ -316,21 +316,21 @@ online: 40 at the start, 40.0 per round on average; 0.00 joins and 0.00 leaves p
 
 traffic per round (from the protocol's traffic plan: sizes from the wire codec, exact):
   role               sent msgs      sent bytes       recv msgs      recv bytes
-  server                  41.0        62.8 KiB            41.0         7.4 KiB
+  server                  41.0        62.5 KiB            41.0         7.4 KiB
   third_party              1.0         2.2 KiB            41.0        34.0 KiB
-  user                    80.0        38.9 KiB            40.0        62.6 KiB
-  all                    122.0       104.0 KiB                                
+  user                    80.0        38.9 KiB            40.0        62.3 KiB
+  all                    122.0       103.7 KiB                                
   per kind (per round):
-    dpmf.item_vectors                 server -> user             40.00 msgs     62.6 KiB (1.6 KiB each, exact)
+    dpmf.item_vectors                 server -> user             40.00 msgs     62.3 KiB (1.6 KiB each, exact)
     dpmf.contribution                   user -> third_party      40.00 msgs     33.8 KiB (866 B each, exact)
     dpmf.item_request                   user -> server           40.00 msgs      5.1 KiB (131 B each, exact)
     dpmf.aggregate               third_party -> server            1.00 msgs      2.2 KiB (2.2 KiB each, exact)
     dpmf.roster                       server -> third_party       1.00 msgs        160 B (160 B each, exact)
 set-up (round 0): 120.0 msgs, 39.8 KiB
 whole run (3 rounds):
-  server                 163.0       222.1 KiB           203.0        28.1 KiB
+  server                 163.0       221.1 KiB           203.0        28.1 KiB
   third_party              3.0         6.7 KiB           123.0       102.0 KiB
-  user                   320.0       122.9 KiB           160.0       221.6 KiB
+  user                   320.0       122.9 KiB           160.0       220.7 KiB
   assumes: every served user asks to be served again right after it contributed
 
 time: not estimated (calibration skipped)"""

@@ -41,7 +41,7 @@ def _same(got: Any, want: Any) -> None:
 @pytest.mark.parametrize(
     ("src", "dst", "body"),
     [
-        (SERVER, USER, ItemVectors(2, WORDS, np.ones(3, np.int32), WORDS, None, WORDS, np.full(3, 2, np.int32))),
+        (SERVER, USER, ItemVectors.of(2, WORDS, np.ones(3, np.int32), WORDS, None, WORDS, np.full(3, 2, np.int32))),
         (USER, Party(Role.THIRD_PARTY, 0), Contribution(7, ITEMS, WORDS)),
         (USER, SERVER, ItemRequest(ITEMS)),
         (Party(Role.USER, 70000), SERVER, Gradient(300, np.linspace(0, 1, 70000, dtype=np.float32))),

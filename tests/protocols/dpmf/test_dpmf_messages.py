@@ -17,7 +17,7 @@ import pytest
 
 from fedrecsim.errors import WireError
 from fedrecsim.network.party import SERVER, Party, Role
-from fedrecsim.network.wire import encode
+from fedrecsim.network.wire import decode, decode_trusted, encode
 from fedrecsim.protocols.dpmf.messages import (
     Aggregate,
     Contribution,
@@ -42,6 +42,10 @@ def i32(*values: int) -> np.ndarray:
 
 def words(rows: int, width: int = 4) -> np.ndarray:
     return np.zeros((rows, width), dtype=np.uint32)
+
+
+def planes(count: int, rows: int, width: int = 4) -> np.ndarray:
+    return np.zeros((count, rows, width), dtype=np.uint32)
 
 
 def floats(rows: int, d: int = 2, value: float = 1.0) -> np.ndarray:
@@ -160,40 +164,44 @@ REFUSED: dict[str, tuple[Callable[[], object], str]] = {
     "roster: a repeated party": (
         lambda: Roster(1, (USER, USER), 1.0), "dpmf.roster: parties must be sorted and unique"),
     "item_vectors: iteration 0": (
-        lambda: ItemVectors(0, words(1), i32(1)), "dpmf.item_vectors: iterations count from 1"),
+        lambda: ItemVectors.of(0, words(1), i32(1)), "dpmf.item_vectors: iterations count from 1"),
     "contribution: iteration 0": (
         lambda: Contribution(0, i32(0), words(1)), "dpmf.contribution: iterations count from 1"),
     "aggregate: iteration 0": (
         lambda: Aggregate(0, i32(0), words(1), ()), "dpmf.aggregate: iterations count from 1"),
     "naive_contribution: a negative iteration": (
         lambda: NaiveContribution(-1, words(1)), "dpmf.naive_contribution: iterations count from 1"),
-    "item_vectors: raters rows": (
-        lambda: ItemVectors(1, words(2), i32(1)), "dpmf.item_vectors: raters has 1 rows for 2 items"),
+    "item_vectors: counts for other rows": (
+        lambda: ItemVectors.of(1, words(2), i32(1)), "dpmf.item_vectors: counts has 1 columns for 2 items"),
     "item_vectors: no rater": (
-        lambda: ItemVectors(1, words(2), i32(2, 0)), "dpmf.item_vectors: every served item has at least one rater"),
+        lambda: ItemVectors.of(1, words(2), i32(2, 0)), "dpmf.item_vectors: every served item has at least one rater"),
     "item_vectors: no rater, 33 rows": (
-        lambda: ItemVectors(1, words(33), np.r_[np.ones(32), 0].astype(np.int32)), "dpmf.item_vectors: every served item has at least one rater"),
-    "item_vectors: known raters rows": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), known_raters=i32(1)), "dpmf.item_vectors: known_raters has 1 rows for 2 items"),
+        lambda: ItemVectors.of(1, words(33), np.r_[np.ones(32), 0].astype(np.int32)), "dpmf.item_vectors: every served item has at least one rater"),
+    "item_vectors: 3 rows of counts": (
+        lambda: ItemVectors(1, planes(1, 2), np.ones((3, 2), np.int32)),
+        "dpmf.item_vectors: item vectors carry 1 or 2 rows of counts (k'_j, then k_j), not 3"),
+    "item_vectors: no counts": (
+        lambda: ItemVectors(1, planes(1, 2), np.ones((0, 2), np.int32)),
+        "dpmf.item_vectors: item vectors carry 1 or 2 rows of counts (k'_j, then k_j), not 0"),
     "item_vectors: fewer known than served": (
-        lambda: ItemVectors(1, words(2), i32(2, 3), known_raters=i32(3, 2)),
+        lambda: ItemVectors.of(1, words(2), i32(2, 3), known_raters=i32(3, 2)),
         "dpmf.item_vectors: an item's known raters k_j cannot be fewer than its served raters k'_j"),
     "item_vectors: fewer known than served, 33 rows": (
-        lambda: ItemVectors(1, words(33), np.full(33, 2, np.int32), known_raters=np.r_[np.full(32, 2), 1].astype(np.int32)),
+        lambda: ItemVectors.of(1, words(33), np.full(33, 2, np.int32), known_raters=np.r_[np.full(32, 2), 1].astype(np.int32)),
         "dpmf.item_vectors: an item's known raters k_j cannot be fewer than its served raters k'_j"),
-    "item_vectors: masks and a seed": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2), mask_seed=bytes(16)),
-        "dpmf.item_vectors: masks come explicitly or as a seed, not both"),
-    "item_vectors: masks of another shape": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2, 2)), "dpmf.item_vectors: masks has shape (2, 2), the vectors (2, 4)"),
-    "item_vectors: eta pieces of another shape": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), eta_pieces=words(3)), "dpmf.item_vectors: eta_pieces has shape (3, 4), the vectors (2, 4)"),
+    "item_vectors: 3 planes and a seed": (
+        lambda: ItemVectors(1, planes(3, 2), i32(1, 1)[None], bytes(16)),
+        "dpmf.item_vectors: with a mask seed, item vectors carry 1 or 2 planes of words, not 3"),
+    "item_vectors: 4 planes": (
+        lambda: ItemVectors(1, planes(4, 2), i32(1, 1)[None]), "dpmf.item_vectors: item vectors carry 1 to 3 planes of words, not 4"),
+    "item_vectors: no planes": (
+        lambda: ItemVectors(1, planes(0, 2), i32(1, 1)[None]), "dpmf.item_vectors: item vectors carry 1 to 3 planes of words, not 0"),
     "item_vectors: a 15-byte seed": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(15)), "dpmf.item_vectors: a mask seed is 16 bytes"),
+        lambda: ItemVectors.of(1, words(2), i32(1, 1), mask_seed=bytes(15)), "dpmf.item_vectors: a mask seed is 16 bytes"),
     "item_vectors: a 17-byte seed": (
-        lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(17)), "dpmf.item_vectors: a mask seed is 16 bytes"),
+        lambda: ItemVectors.of(1, words(2), i32(1, 1), mask_seed=bytes(17)), "dpmf.item_vectors: a mask seed is 16 bytes"),
     "item_vectors: int64 raters": (
-        lambda: ItemVectors(1, words(2), np.ones(2, np.int64)), None),
+        lambda: ItemVectors.of(1, words(2), np.ones(2, np.int64)), None),
     "contribution: phi rows": (
         lambda: Contribution(1, i32(0, 3), words(1)), "dpmf.contribution: phi has 1 rows for 2 items"),
     "contribution: 1-d phi": (
@@ -216,7 +224,7 @@ def test_a_malformed_message_is_refused_with_what_is_wrong(case: str) -> None:
     if text is not None:
         assert problem == text
     else:  # the wire's own check of a field (dtype, dimensions, NaN): it names the field
-        field = {"NaN H": ".h", "float raters": ".raters", "int64 raters": ".raters", "1-d phi": ".phi", "int words": ".values"}
+        field = {"NaN H": ".h", "float raters": ".raters", "int64 raters": ".counts", "1-d phi": ".phi", "int words": ".values"}
         assert any(name in problem for suffix, name in field.items() if case.endswith(suffix)), problem
 
 
@@ -226,13 +234,13 @@ ACCEPTED: dict[str, Callable[[], object]] = {
     "presharing_request: attempt 1, H of zeros, one sharer": lambda: PresharingRequest(1, i32(0, 1), np.zeros((2, 2)), i32(1, 1), words(2)),
     "roster: an iteration": lambda: Roster(1, (USER, Party(Role.USER, 2)), 1.0),
     "roster: round 0, attempt 1": lambda: Roster(0, (), 1.0, 1),
-    "item_vectors: one rater each": lambda: ItemVectors(1, words(2), i32(1, 1)),
-    "item_vectors: no rows": lambda: ItemVectors(1, words(0), i32(), known_raters=i32()),
-    "item_vectors: known equal to served": lambda: ItemVectors(1, words(2), i32(2, 3), known_raters=i32(2, 3)),
-    "item_vectors: 33 rows, known equal to served": lambda: ItemVectors(
+    "item_vectors: one rater each": lambda: ItemVectors.of(1, words(2), i32(1, 1)),
+    "item_vectors: no rows": lambda: ItemVectors.of(1, words(0), i32(), known_raters=i32()),
+    "item_vectors: known equal to served": lambda: ItemVectors.of(1, words(2), i32(2, 3), known_raters=i32(2, 3)),
+    "item_vectors: 33 rows, known equal to served": lambda: ItemVectors.of(
         1, words(33), np.ones(33, np.int32), known_raters=np.ones(33, np.int32)),
-    "item_vectors: explicit masks and eta pieces": lambda: ItemVectors(1, words(2), i32(1, 1), masks=words(2), eta_pieces=words(2)),
-    "item_vectors: a 16-byte seed": lambda: ItemVectors(1, words(2), i32(1, 1), mask_seed=bytes(16)),
+    "item_vectors: explicit masks and eta pieces": lambda: ItemVectors.of(1, words(2), i32(1, 1), masks=words(2), eta_pieces=words(2)),
+    "item_vectors: a 16-byte seed": lambda: ItemVectors.of(1, words(2), i32(1, 1), mask_seed=bytes(16)),
     "aggregate: sorted contributors": lambda: Aggregate(1, i32(0), words(1), (USER, Party(Role.USER, 2))),
     "naive_contribution: iteration 1": lambda: NaiveContribution(1, words(1)),
 }
@@ -244,3 +252,58 @@ def test_a_well_formed_message_at_the_boundaries_passes(case: str) -> None:
     body.validate()
     assert encode(SERVER, USER, 0.0, body)
 
+
+@pytest.mark.parametrize("user", [1, 200, 1000], ids=["1-byte index", "2-byte index", "3-byte index"])
+def test_item_vectors_reach_their_user_as_views_of_the_message_aligned_or_not(user: int) -> None:
+    """The user only streams through an item_vectors' arrays (declared ``aligned=False``): each is a read-only
+    view of the delivered bytes, never a copy, wherever the envelope's head (its destination's index takes 1 to 3
+    bytes) leaves its elements -- and holds the values sent."""
+    rows = np.arange(3 * 100, dtype=np.uint32).reshape(3, 100)
+    sent = ItemVectors.of(2, rows, i32(1, 2, 3), rows + 1, None, rows + 2, i32(4, 5, 6))
+    data = encode(SERVER, Party(Role.USER, user), 1.5, sent)
+    body = decode_trusted(data).body
+    assert not (body.words.flags.aligned and body.counts.flags.aligned)
+    assert body.words.base is data and body.counts.base is data
+    for name, whole in (("words", data), ("counts", data), ("vectors", body.words), ("masks", body.words),
+                        ("eta_pieces", body.words), ("raters", body.counts), ("known_raters", body.counts)):
+        array = getattr(body, name)
+        assert array.base is whole and not array.flags.writeable, name
+        np.testing.assert_array_equal(array, getattr(sent, name))
+
+
+def _parts(round_index: int = 1, *, masks: bool = False, seed: bool = False, eta: bool = False, known: bool = False) -> dict:
+    rows = np.arange(2 * 4, dtype=np.uint32).reshape(2, 4)
+    return {
+        "round": round_index, "vectors": rows, "raters": i32(1, 2), "masks": rows + 10 if masks else None,
+        "mask_seed": bytes(range(16)) if seed else None, "eta_pieces": rows + 20 if eta else None,
+        "known_raters": i32(3, 4) if known else None,
+    }
+
+
+@pytest.mark.parametrize("parts", [
+    _parts(), _parts(seed=True), _parts(masks=True), _parts(seed=True, eta=True, known=True), _parts(masks=True, eta=True),
+    _parts(masks=True, eta=True, known=True),
+], ids=["naive", "S2 seeded", "S2 explicit", "S3 seeded", "S3 explicit", "S3 explicit normalized"])
+def test_item_vectors_give_back_the_parts_they_were_built_of_after_the_wire(parts: dict) -> None:
+    """Every row of the planes table (`ItemVectors`): each part reads back as built, ``None`` where absent,
+    through strict decoding too."""
+    body = ItemVectors.of(**parts)
+    received = decode(encode(SERVER, USER, 0.0, body)).body
+    for message in (body, received):
+        for name, part in parts.items():
+            if isinstance(part, np.ndarray):
+                np.testing.assert_array_equal(getattr(message, name), part)
+            else:
+                assert getattr(message, name) == part, name
+
+
+@pytest.mark.parametrize(("parts", "problem"), [
+    (_parts(masks=True, seed=True), "masks come explicitly or as a seed, not both"),
+    (_parts(eta=True), "pieces of tau^ come with masks or a mask seed (S3 always masks)"),
+    ({**_parts(masks=True), "masks": words(2, 2)}, "the words planes have shapes [(2, 2), (2, 4)], not one"),
+    ({**_parts(known=True), "known_raters": i32(3)}, "the counts planes have shapes [(1,), (2,)], not one"),
+], ids=["masks and a seed", "tau^ pieces unmasked", "masks of another shape", "known raters of another length"])
+def test_item_vectors_are_not_built_of_parts_no_table_row_holds(parts: dict, problem: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ItemVectors.of(**parts)
+    assert str(caught.value) == problem

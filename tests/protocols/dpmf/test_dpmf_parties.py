@@ -220,7 +220,7 @@ async def test_an_s2_user_sends_its_gradient_plus_eta_and_rho_pieces_under_the_m
         eta = user.eta.copy()
         u, rng = user.u.copy(), copy.deepcopy(user.rng)
         seed = bytes(range(16))
-        request = ItemVectors(2, words, raters, masks=to_words(ring, masks)) if transport == "explicit" else ItemVectors(2, words, raters, mask_seed=seed)
+        request = ItemVectors.of(2, words, raters, masks=to_words(ring, masks)) if transport == "explicit" else ItemVectors.of(2, words, raters, mask_seed=seed)
         user._contribute(request)
         await trio.sleep(0.01)
         [envelope] = network.mailbox(THIRD_PARTY).take_all(Contribution.KIND)
@@ -246,7 +246,7 @@ async def test_a_naive_user_sends_its_gradient_plus_eta_straight_to_the_recommen
     async with network.open():
         user._set_up(NoiseSetup(np.full((len(ITEMS), D), 0.5), raters))
         eta, u = user.eta.copy(), user.u.copy()
-        user._contribute(ItemVectors(1, words, raters))
+        user._contribute(ItemVectors.of(1, words, raters))
         await trio.sleep(0.01)
         [envelope] = network.mailbox(SERVER).take_all(NaiveContribution.KIND)
     _, real = _expected(u, v, public, np.random.default_rng(), 1, raters)
@@ -267,7 +267,7 @@ async def test_an_s3_user_weights_gradient_and_rho_by_known_over_served_raters_a
     tau_pieces = ring.uniform(np.random.default_rng(5), (len(ITEMS), D))
     async with network.open():
         u, rng = user.u.copy(), copy.deepcopy(user.rng)
-        user._contribute(ItemVectors(3, words, raters, masks=to_words(ring, masks), eta_pieces=to_words(ring, tau_pieces), known_raters=known))
+        user._contribute(ItemVectors.of(3, words, raters, masks=to_words(ring, masks), eta_pieces=to_words(ring, tau_pieces), known_raters=known))
         await trio.sleep(0.01)
         [envelope] = network.mailbox(THIRD_PARTY).take_all(Contribution.KIND)
     _, real = _expected(u, v, public, rng, 3, raters, weight=known / raters)
@@ -318,7 +318,7 @@ async def test_a_user_takes_its_setup_and_item_vectors_from_the_recommender_only
         await trio.sleep(0.01)  # Bob's setup is delivered first
         network.send(SERVER, ALICE, NoiseSetup(h, raters))
         network.send(SERVER, ALICE, PresharingRequest(1, i32(1), np.ones((1, D)), i32(1), beta))
-        network.send(BOB, ALICE, ItemVectors(1, words, raters, masks=masks))
+        network.send(BOB, ALICE, ItemVectors.of(1, words, raters, masks=masks))
         with pytest.raises(PartyTimeout) as caught:
             await user.run()
         assert trio.current_time() == pytest.approx(5.0)
@@ -344,20 +344,20 @@ async def test_a_user_refuses_item_vectors_and_setups_that_do_not_fit_its_items_
     async with network.open():
         s2 = _private(network, _public("S2"))
         assert _refusal(s2, NoiseSetup(np.ones((2, D)), np.ones(2, np.int32)), "_set_up") == "user:0 expected H of shape (3, 2), received (2, 2)"
-        assert _refusal(s2, ItemVectors(1, words, raters, masks=masks)) == "user:0 round 1: served before the noise setup"
+        assert _refusal(s2, ItemVectors.of(1, words, raters, masks=masks)) == "user:0 round 1: served before the noise setup"
         s2._set_up(NoiseSetup(np.ones((len(ITEMS), D)), raters))
-        assert _refusal(s2, ItemVectors(1, words[:2], raters[:2])) == "user:0 round 1: expected vectors of 3 items, received 2"
-        assert _refusal(s2, ItemVectors(1, words[:, :3], raters, masks=masks[:, :3])) == (
+        assert _refusal(s2, ItemVectors.of(1, words[:2], raters[:2])) == "user:0 round 1: expected vectors of 3 items, received 2"
+        assert _refusal(s2, ItemVectors.of(1, words[:, :3], raters, masks=masks[:, :3])) == (
             "user:0 round 1 vectors: expected 4 words per row, got shape (3, 3)")
         profile = s2.u.copy()
-        assert _refusal(s2, ItemVectors(1, words, raters)) == "user:0 round 1: protected item vectors must carry masks or a mask seed"
+        assert _refusal(s2, ItemVectors.of(1, words, raters)) == "user:0 round 1: protected item vectors must carry masks or a mask seed"
         # Refused before it changed anything: u_i and the records of its last contribution are as they were.
         np.testing.assert_array_equal(s2.u, profile)
         assert s2.last_round == -1 and s2.last_signal.size == 0
         s3 = _private(_network(), _public("S3"))  # refuses before it sends anything
-        assert _refusal(s3, ItemVectors(2, words, raters, masks=masks, known_raters=raters)) == (
+        assert _refusal(s3, ItemVectors.of(2, words, raters, masks=masks, known_raters=raters)) == (
             "user:0 round 2: S3 item vectors must carry the pieces of tau^")
-        assert _refusal(s3, ItemVectors(2, words, raters, masks=masks, eta_pieces=masks)) == (
+        assert _refusal(s3, ItemVectors.of(2, words, raters, masks=masks, eta_pieces=masks)) == (
             "user:0 round 2: S3 item vectors carry the known raters k_j exactly when the step is normalized")
 
 

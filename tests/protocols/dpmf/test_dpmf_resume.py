@@ -217,7 +217,7 @@ async def test_a_presharing_request_is_answered_before_item_vectors_that_arrived
     for party in (SERVER, THIRD_PARTY, alice):
         network.attach(party)
     async with network.open(), trio.open_nursery() as nursery:
-        network.send(SERVER, alice, ItemVectors(
+        network.send(SERVER, alice, ItemVectors.of(
             1, words[0], np.array([1, 1], dtype=np.int32), masks=words[1], eta_pieces=words[2],
             known_raters=np.array([1, 1], dtype=np.int32),
         ))

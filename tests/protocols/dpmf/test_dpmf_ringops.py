@@ -109,9 +109,9 @@ def test_masks_from_a_key_are_reproducible_and_key_specific() -> None:
 
 @pytest.mark.parametrize("message, problem", [
     (lambda: ItemRequest(np.array([3, 1], dtype=np.int32)), "sorted"),
-    (lambda: ItemVectors(1, np.zeros((2, 4), np.uint32), np.ones(2, np.int32), masks=np.zeros((2, 4), np.uint32), mask_seed=b"x" * 16), "not both"),
-    (lambda: ItemVectors(1, np.zeros((2, 4), np.uint32), np.ones(2, np.int32), mask_seed=b"short"), "16 bytes"),
-    (lambda: ItemVectors(1, np.zeros((2, 4), np.uint32), np.zeros(2, np.int32)), "at least one rater"),
+    (lambda: ItemVectors(1, np.zeros((3, 2, 4), np.uint32), np.ones((1, 2), np.int32), b"x" * 16), "1 or 2 planes"),
+    (lambda: ItemVectors.of(1, np.zeros((2, 4), np.uint32), np.ones(2, np.int32), mask_seed=b"short"), "16 bytes"),
+    (lambda: ItemVectors.of(1, np.zeros((2, 4), np.uint32), np.zeros(2, np.int32)), "at least one rater"),
     (lambda: Aggregate(1, np.array([0, 1], np.int32), np.zeros((3, 4), np.uint32), ()), "rows"),
     (lambda: Roster(1, (Party(Role.USER, 2), Party(Role.USER, 1)), 5.0), "sorted"),
 ])

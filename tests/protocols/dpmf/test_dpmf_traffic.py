@@ -359,7 +359,7 @@ def test_an_item_vectors_message_carries_each_rated_items_rows() -> None:
         flow = _flow(plan(plan_context(_table(mask_transport=transport))).per_round, "dpmf.item_vectors")
         masks = transport == "explicit"
         exact = sum(
-            _size(ItemVectors(1, _words(n), np.ones(n, dtype=np.int32), masks=_words(n) if masks else None,
+            _size(ItemVectors.of(1, _words(n), np.ones(n, dtype=np.int32), masks=_words(n) if masks else None,
                               mask_seed=None if masks else bytes(16)), SERVER, Party(USER, user))
             for user, n in enumerate(train.user_counts().tolist())
         )

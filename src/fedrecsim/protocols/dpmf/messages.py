@@ -212,60 +212,131 @@ class PresharingAggregate:
 @message("dpmf.item_vectors")
 @dataclass(frozen=True)
 class ItemVectors:
-    """Iteration ``round``: v_j(t) (fixed point) of the requested items, row r for the r-th item.
+    """Iteration ``round``: what the recommender hands a served user, row r of each array for the r-th
+    requested item.
 
-    ``raters[r]`` is k'_j, the number of users served for that item in this iteration (the rho~ pieces
-    are drawn so that k'_j of them sum to the Laplace scale). The masks psi come either explicitly
-    (``masks``) or as a 16-byte PRG key (``mask_seed``) the user expands; the naive variant has neither.
-    S3 adds the user's pieces of tau^_j (``eta_pieces``) and, with the normalized step, ``known_raters``:
-    k_j >= k'_j, the raters of the item the recommender knows of; the user weights its gradient and rho~
-    by k_j / k'_j (see `fedrecsim.protocols.dpmf.protocol`).
+    ``words[p]`` is the p-th plane of ring words (module docstring), in this order:
+
+    ============  ===========  ======================================================================
+    planes        mask_seed    the planes
+    ============  ===========  ======================================================================
+    1             None         v_j(t) (fixed point): the naive variant, which masks nothing
+    1             16 bytes     v_j(t); the masks psi are the seed's expansion (`ringops.expand_masks`)
+    2             None         v_j(t), psi_j
+    2             16 bytes     v_j(t), the user's pieces of tau^_j (S3); psi from the seed
+    3             None         v_j(t), psi_j, the user's pieces of tau^_j (S3)
+    ============  ===========  ======================================================================
+
+    (S3 always masks: a plane after v_j without a seed is psi_j.) ``counts[0]`` is k'_j, the number of
+    users served for the item in this iteration (the rho~ pieces are drawn so that k'_j of them sum to
+    the Laplace scale); S3 with the normalized step adds ``counts[1]``: k_j >= k'_j, the raters of the
+    item the recommender knows of; the user weights its gradient and rho~ by k_j / k'_j (see
+    `fedrecsim.protocols.dpmf.protocol`). `vectors`, `masks`, `eta_pieces`, `raters` and `known_raters`
+    read the planes by this table (None for one the message does not carry); `of` builds a message from
+    them.
+
+    One array per dtype, not one per quantity: each array costs its receiver a header read and a view,
+    its sender a header (W3 carries a million of these messages per thousand iterations). Both arrays
+    are declared ``aligned=False`` (`fedrecsim.network.wire.ArraySpec`): the user only streams through
+    them -- word views, ``astype`` and elementwise ufuncs (`PrivateUser._contribute`), never a matrix
+    product -- so the network hands it read-only views of the message's bytes, never a copy, wherever
+    the envelope's head leaves them.
     """
 
     round: int
-    vectors: Array("uint32", ndim=2)
-    raters: Array("int32", ndim=1)
-    masks: Array("uint32", ndim=2) | None = None
+    words: Array("uint32", ndim=3, aligned=False)
+    counts: Array("int32", ndim=2, aligned=False)
     mask_seed: bytes | None = None
-    eta_pieces: Array("uint32", ndim=2) | None = None
-    known_raters: Array("int32", ndim=1) | None = None
+
+    @classmethod
+    def of(
+        cls,
+        round: int,  # noqa: A002 -- the field's name
+        vectors: np.ndarray,
+        raters: np.ndarray,
+        masks: np.ndarray | None = None,
+        mask_seed: bytes | None = None,
+        eta_pieces: np.ndarray | None = None,
+        known_raters: np.ndarray | None = None,
+    ) -> ItemVectors:
+        """The message carrying these parts (each ``None`` when not carried), in the planes of the class
+        docstring's table. ValueError for masks and a seed both, for tau^ pieces with neither (only S3
+        carries them, and S3 always masks), or for a part whose shape is not its first's."""
+        if masks is not None and mask_seed is not None:
+            raise ValueError("masks come explicitly or as a seed, not both")
+        if eta_pieces is not None and masks is None and mask_seed is None:
+            raise ValueError("pieces of tau^ come with masks or a mask seed (S3 always masks)")
+        planes = [vectors, *(plane for plane in (masks, eta_pieces) if plane is not None)]
+        counts = [raters, *(() if known_raters is None else (known_raters,))]
+        for name, parts in (("words", planes), ("counts", counts)):
+            shapes = {np.shape(part) for part in parts}
+            if len(shapes) > 1:
+                raise ValueError(f"the {name} planes have shapes {sorted(shapes)}, not one")
+        return cls(round, np.stack(planes), np.stack(counts), mask_seed)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """v_j(t) of the requested items, in ring words."""
+        return self.words[0]
+
+    @property
+    def _masks_explicit(self) -> bool:
+        """Whether psi_j is plane 1: no seed stands for it and v_j is not alone (the class docstring's table)."""
+        return self.mask_seed is None and len(self.words) > 1
+
+    @property
+    def masks(self) -> np.ndarray | None:
+        """psi_j in ring words, when they travel explicitly."""
+        return self.words[1] if self._masks_explicit else None
+
+    @property
+    def eta_pieces(self) -> np.ndarray | None:
+        """The user's pieces of tau^_j (S3) in ring words."""
+        words = self.words
+        return words[-1] if len(words) == 2 + self._masks_explicit else None
+
+    @property
+    def raters(self) -> np.ndarray:
+        """k'_j: the users served for each item in this iteration."""
+        return self.counts[0]
+
+    @property
+    def known_raters(self) -> np.ndarray | None:
+        """k_j: the raters of each item the recommender knows of (S3, normalized step)."""
+        counts = self.counts
+        return counts[1] if len(counts) == 2 else None
 
     def validate(self) -> None:
-        # The checks of `_check_iteration` and `_check_rows` inline, in the same order and words: this runs
-        # once for every message the recommender sends.
         if self.round < 1:
             raise ValueError("iterations count from 1")
-        vectors, raters, known = self.vectors, self.raters, self.known_raters
-        rows = len(vectors)
-        if len(raters) != rows:
-            raise ValueError(f"raters has {len(raters)} rows for {rows} items")
+        words, counts, mask_seed = self.words, self.counts, self.mask_seed
+        planes, rows, _ = words.shape
+        if mask_seed is not None:
+            if len(mask_seed) != 16:
+                raise ValueError("a mask seed is 16 bytes")
+            if planes > 2:
+                raise ValueError(f"with a mask seed, item vectors carry 1 or 2 planes of words, not {planes}")
+        if planes < 1 or planes > 3:
+            raise ValueError(f"item vectors carry 1 to 3 planes of words, not {planes}")
+        kinds, counted = counts.shape
+        if kinds < 1 or kinds > 2:
+            raise ValueError(f"item vectors carry 1 or 2 rows of counts (k'_j, then k_j), not {kinds}")
+        if counted != rows:
+            raise ValueError(f"counts has {counted} columns for {rows} items")
         # A user's few items are compared as lists: numpy's per-call cost dominates below a few dozen.
         if rows <= _SMALL:
-            served = raters.tolist()
+            listed = counts.tolist()
+            served = listed[0]
             if rows and min(served) < 1:
                 raise ValueError("every served item has at least one rater")
-            if known is not None:
-                if len(known) != rows:
-                    raise ValueError(f"known_raters has {len(known)} rows for {rows} items")
-                if any(map(_lt, known.tolist(), served)):
-                    raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
+            if kinds == 2 and any(map(_lt, listed[1], served)):
+                raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
         else:
-            if raters.min() < 1:
+            served = counts[0]
+            if served.min() < 1:
                 raise ValueError("every served item has at least one rater")
-            if known is not None:
-                _check_rows("known_raters", known, rows)
-                if bool((known < raters).any()):
-                    raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
-        masks, eta_pieces, mask_seed = self.masks, self.eta_pieces, self.mask_seed
-        if masks is not None:
-            if mask_seed is not None:
-                raise ValueError("masks come explicitly or as a seed, not both")
-            if masks.shape != vectors.shape:
-                raise ValueError(f"masks has shape {masks.shape}, the vectors {vectors.shape}")
-        if eta_pieces is not None and eta_pieces.shape != vectors.shape:
-            raise ValueError(f"eta_pieces has shape {eta_pieces.shape}, the vectors {vectors.shape}")
-        if mask_seed is not None and len(mask_seed) != 16:
-            raise ValueError("a mask seed is 16 bytes")
+            if kinds == 2 and bool((counts[1] < served).any()):
+                raise ValueError("an item's known raters k_j cannot be fewer than its served raters k'_j")
 
 
 @message("dpmf.contribution")
@@ -280,9 +351,11 @@ class Contribution:
     def validate(self) -> None:
         if self.round < 1:
             raise ValueError("iterations count from 1")
-        items = self.items
+        items, phi = self.items, self.phi
         _check_items(items)
-        _check_rows("phi", self.phi, len(items))
+        # `_check_rows` inline, in its words: this runs once for every message a served user sends.
+        if len(phi) != len(items):
+            raise ValueError(f"phi has {len(phi)} rows for {len(items)} items")
 
 
 @message("dpmf.aggregate")

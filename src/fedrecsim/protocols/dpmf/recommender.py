@@ -81,6 +81,24 @@ from .ringops import expand_masks, from_words, split_by_item, sum_by_item, to_wo
 _EMPTY = np.empty(0, dtype=np.int64)
 
 
+def _user_blocks(planes: list[np.ndarray], offsets: np.ndarray) -> np.ndarray:
+    """``planes`` (arrays of one shape and dtype whose rows are the served users' rows, user after user,
+    user u's from ``offsets[u]`` to ``offsets[u + 1]``) regrouped user by user: rows ``P offsets[u]`` to
+    ``P offsets[u + 1]`` of the result are user u's rows of plane 0, then of plane 1, ... (P planes), so
+    that each user's block is one contiguous slice, ``block.reshape(P, n_u, ...)`` its planes."""
+    count, rows = len(planes), planes[0].shape[0]
+    if count == 1:
+        return planes[0]
+    lengths = np.diff(offsets)
+    # Row r of user u (its rows from s_u, n_u of them) goes to P s_u + p n_u + (r - s_u) in plane p.
+    first = (count - 1) * np.repeat(offsets[:-1], lengths) + np.arange(rows)
+    step = np.repeat(lengths, lengths)
+    blocks = np.empty((count * rows, *planes[0].shape[1:]), dtype=planes[0].dtype)
+    for plane_index, plane in enumerate(planes):
+        blocks[first + plane_index * step] = plane
+    return blocks
+
+
 @dataclass
 class Served:
     """Who the recommender served in one iteration, and what it handed out (its own records).
@@ -423,22 +441,26 @@ class Recommender(Server):
             if public.scenario == "S3":
                 served.eta_pieces = split_by_item(ring, row_items, self.tau_hat, self.rng)
             self.send(THIRD_PARTY, Roster(round_index, tuple(candidates), self.now + self.collect_share * round_timeout_s))
-        # Every served user's rows at once; each message carries its user's block of them.
-        vector_words, rater_rows = to_words(ring, vectors), raters[row_items].astype(np.int32)
-        mask_words = to_words(ring, served.masks) if served.masks is not None else None
-        eta_words = to_words(ring, served.eta_pieces) if served.eta_pieces is not None else None
-        known_rows = served.known_raters[row_items].astype(np.int32) if served.known_raters is not None else None
+        # Every served user's rows at once, regrouped user by user (`_user_blocks`): each message carries its
+        # user's block of words and of counts, plane after plane.
+        planes = [to_words(ring, vectors)]
+        if served.masks is not None:
+            planes.append(to_words(ring, served.masks))
+        if served.eta_pieces is not None:
+            planes.append(to_words(ring, served.eta_pieces))
+        counts = [raters[row_items].astype(np.int32)]
+        if served.known_raters is not None:
+            counts.append(served.known_raters[row_items].astype(np.int32))
+        words, counted = _user_blocks(planes, offsets), _user_blocks(counts, offsets)
+        n_planes, n_counts, width = len(planes), len(counts), planes[0].shape[1]
         bounds = offsets.tolist()
         for position, party in enumerate(candidates):
             start, stop = bounds[position], bounds[position + 1]
             self.send(party, ItemVectors(
                 round_index,
-                vector_words[start:stop],
-                rater_rows[start:stop],
-                masks=mask_words[start:stop] if mask_words is not None else None,
-                mask_seed=served.keys[position] if served.keys else None,
-                eta_pieces=eta_words[start:stop] if eta_words is not None else None,
-                known_raters=known_rows[start:stop] if known_rows is not None else None,
+                words[n_planes * start:n_planes * stop].reshape(n_planes, stop - start, width),
+                counted[n_counts * start:n_counts * stop].reshape(n_counts, stop - start),
+                served.keys[position] if served.keys else None,
             ))
         self.served = served
         return served

@@ -106,7 +106,9 @@ class _Users:
         body = make(1)
         src, dst = (other, _USER) if to_user else (_USER, other)
         size = self.mean(make, other, to_user=to_user)
-        return Flow(type(body).KIND, src.role, dst.role, messages, messages * size, exact)
+        # An exact flow's bytes are a sum of whole message sizes: the mean's rounding error is not in them.
+        total = float(round(messages * size)) if exact else messages * size
+        return Flow(type(body).KIND, src.role, dst.role, messages, total, exact)
 
 
 def plan(ctx: PlanContext) -> TrafficPlan:
@@ -146,7 +148,7 @@ def _private(ctx: PlanContext, config: DPMFConfig, users: _Users, parties: dict[
 
     def vectors(n: int) -> ItemVectors:
         explicit = protected and config.mask_transport == "explicit"
-        return ItemVectors(
+        return ItemVectors.of(
             rnd, _words(n, config), _ones(n),
             masks=_words(n, config) if explicit else None,
             mask_seed=bytes(16) if protected and not explicit else None,
