@@ -896,7 +896,7 @@ def _compile_reader(
     and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
     is then made as its ``__init__`` would make it: a plain frozen dataclass (`_is_plain`) gets its fields
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
-    47,604 against 48,883 instructions per ``dpmf.item_vectors``, though each attribute read of the
+    47,604 against 48,883 instructions per ``dpmf.item_vectors`` of 7 fields, as it then was, though each attribute read of the
     shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope
     is filled and given its class as `_envelope` does it. ``data`` must be a bytes object, or the view of
     one `encode` gives past an aligning pad (module docstring, "Alignment"): the arrays are read-only
@@ -1014,7 +1014,7 @@ def _direct_init(kind: str, cls: type) -> Callable[..., None] | None:
 
 # Assigning a new ``__dict__`` has a fixed cost (it first makes the instance's own dict, then drops it):
 # encoding with construction, cachegrind, /tmp/pcodec3/micro.sh, dataclass's -> one dict: 7 fields
-# (`dpmf.item_vectors`) 51,135 -> 38,871 instructions, 3 (`dpmf.contribution`) 24,891 -> 23,370, but
+# (`dpmf.item_vectors` as it then was) 51,135 -> 38,871 instructions, 3 (`dpmf.contribution`) 24,891 -> 23,370, but
 # 1 (`dpmf.item_request`) 16,754 -> 17,467; so only a class of this many fields or more gets `_direct_init`.
 _DIRECT_INIT_FIELDS = 2
 
