@@ -896,8 +896,9 @@ def _compile_reader(
     and the parties of the envelope inline where the role is one byte and the index below 65,536. The message
     is then made as its ``__init__`` would make it: a plain frozen dataclass (`_is_plain`) gets its fields
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
-    47,604 against 48,883 instructions per ``dpmf.item_vectors`` of 7 fields, as it then was, though each attribute read of the
-    shared-key dict this leaves costs ~250 more); any other class is called as usual. The envelope
+    47,604 against 48,883 instructions per ``dpmf.item_vectors`` of 7 fields, as it then was, though each
+    attribute read of the shared-key dict this leaves costs ~250 more); any other class is called as usual.
+    The envelope
     is filled and given its class as `_envelope` does it. ``data`` must be a bytes object, or the view of
     one `encode` gives past an aligning pad (module docstring, "Alignment"): the arrays are read-only
     because it is immutable, and an array inline whose offset in it is a multiple of its element size is
