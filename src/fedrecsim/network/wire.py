@@ -898,8 +898,7 @@ def _compile_reader(
     stored straight into its ``__dict__`` (cheaper here than a new ``__dict__`` as `_direct_init` gives:
     47,604 against 48,883 instructions per ``dpmf.item_vectors`` of 7 fields, as it then was, though each
     attribute read of the shared-key dict this leaves costs ~250 more); any other class is called as usual.
-    The envelope
-    is filled and given its class as `_envelope` does it. ``data`` must be a bytes object, or the view of
+    The envelope is filled and given its class as `_envelope` does it. ``data`` must be a bytes object, or the view of
     one `encode` gives past an aligning pad (module docstring, "Alignment"): the arrays are read-only
     because it is immutable, and an array inline whose offset in it is a multiple of its element size is
     aligned because its buffer is (`_BYTES_ALIGNED`) -- a view holds one array, too large to be inline, and
