@@ -377,7 +377,7 @@ CHECKS: dict[tuple[str, str], Any] = {
     ("dpmf S2", "partition"): _shortfall_reported,
     ("dpmf S3", "partition"): _all(_monitors_hold, _missing_somewhere("missing")),
     ("ldp_implicit", "partition"): _monitors_hold,
-    ("prototypes", "partition"): _warned("1 silo(s) sent no prototypes in time: silo:0"),
+    ("prototypes", "partition"): _warned("1 silo sent no prototypes in time: silo:0"),
     ("secagg", "partition"): _all(_sums_exact, _participants([8, 7, 7])),
     # crash at the stage
     ("fcf", "crash"): _all(_participants([20, 19, 19, 19]), lambda result: _column(result, "missing")[1] == 1 or pytest.fail()),
@@ -411,7 +411,7 @@ CHECKS: dict[tuple[str, str], Any] = {
     ("dpmf S2", "slow"): _all(_monitors_hold, _never_contributes),
     ("dpmf S3", "slow"): _monitors_hold,
     ("ldp_implicit", "slow"): _monitors_hold,
-    ("prototypes", "slow"): _warned("1 silo(s) sent no prototypes in time: silo:0"),
+    ("prototypes", "slow"): _warned("1 silo sent no prototypes in time: silo:0"),
     ("secagg", "slow"): _all(_sums_exact, _participants([7, 7, 7])),
     # fedvae: the server sends ω to every training user it knows to be online (24) each round; who did not
     # answer is `missing`

@@ -81,13 +81,16 @@ def test_a_failed_run_removes_its_checkpoints(tmp_path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_checkpoint_interval_longer_than_the_run_saves_none(tmp_path, monkeypatch) -> None:
+def test_a_checkpoint_interval_the_run_never_reaches_is_refused_before_it_starts(tmp_path, monkeypatch) -> None:
+    """A checkpoint is saved at the end of a round before the last: an interval of at least the run's rounds
+    would save none, silently, so it is refused and nothing is written."""
     saves: list[int] = []
     monkeypatch.setattr(Checkpoints, "_write", lambda self, saved: saves.append(saved.round))
-    fedrecsim.run(DPMF_S1, out=tmp_path / "run", checkpoint_every=5)
-    assert saves == []
-    fedrecsim.run(DPMF_S1, out=tmp_path / "again", checkpoint_every=2)
-    assert saves == [2, 4]
+    with pytest.raises(ConfigError, match=r"^--checkpoint-every: 5 would save no checkpoint: .* has 5 rounds \(use 1 to 4\)$"):
+        fedrecsim.run(DPMF_S1, out=tmp_path / "run", checkpoint_every=5)
+    assert saves == [] and list(tmp_path.iterdir()) == []
+    fedrecsim.run(DPMF_S1, out=tmp_path / "again", checkpoint_every=4)
+    assert saves == [4]
 
 
 def test_a_run_stopped_before_its_first_checkpoint_leaves_nothing(tmp_path) -> None:
